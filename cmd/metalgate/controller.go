@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/cmd/metalgate/internal/version"
+	"github.com/metalgate/metalgate/controllers"
+)
+
+// controllerOptions are the flags of `metalgate controller`.
+type controllerOptions struct {
+	Kubeconfig              string
+	MetricsAddr             string
+	HealthAddr              string
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	LeaderElectionID        string
+	LBClass                 string
+	QPS                     float64
+	Burst                   int
+	Zap                     zap.Options
+}
+
+func (o *controllerOptions) bind(fs *flag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Default: in-cluster config, else $KUBECONFIG, else ~/.kube/config.")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; \"0\" disables it.")
+	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; \"0\" disables them.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "Elect one active controller among replicas with a Lease.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the Lease. Default: the Pod's namespace; out of cluster, default.")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", "metalgate-controller", "Name of the Lease.")
+	fs.StringVar(&o.LBClass, "lb-class", controllers.DefaultLBClass, "spec.loadBalancerClass served, besides Services with no class.")
+	fs.Float64Var(&o.QPS, "kube-api-qps", 50, "Requests per second to the API server (client-side limit).")
+	fs.IntVar(&o.Burst, "kube-api-burst", 100, "Burst of requests to the API server (client-side limit).")
+	o.Zap.BindFlags(fs)
+}
+
+func controllerCommand(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("metalgate controller", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var opts controllerOptions
+	opts.bind(fs)
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "metalgate controller: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	logger := zap.New(zap.UseFlagOptions(&opts.Zap))
+	ctrl.SetLogger(logger)
+	return runController(logr.NewContext(ctx, logger), opts)
+}
+
+// runController runs the controller manager until ctx ends.
+func runController(ctx context.Context, opts controllerOptions) error {
+	logger := logr.FromContextOrDiscard(ctx)
+	cfg, err := restConfig(opts.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = float32(opts.QPS), opts.Burst
+	cfg.UserAgent = "metalgate-controller/" + version.Version
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("register Kubernetes types: %w", err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("register metalgate types: %w", err)
+	}
+	leaseNS := opts.LeaderElectionNamespace
+	if _, err := os.Stat(inClusterNamespaceFile); leaseNS == "" && err != nil {
+		leaseNS = "default" // out of cluster: the namespace every cluster has
+	}
+	renew, lease, retry := 10*time.Second, 15*time.Second, 2*time.Second
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Logger:                        logger,
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:        opts.HealthAddr,
+		LeaderElection:                opts.LeaderElect,
+		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionNamespace:       leaseNS,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &lease,
+		RenewDeadline:                 &renew,
+		RetryPeriod:                   &retry,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("add healthz: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("add readyz: %w", err)
+	}
+	m := controllers.NewMetrics(metrics.Registry)
+	if err := controllers.Setup(ctx, mgr, controllers.Options{LBClass: opts.LBClass, Metrics: m}); err != nil {
+		return err
+	}
+	logger.Info("starting controller", "version", version.Version, "lbClass", opts.LBClass, "leaderElect", opts.LeaderElect)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("run manager: %w", err)
+	}
+	return nil
+}
+
+// inClusterNamespaceFile names the Pod's namespace when running in a cluster.
+const inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// restConfig loads the kubeconfig named by the flag, else the usual chain.
+func restConfig(path string) (*rest.Config, error) {
+	if path != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			return nil, fmt.Errorf("load kubeconfig %s: %w", path, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("find a kubeconfig (set --kubeconfig): %w", err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,67 @@
+// Command metalgate is the one binary of the metalgate operator. Each component is a
+// subcommand: `metalgate controller` assigns LoadBalancer addresses; `metalgate version`
+// prints the build.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/metalgate/metalgate/cmd/metalgate/internal/version"
+)
+
+const usage = `metalgate: LoadBalancer addresses, announcements and ingress for bare-metal Kubernetes.
+
+Usage:
+  metalgate controller [flags]   assign addresses from IPAddressPools to LoadBalancer Services
+  metalgate version              print the version
+
+Run 'metalgate COMMAND -h' for the flags of a command.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches to a subcommand and returns the process exit code: 0 on success, 2 for a
+// usage error, 1 when the command failed.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "controller":
+		err = controllerCommand(ctx, args[1:], stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, version.String())
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "metalgate: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	default:
+		fmt.Fprintf(stderr, "metalgate %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+// errUsage marks an error in the command line; the flag package has already printed why.
+var errUsage = errors.New("usage error")

@@ -1,0 +1,243 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/metalgate/metalgate/allocator"
+	"github.com/metalgate/metalgate/api/v1alpha1"
+)
+
+// holder is one entry of a claim's holder list, with its allocator key.
+type holder struct {
+	v1alpha1.ClaimHolder
+	key string
+}
+
+func holderFor(svc *corev1.Service, req allocator.Request) v1alpha1.ClaimHolder {
+	h := v1alpha1.ClaimHolder{
+		Namespace:  svc.Namespace,
+		Name:       svc.Name,
+		UID:        svc.UID,
+		SharingKey: req.SharingKey,
+		BackendKey: req.BackendKey,
+	}
+	for _, p := range req.Ports {
+		h.Ports = append(h.Ports, v1alpha1.ClaimPort{Protocol: corev1.Protocol(p.Protocol), Port: p.Port})
+	}
+	return h
+}
+
+// request is what the allocator needs to know of a rival holder to keep its address taken and
+// to judge sharing with it.
+func (h holder) request() allocator.Request {
+	req := allocator.Request{Key: h.key, Namespace: h.Namespace, SharingKey: h.SharingKey, BackendKey: h.BackendKey}
+	for _, p := range h.Ports {
+		req.Ports = append(req.Ports, allocator.Port{Protocol: string(p.Protocol), Port: p.Port})
+	}
+	return req
+}
+
+// canShare reports whether a new holder may join the existing ones on one address: every
+// holder has the same non-empty sharing key and backend key, and no protocol/port is used twice.
+func canShare(h v1alpha1.ClaimHolder, others []v1alpha1.ClaimHolder) bool {
+	if h.SharingKey == "" {
+		return false
+	}
+	used := map[v1alpha1.ClaimPort]bool{}
+	for _, o := range others {
+		if o.SharingKey != h.SharingKey || o.BackendKey != h.BackendKey {
+			return false
+		}
+		for _, p := range o.Ports {
+			used[p] = true
+		}
+	}
+	for _, p := range h.Ports {
+		if used[p] {
+			return false
+		}
+	}
+	return true
+}
+
+// claimAll makes svc a holder of the claim of every address in asg. It returns the first
+// address that another live Service holds (and that holder) when svc may not join it.
+func (r *ServiceReconciler) claimAll(ctx context.Context, svc *corev1.Service, req allocator.Request, asg allocator.Assignment) (netip.Addr, holder, error) {
+	want := holderFor(svc, req)
+	for _, addr := range asg.Addresses {
+		rival, err := r.claim(ctx, addr, asg.Pool, want)
+		if err != nil {
+			return netip.Addr{}, holder{}, fmt.Errorf("claim %s: %w", addr, err)
+		}
+		if rival != nil {
+			return addr, *rival, nil
+		}
+	}
+	return netip.Addr{}, holder{}, nil
+}
+
+// claim creates or joins the IPAddressClaim of addr. It returns a live rival holder when the
+// address is taken and cannot be shared.
+func (r *ServiceReconciler) claim(ctx context.Context, addr netip.Addr, pool string, want v1alpha1.ClaimHolder) (*holder, error) {
+	var rival *holder
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		rival = nil
+		obj := &v1alpha1.IPAddressClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: ClaimName(addr)},
+			Spec:       v1alpha1.IPAddressClaimSpec{Address: addr.String(), Pool: pool, Holders: []v1alpha1.ClaimHolder{want}},
+		}
+		err := r.Client.Create(ctx, obj)
+		if err == nil || !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		// Someone holds it already (perhaps this Service). Decide on the live object, never the
+		// cache: a stale view here is exactly how an address would be given out twice.
+		var cur v1alpha1.IPAddressClaim
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Name: obj.Name}, &cur); err != nil {
+			if apierrors.IsNotFound(err) {
+				return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("ipaddressclaims").GroupResource(), obj.Name, err)
+			}
+			return err
+		}
+		var live []v1alpha1.ClaimHolder
+		changed := false
+		mine := false
+		for _, h := range cur.Spec.Holders {
+			switch {
+			case h.Namespace == want.Namespace && h.Name == want.Name && h.UID == want.UID:
+				mine = true
+				if !holderEqual(h, want) {
+					changed = true
+				}
+				live = append(live, want)
+			case h.Namespace == want.Namespace && h.Name == want.Name:
+				changed = true // an earlier Service of the same name: gone
+			default:
+				alive, err := r.holderAlive(ctx, h)
+				if err != nil {
+					return err
+				}
+				if !alive {
+					changed = true
+					continue
+				}
+				live = append(live, h)
+			}
+		}
+		if !mine {
+			others := live
+			if len(others) > 0 && !canShare(want, others) {
+				rival = &holder{ClaimHolder: others[0], key: serviceKey(others[0].Namespace, others[0].Name)}
+				if changed {
+					cur.Spec.Holders = others
+					return r.Client.Update(ctx, &cur)
+				}
+				return nil
+			}
+			live = append(live, want)
+			changed = true
+		}
+		if len(live) == 1 && cur.Spec.Pool != pool {
+			cur.Spec.Pool = pool
+			changed = true
+		}
+		if !changed {
+			return nil
+		}
+		cur.Spec.Holders = live
+		return r.Client.Update(ctx, &cur)
+	})
+	return rival, err
+}
+
+func holderEqual(a, b v1alpha1.ClaimHolder) bool {
+	return a.Namespace == b.Namespace && a.Name == b.Name && a.UID == b.UID && a.SharingKey == b.SharingKey &&
+		a.BackendKey == b.BackendKey && slices.Equal(a.Ports, b.Ports)
+}
+
+// holderAlive asks the API server whether the Service a claim names still exists and is still
+// a LoadBalancer: a claim whose holder is gone is stale and may be taken over.
+func (r *ServiceReconciler) holderAlive(ctx context.Context, h v1alpha1.ClaimHolder) (bool, error) {
+	var svc corev1.Service
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: h.Namespace, Name: h.Name}, &svc)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get claim holder %s/%s: %w", h.Namespace, h.Name, err)
+	}
+	return svc.UID == h.UID && r.ours(&svc), nil
+}
+
+// release forgets key in the allocator and drops every claim it holds.
+func (r *ServiceReconciler) release(ctx context.Context, key string) error {
+	r.Alloc.Release(key)
+	return r.releaseClaimsExcept(ctx, key, nil)
+}
+
+// releaseClaimsExcept removes key from the claims it holds for addresses not in keep.
+func (r *ServiceReconciler) releaseClaimsExcept(ctx context.Context, key string, keep []netip.Addr) error {
+	var list v1alpha1.IPAddressClaimList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{claimHolderIndex: key}); err != nil {
+		return fmt.Errorf("list claims of %s: %w", key, err)
+	}
+	for _, c := range list.Items {
+		addr, err := netip.ParseAddr(c.Spec.Address)
+		if err == nil && slices.Contains(keep, addr.Unmap()) {
+			continue
+		}
+		if err := r.dropHolder(ctx, c.Name, key); err != nil {
+			return err
+		}
+		log.FromContext(ctx).V(1).Info("released claim", "claim", c.Name, "holder", key)
+		r.poolChanged(c.Spec.Pool)
+	}
+	return nil
+}
+
+// dropHolder removes key from the claim's holders and deletes the claim when none is left.
+func (r *ServiceReconciler) dropHolder(ctx context.Context, name, key string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur v1alpha1.IPAddressClaim
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Name: name}, &cur); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		kept := slices.DeleteFunc(slices.Clone(cur.Spec.Holders), func(h v1alpha1.ClaimHolder) bool {
+			return serviceKey(h.Namespace, h.Name) == key
+		})
+		if len(kept) == len(cur.Spec.Holders) {
+			return nil
+		}
+		if len(kept) == 0 {
+			rv := cur.ResourceVersion
+			err := r.Client.Delete(ctx, &cur, client.Preconditions{ResourceVersion: &rv})
+			return client.IgnoreNotFound(err)
+		}
+		cur.Spec.Holders = kept
+		return r.Client.Update(ctx, &cur)
+	})
+}
+
+// claimHolderKeys is the index function for claimHolderIndex.
+func claimHolderKeys(obj client.Object) []string {
+	c, ok := obj.(*v1alpha1.IPAddressClaim)
+	if !ok {
+		return nil
+	}
+	keys := make([]string, 0, len(c.Spec.Holders))
+	for _, h := range c.Spec.Holders {
+		keys = append(keys, serviceKey(h.Namespace, h.Name))
+	}
+	return keys
+}

@@ -1,0 +1,117 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/metalgate/metalgate/allocator"
+	"github.com/metalgate/metalgate/api/v1alpha1"
+)
+
+// poolResync bounds how stale a pool's status may get if a nudge from the Service reconciler
+// was dropped.
+const poolResync = 30 * time.Second
+
+// PoolReconciler writes each IPAddressPool's status: addresses assigned and available per
+// family, and the Overlapping and Valid conditions. It also exports the pool metrics.
+type PoolReconciler struct {
+	Client   client.Client
+	Alloc    *allocator.Allocator
+	Recorder events.EventRecorder
+	Metrics  *Metrics
+
+	pools *poolSync
+}
+
+var _ reconcile.Reconciler = &PoolReconciler{}
+
+// Reconcile updates one pool's status from the allocator.
+func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if _, err := r.pools.sync(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	var pool v1alpha1.IPAddressPool
+	if err := r.Client.Get(ctx, req.NamespacedName, &pool); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			for _, fam := range []string{"ipv4", "ipv6"} {
+				r.Metrics.InUse.DeleteLabelValues(req.Name, fam)
+				r.Metrics.Usable.DeleteLabelValues(req.Name, fam)
+			}
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get IPAddressPool: %w", err)
+	}
+	status := pool.Status.DeepCopy()
+	status.Conditions = slicesClone(pool.Status.Conditions)
+
+	valid := metav1.Condition{Type: v1alpha1.ConditionValid, Status: metav1.ConditionTrue, Reason: "Valid",
+		Message: "the allocator uses this pool", ObservedGeneration: pool.Generation}
+	if err := r.pools.invalidReason(pool.Name); err != nil {
+		valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, "Invalid", err.Error()
+	}
+	meta.SetStatusCondition(&status.Conditions, valid)
+
+	if st, ok := r.Alloc.Stats(pool.Name); ok {
+		status.AssignedIPv4, status.AssignedIPv6 = st.AssignedV4, st.AssignedV6
+		status.AvailableIPv4, status.AvailableIPv6 = st.AvailableV4, st.AvailableV6
+		r.Metrics.InUse.WithLabelValues(pool.Name, "ipv4").Set(float64(st.AssignedV4))
+		r.Metrics.InUse.WithLabelValues(pool.Name, "ipv6").Set(float64(st.AssignedV6))
+		r.Metrics.Usable.WithLabelValues(pool.Name, "ipv4").Set(float64(st.AssignedV4) + float64(st.AvailableV4))
+		r.Metrics.Usable.WithLabelValues(pool.Name, "ipv6").Set(float64(st.AssignedV6) + float64(st.AvailableV6))
+	}
+
+	overlap := metav1.Condition{Type: v1alpha1.ConditionOverlap, Status: metav1.ConditionFalse, Reason: "NoOverlap",
+		Message: "no other pool has any of these addresses", ObservedGeneration: pool.Generation}
+	if msgs := overlapsOf(r.Alloc.Overlaps(), pool.Name); len(msgs) > 0 {
+		overlap.Status, overlap.Reason = metav1.ConditionTrue, "Overlapping"
+		overlap.Message = "addresses also in " + strings.Join(msgs, "; ") +
+			": an address in several pools is assigned from the first by priority, then name"
+	}
+	wasOverlapping := meta.IsStatusConditionTrue(pool.Status.Conditions, v1alpha1.ConditionOverlap)
+	meta.SetStatusCondition(&status.Conditions, overlap)
+
+	if !equality.Semantic.DeepEqual(status, &pool.Status) {
+		pool.Status = *status
+		if err := r.Client.Status().Update(ctx, &pool); err != nil {
+			return ctrl.Result{}, fmt.Errorf("update IPAddressPool status: %w", err)
+		}
+		if overlap.Status == metav1.ConditionTrue && !wasOverlapping {
+			r.Recorder.Eventf(&pool, nil, corev1.EventTypeWarning, ReasonPoolOverlap, "Validate", "%s", overlap.Message)
+		}
+	}
+	return ctrl.Result{RequeueAfter: poolResync}, nil
+}
+
+// overlapsOf describes the overlaps that involve pool, sorted: `pool "b" (192.0.2.0-192.0.2.9)`.
+func overlapsOf(all []allocator.Overlap, pool string) []string {
+	var out []string
+	for _, o := range all {
+		switch pool {
+		case o.PoolA:
+			out = append(out, fmt.Sprintf("pool %q (%s)", o.PoolB, o.Prefix))
+		case o.PoolB:
+			out = append(out, fmt.Sprintf("pool %q (%s)", o.PoolA, o.Prefix))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func slicesClone(c []metav1.Condition) []metav1.Condition {
+	if c == nil {
+		return nil
+	}
+	return append([]metav1.Condition(nil), c...)
+}

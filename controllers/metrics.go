@@ -1,0 +1,42 @@
+package controllers
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the controller's Prometheus metrics. Create them once with NewMetrics.
+type Metrics struct {
+	InUse       *prometheus.GaugeVec
+	Usable      *prometheus.GaugeVec
+	Allocations prometheus.Counter
+	Failures    *prometheus.CounterVec
+	Conflicts   prometheus.Counter
+}
+
+// NewMetrics creates the controller's metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		InUse: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "metalgate_pool_addresses_in_use",
+			Help: "Addresses of the pool assigned to Services (a shared address counts once).",
+		}, []string{"pool", "family"}),
+		Usable: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "metalgate_pool_addresses_usable",
+			Help: "Addresses of the pool that can be assigned (after avoidBuggyIPs), in use or not; saturates at 2^63-1.",
+		}, []string{"pool", "family"}),
+		Allocations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "metalgate_allocations_total",
+			Help: "Services that were given new addresses.",
+		}),
+		Failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metalgate_allocation_failures_total",
+			Help: "Allocations that failed, by reason (exhausted, in_use, not_in_pool, family_unavailable, sharing_refused, no_such_pool, pool_not_eligible, invalid_request, other).",
+		}, []string{"reason"}),
+		Conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "metalgate_claim_conflicts_total",
+			Help: "Addresses this controller chose but found claimed by another Service on the API server (a race with another writer, lost safely).",
+		}),
+	}
+	reg.MustRegister(m.InUse, m.Usable, m.Allocations, m.Failures, m.Conflicts)
+	return m
+}

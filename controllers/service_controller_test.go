@@ -1,0 +1,295 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/controllers"
+)
+
+func TestAssignsFromPool(t *testing.T) {
+	needAPIServer(t)
+	startController(t)
+	pool(t, "assign", nil, "192.0.2.0/30")
+	ns := namespace(t, nil)
+	service(t, ns, "web")
+	waitIPs(t, ns, "web", "192.0.2.0")
+
+	s := getService(t, ns, "web")
+	if got := s.Annotations[controllers.AnnotationAllocatedFromPool]; got != "assign" {
+		t.Errorf("pool annotation = %q, want %q", got, "assign")
+	}
+	if m := s.Status.LoadBalancer.Ingress[0].IPMode; m == nil || *m != corev1.LoadBalancerIPModeVIP {
+		t.Errorf("ipMode = %v, want VIP", m)
+	}
+	var claim v1alpha1.IPAddressClaim
+	if err := k8sClient.Get(context.Background(), types.NamespacedName{Name: "v4-192-0-2-0"}, &claim); err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	if len(claim.Spec.Holders) != 1 || claim.Spec.Holders[0].UID != s.UID || claim.Spec.Pool != "assign" {
+		t.Errorf("claim = %+v, want one holder %s from pool assign", claim.Spec, s.UID)
+	}
+	eventually(t, 20*time.Second, func() string {
+		var p v1alpha1.IPAddressPool
+		if err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: controllers.DefaultNamespace, Name: "assign"}, &p); err != nil {
+			return err.Error()
+		}
+		if p.Status.AssignedIPv4 != 1 || p.Status.AvailableIPv4 != 3 {
+			return fmt.Sprintf("pool status %+v, want 1 assigned and 3 available", p.Status)
+		}
+		return ""
+	})
+
+	// Deleting the Service releases the address: no finalizer, claim gone, next one gets it.
+	if err := k8sClient.Delete(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, func() string {
+		err := k8sClient.Get(context.Background(), types.NamespacedName{Name: "v4-192-0-2-0"}, &claim)
+		if ignoreNotFound(err) != nil {
+			return err.Error()
+		}
+		if err == nil {
+			return "claim still exists"
+		}
+		return ""
+	})
+	service(t, ns, "next")
+	waitIPs(t, ns, "next", "192.0.2.0")
+}
+
+func TestRequests(t *testing.T) {
+	needAPIServer(t)
+	startController(t)
+	pool(t, "req-a", nil, "198.51.100.10-198.51.100.12")
+	pool(t, "req-manual", func(p *v1alpha1.IPAddressPool) { p.Spec.AutoAssign = ptr.To(false) }, "203.0.113.0/29")
+	pool(t, "req-v6", nil, "2001:db8:1::/120")
+	ns := namespace(t, nil)
+
+	// Each step runs in order against the same controller: later steps see earlier Services.
+	steps := []struct {
+		desc    string
+		name    string
+		opts    []svcOpt
+		wantIPs string
+		warn    string // substring of a Warning event, when allocation must fail
+	}{
+		{desc: "first free of the first pool", name: "a", wantIPs: "198.51.100.10"},
+		{desc: "requested address by annotation", name: "b", opts: []svcOpt{withAnnotation(controllers.AnnotationLoadBalancerIPs, "198.51.100.12")}, wantIPs: "198.51.100.12"},
+		{desc: "requested address held by another Service", name: "c", opts: []svcOpt{withAnnotation(controllers.AnnotationLoadBalancerIPs, "198.51.100.12")}, warn: "198.51.100.12"},
+		{desc: "spec.loadBalancerIP honoured", name: "d", opts: []svcOpt{func(s *corev1.Service) { s.Spec.LoadBalancerIP = "203.0.113.3" }}, wantIPs: "203.0.113.3"},
+		{desc: "autoAssign false pool by name", name: "e", opts: []svcOpt{withAnnotation(controllers.AnnotationAddressPool, "req-manual")}, wantIPs: "203.0.113.0"},
+		{desc: "address in no pool", name: "f", opts: []svcOpt{withAnnotation(controllers.AnnotationLoadBalancerIPs, "192.0.2.77")}, warn: "192.0.2.77"},
+		{desc: "unknown pool", name: "g", opts: []svcOpt{withAnnotation(controllers.AnnotationAddressPool, "nope")}, warn: "nope"},
+		{desc: "bad requested address names the field", name: "h", opts: []svcOpt{withAnnotation(controllers.AnnotationLoadBalancerIPs, "not-an-ip")}, warn: controllers.AnnotationLoadBalancerIPs},
+		{desc: "IPv6 single stack", name: "i", opts: []svcOpt{withFamilies(corev1.IPFamilyPolicySingleStack, corev1.IPv6Protocol)}, wantIPs: "2001:db8:1::"},
+		{desc: "dual stack from one pool fails over to single when preferred", name: "j", opts: []svcOpt{withFamilies(corev1.IPFamilyPolicyPreferDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol)}, wantIPs: "198.51.100.11"},
+		{desc: "require dual stack without a dual pool", name: "k", opts: []svcOpt{withFamilies(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol)}, warn: "IPv"},
+		{desc: "pool exhausted", name: "l", warn: "exhausted"},
+		{desc: "sharing key, other port", name: "m", opts: []svcOpt{withAnnotation(controllers.AnnotationAllowSharedIP, "k1"), withAnnotation(controllers.AnnotationAddressPool, "req-manual"), withPort(corev1.ProtocolTCP, 443)}, wantIPs: "203.0.113.1"},
+		{desc: "same key, disjoint port shares", name: "n", opts: []svcOpt{withAnnotation(controllers.AnnotationAllowSharedIP, "k1"), withAnnotation(controllers.AnnotationLoadBalancerIPs, "203.0.113.1"), withPort(corev1.ProtocolUDP, 443)}, wantIPs: "203.0.113.1"},
+		{desc: "same key, same port refused", name: "o", opts: []svcOpt{withAnnotation(controllers.AnnotationAllowSharedIP, "k1"), withAnnotation(controllers.AnnotationLoadBalancerIPs, "203.0.113.1"), withPort(corev1.ProtocolTCP, 443)}, warn: "443"},
+		{desc: "other class ignored", name: "p", opts: []svcOpt{func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("example.com/other") }}},
+		// One worker takes Services in order: once "q" has its address, "p" has been seen.
+		{desc: "next Service after the ignored one", name: "q", opts: []svcOpt{withAnnotation(controllers.AnnotationAddressPool, "req-manual")}, wantIPs: "203.0.113.2"},
+	}
+	for _, st := range steps {
+		t.Run(st.desc, func(t *testing.T) {
+			service(t, ns, st.name, st.opts...)
+			switch {
+			case st.warn != "":
+				warning(t, ns, st.name, "", st.warn)
+				if got := ips(getService(t, ns, st.name)); got != "" {
+					t.Errorf("failed allocation left addresses %q", got)
+				}
+			case st.wantIPs != "":
+				waitIPs(t, ns, st.name, st.wantIPs)
+			}
+		})
+	}
+	if got := ips(getService(t, ns, "p")); got != "" {
+		t.Errorf("Service of another class got %q", got)
+	}
+	assertNoAddressHeldTwice(t)
+}
+
+func TestPoolEditReallocates(t *testing.T) {
+	needAPIServer(t)
+	startController(t)
+	p := pool(t, "edit", nil, "192.0.2.64/30", "192.0.2.128/30")
+	ns := namespace(t, nil)
+	service(t, ns, "keep", withAnnotation(controllers.AnnotationLoadBalancerIPs, "192.0.2.129"))
+	service(t, ns, "move")
+	waitIPs(t, ns, "keep", "192.0.2.129")
+	waitIPs(t, ns, "move", "192.0.2.64")
+
+	// Drop the first range: "move" must be re-allocated, "keep" must not change.
+	if err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: controllers.DefaultNamespace, Name: "edit"}, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Addresses = []v1alpha1.AddressRange{"192.0.2.128/30"}
+	if err := k8sClient.Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	waitIPs(t, ns, "move", "192.0.2.128")
+	waitIPs(t, ns, "keep", "192.0.2.129")
+	assertNoAddressHeldTwice(t)
+}
+
+func TestOverlappingPoolsReported(t *testing.T) {
+	needAPIServer(t)
+	startController(t)
+	pool(t, "over-a", nil, "192.0.2.200/29")
+	pool(t, "over-b", nil, "192.0.2.204-192.0.2.210")
+	for _, name := range []string{"over-a", "over-b"} {
+		eventually(t, 20*time.Second, func() string {
+			var p v1alpha1.IPAddressPool
+			if err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: controllers.DefaultNamespace, Name: name}, &p); err != nil {
+				return err.Error()
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == v1alpha1.ConditionOverlap && c.Status == metav1.ConditionTrue {
+					return ""
+				}
+			}
+			return fmt.Sprintf("%s conditions %+v: no Overlapping=True", name, p.Status.Conditions)
+		})
+	}
+}
+
+// TestRestartKeepsAssignments kills the controller half-way through 200 Services and starts a
+// new one: no Service changes its address, no address is held twice, all end up allocated.
+func TestRestartKeepsAssignments(t *testing.T) {
+	needAPIServer(t)
+	const n = 200
+	pool(t, "restart", nil, "10.200.0.0/24")
+	ns := namespace(t, nil)
+	stop := startController(t)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if _, err := createService(ns, fmt.Sprintf("s%03d", i)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	// Kill it mid-way: once some but not all Services have addresses.
+	seen := map[string]string{}
+	eventually(t, 60*time.Second, func() string {
+		var list corev1.ServiceList
+		if err := k8sClient.List(context.Background(), &list); err != nil {
+			return err.Error()
+		}
+		done := 0
+		for _, s := range list.Items {
+			if s.Namespace == ns && ips(&s) != "" {
+				done++
+			}
+		}
+		if done < n/4 {
+			return fmt.Sprintf("%d of %d allocated", done, n)
+		}
+		return ""
+	})
+	stop()
+	snapshot := func() map[string]string {
+		var list corev1.ServiceList
+		if err := k8sClient.List(context.Background(), &list); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, s := range list.Items {
+			if s.Namespace == ns {
+				out[s.Name] = ips(&s)
+			}
+		}
+		return out
+	}
+	before := snapshot()
+	for name, ip := range before {
+		if ip != "" {
+			seen[name] = ip
+		}
+	}
+	if len(seen) == n {
+		t.Fatalf("all %d allocated before the restart: the test did not interrupt anything", n)
+	}
+	t.Logf("restart after %d of %d allocated", len(seen), n)
+
+	startController(t)
+	eventually(t, 90*time.Second, func() string {
+		after := snapshot()
+		missing := 0
+		for _, ip := range after {
+			if ip == "" {
+				missing++
+			}
+		}
+		if missing > 0 {
+			return fmt.Sprintf("%d Services still without an address", missing)
+		}
+		return ""
+	})
+	after := snapshot()
+	for name, ip := range seen {
+		if after[name] != ip {
+			t.Errorf("%s changed address across the restart: %s -> %s", name, ip, after[name])
+		}
+	}
+	assertNoAddressHeldTwice(t)
+}
+
+// TestRivalsNeverDoubleAssign runs two controllers at once with leader election off.
+func TestRivalsNeverDoubleAssign(t *testing.T) {
+	needAPIServer(t)
+	const n = 120
+	pool(t, "rivals", nil, "10.201.0.0/24")
+	ns := namespace(t, nil)
+	startController(t)
+	startController(t)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if _, err := createService(ns, fmt.Sprintf("r%03d", i)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	eventually(t, 120*time.Second, func() string {
+		var list corev1.ServiceList
+		if err := k8sClient.List(context.Background(), &list); err != nil {
+			return err.Error()
+		}
+		missing := 0
+		for _, s := range list.Items {
+			if s.Namespace == ns && ips(&s) == "" {
+				missing++
+			}
+		}
+		if missing > 0 {
+			return fmt.Sprintf("%d Services still without an address", missing)
+		}
+		return ""
+	})
+	assertNoAddressHeldTwice(t)
+	var claims v1alpha1.IPAddressClaimList
+	if err := k8sClient.List(context.Background(), &claims); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claims.Items {
+		if len(c.Spec.Holders) > 1 {
+			t.Errorf("claim %s has %d holders without sharing", c.Name, len(c.Spec.Holders))
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/metalgate/metalgate/allocator"
+	"github.com/metalgate/metalgate/api/v1alpha1"
+)
+
+// Options configure the controllers. The zero value is not usable: set Registerer's metrics.
+type Options struct {
+	// LBClass is the spec.loadBalancerClass served besides Services with none.
+	// Defaults to DefaultLBClass.
+	LBClass string
+	// Metrics receive the controller's metrics. Required.
+	Metrics *Metrics
+	// Namespace holds the configuration objects (IPAddressPools, advertisements, peers), as
+	// in MetalLB. Defaults to DefaultNamespace.
+	Namespace string
+	// SkipNameValidation lets several managers run in one process (tests only).
+	SkipNameValidation bool
+}
+
+// DefaultLBClass is the loadBalancerClass metalgate serves unless told otherwise.
+const DefaultLBClass = "metalgate.io/metalgate"
+
+// DefaultNamespace is where metalgate is installed and reads its configuration from.
+const DefaultNamespace = "metalgate-system"
+
+// CacheOptions restrict the manager's cache to what the controllers need: configuration
+// objects only from the configuration namespace.
+func CacheOptions(namespace string) cache.Options {
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&v1alpha1.IPAddressPool{}: {Namespaces: map[string]cache.Config{namespace: {}}},
+	}}
+}
+
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups="",resources=services/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=metalgate-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=metalgate.io,namespace=metalgate-system,resources=ipaddresspools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metalgate.io,namespace=metalgate-system,resources=ipaddresspools/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=metalgate.io,resources=ipaddressclaims,verbs=get;list;watch;create;update;patch;delete
+
+// Setup registers the Service and IPAddressPool reconcilers with mgr. They share one allocator.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	if opts.Metrics == nil {
+		return fmt.Errorf("controllers: Options.Metrics is required")
+	}
+	if opts.LBClass == "" {
+		opts.LBClass = DefaultLBClass
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = DefaultNamespace
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.IPAddressClaim{}, claimHolderIndex, claimHolderKeys); err != nil {
+		return fmt.Errorf("index claims by holder: %w", err)
+	}
+	alloc := allocator.New()
+	ps := &poolSync{client: mgr.GetClient(), alloc: alloc, namespace: opts.Namespace}
+	poolEvents := make(chan event.GenericEvent, 1024)
+	recorder := mgr.GetEventRecorder("metalgate-controller")
+
+	svcR := &ServiceReconciler{
+		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
+		Alloc:       alloc,
+		Recorder:    recorder,
+		Metrics:     opts.Metrics,
+		LBClass:     opts.LBClass,
+		PoolChanged: poolEvents,
+		Namespace:   opts.Namespace,
+		pools:       ps,
+	}
+	c := mgr.GetClient()
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("service").
+		For(&corev1.Service{}).
+		// Allocation is sequential by design: one allocator, decisions in order, and every
+		// API call is short. It keeps "learn before assign" and first-free deterministic.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1, SkipNameValidation: &opts.SkipNameValidation}).
+		Watches(&v1alpha1.IPAddressPool{}, handler.EnqueueRequestsFromMapFunc(
+			func(ctx context.Context, _ client.Object) []ctrl.Request { return loadBalancers(ctx, c, "") })).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(
+			func(ctx context.Context, o client.Object) []ctrl.Request { return loadBalancers(ctx, c, o.GetName()) })).
+		Watches(&v1alpha1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(claimHolders)).
+		Complete(svcR)
+	if err != nil {
+		return fmt.Errorf("set up Service controller: %w", err)
+	}
+
+	poolR := &PoolReconciler{Client: c, Alloc: alloc, Recorder: recorder, Metrics: opts.Metrics, pools: ps}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("ipaddresspool").
+		WithOptions(controller.Options{SkipNameValidation: &opts.SkipNameValidation}).
+		// An edit of one pool can change another's overlap condition: look at them all.
+		Watches(&v1alpha1.IPAddressPool{}, handler.EnqueueRequestsFromMapFunc(
+			func(ctx context.Context, _ client.Object) []ctrl.Request { return allPools(ctx, c, opts.Namespace) })).
+		WatchesRawSource(source.Channel(poolEvents, &handler.EnqueueRequestForObject{})).
+		Complete(poolR)
+	if err != nil {
+		return fmt.Errorf("set up IPAddressPool controller: %w", err)
+	}
+	return nil
+}
+
+// loadBalancers lists the LoadBalancer Services of a namespace ("" for all) as requests.
+func loadBalancers(ctx context.Context, c client.Reader, namespace string) []ctrl.Request {
+	var list corev1.ServiceList
+	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil
+	}
+	var out []ctrl.Request
+	for _, s := range list.Items {
+		if s.Spec.Type == corev1.ServiceTypeLoadBalancer {
+			out = append(out, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}})
+		}
+	}
+	return out
+}
+
+func allPools(ctx context.Context, c client.Reader, namespace string) []ctrl.Request {
+	var list v1alpha1.IPAddressPoolList
+	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil
+	}
+	out := make([]ctrl.Request, 0, len(list.Items))
+	for _, p := range list.Items {
+		out = append(out, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+	}
+	return out
+}
+
+// claimHolders maps a claim to its holders, so a claim deleted or edited behind the
+// controller's back is put right by the holder's reconcile.
+func claimHolders(_ context.Context, o client.Object) []ctrl.Request {
+	c, ok := o.(*v1alpha1.IPAddressClaim)
+	if !ok {
+		return nil
+	}
+	out := make([]ctrl.Request, 0, len(c.Spec.Holders))
+	for _, h := range c.Spec.Holders {
+		out = append(out, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: h.Namespace, Name: h.Name}})
+	}
+	return out
+}

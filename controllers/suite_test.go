@@ -1,0 +1,338 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/controllers"
+)
+
+// The tests in this package run against a real kube-apiserver and etcd started by envtest from
+// KUBEBUILDER_ASSETS (make test-integration builds them into ./bin). Without it, every test
+// says it is skipped and why.
+
+var (
+	cfg       *rest.Config
+	k8sClient client.Client
+	scheme    = runtime.NewScheme()
+	skipWhy   string
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		skipWhy = "needs a real kube-apiserver + etcd: set KUBEBUILDER_ASSETS or run 'make test-integration'"
+		os.Exit(m.Run())
+	}
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                scheme,
+	}
+	// Dual-stack Services need a service CIDR of each family.
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16,fd00:10:96::/112")
+	var err error
+	if cfg, err = env.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "start envtest:", err)
+		os.Exit(1)
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	if k8sClient, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		os.Exit(1)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllers.DefaultNamespace}}
+	if err := k8sClient.Create(context.Background(), ns); err != nil {
+		fmt.Fprintln(os.Stderr, "create namespace:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop envtest:", err)
+	}
+	os.Exit(code)
+}
+
+func needAPIServer(t *testing.T) {
+	t.Helper()
+	if skipWhy != "" {
+		t.Skip(skipWhy)
+	}
+}
+
+// startController runs one controller manager (leader election off) until the returned stop
+// function is called or the test ends.
+func startController(t *testing.T) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ctx = logr.NewContext(ctx, bufferedLogger(t))
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Logger:                 logr.FromContextOrDiscard(ctx),
+		Cache:                  controllers.CacheOptions(controllers.DefaultNamespace),
+	})
+	if err != nil {
+		t.Fatalf("new manager: %v", err)
+	}
+	err = controllers.Setup(ctx, mgr, controllers.Options{
+		Metrics:            controllers.NewMetrics(prometheus.NewRegistry()),
+		SkipNameValidation: true,
+	})
+	if err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	var once atomic.Bool
+	stop = func() {
+		if once.CompareAndSwap(false, true) {
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// bufferedLogger collects the controller's logs and prints them only if the test fails. (testr
+// would panic: the manager logs from its goroutines after the test function returns.)
+func bufferedLogger(t *testing.T) logr.Logger {
+	var mu sync.Mutex
+	var buf strings.Builder
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("controller log:\n%s", buf.String())
+		}
+	})
+	return funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(&buf, "%s %s %s\n", time.Now().Format("15:04:05.000"), prefix, args)
+	}, funcr.Options{Verbosity: 1})
+}
+
+// namespace creates a namespace for one test and deletes its Services at the end.
+func namespace(t *testing.T, labels map[string]string) string {
+	t.Helper()
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	name = strings.Trim(name, "-") + fmt.Sprintf("-%d", time.Now().UnixNano()%100000)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if err := k8sClient.Create(context.Background(), ns); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = k8sClient.DeleteAllOf(context.Background(), &corev1.Service{}, client.InNamespace(name))
+	})
+	return name
+}
+
+// pool creates an IPAddressPool and deletes it when the test ends.
+func pool(t *testing.T, name string, mutate func(*v1alpha1.IPAddressPool), addrs ...string) *v1alpha1.IPAddressPool {
+	t.Helper()
+	p := &v1alpha1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: controllers.DefaultNamespace, Name: name}}
+	for _, a := range addrs {
+		p.Spec.Addresses = append(p.Spec.Addresses, v1alpha1.AddressRange(a))
+	}
+	if mutate != nil {
+		mutate(p)
+	}
+	if err := k8sClient.Create(context.Background(), p); err != nil {
+		t.Fatalf("create pool %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), p) })
+	return p
+}
+
+type svcOpt func(*corev1.Service)
+
+func withAnnotation(k, v string) svcOpt {
+	return func(s *corev1.Service) {
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		s.Annotations[k] = v
+	}
+}
+
+func withPort(proto corev1.Protocol, port int32) svcOpt {
+	return func(s *corev1.Service) {
+		s.Spec.Ports = []corev1.ServicePort{{Name: "p", Protocol: proto, Port: port, TargetPort: intstr.FromInt32(port)}}
+	}
+}
+
+func withFamilies(policy corev1.IPFamilyPolicy, fams ...corev1.IPFamily) svcOpt {
+	return func(s *corev1.Service) {
+		s.Spec.IPFamilyPolicy = &policy
+		s.Spec.IPFamilies = fams
+	}
+}
+
+func service(t *testing.T, ns, name string, opts ...svcOpt) *corev1.Service {
+	t.Helper()
+	s, err := createService(ns, name, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// createService is service for goroutines, which must not call t.Fatal.
+func createService(ns, name string, opts ...svcOpt) (*corev1.Service, error) {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeLoadBalancer,
+			Selector: map[string]string{"app": name},
+			Ports:    []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := k8sClient.Create(context.Background(), s); err != nil {
+		return nil, fmt.Errorf("create service %s/%s: %w", ns, name, err)
+	}
+	return s, nil
+}
+
+// eventually polls cond every 50ms until it returns "" or the deadline passes; then it fails
+// with the last reason.
+func eventually(t *testing.T, timeout time.Duration, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		if last = cond(); last == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not true after %v: %s", timeout, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func getService(t *testing.T, ns, name string) *corev1.Service {
+	t.Helper()
+	var s corev1.Service
+	if err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &s); err != nil {
+		t.Fatalf("get service: %v", err)
+	}
+	return &s
+}
+
+func ips(s *corev1.Service) string {
+	var out []string
+	for _, i := range s.Status.LoadBalancer.Ingress {
+		out = append(out, i.IP)
+	}
+	return strings.Join(out, ",")
+}
+
+// waitIPs waits until the Service's status shows exactly want (comma-separated).
+func waitIPs(t *testing.T, ns, name, want string) {
+	t.Helper()
+	eventually(t, 20*time.Second, func() string {
+		if got := ips(getService(t, ns, name)); got != want {
+			return fmt.Sprintf("%s/%s has %q, want %q", ns, name, got, want)
+		}
+		return ""
+	})
+}
+
+// warning waits for a Warning event on the Service whose note contains substr; reason "" is any.
+func warning(t *testing.T, ns, name, reason, substr string) {
+	t.Helper()
+	eventually(t, 20*time.Second, func() string {
+		var list corev1.EventList
+		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err.Error()
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.InvolvedObject.Name != name {
+				continue
+			}
+			msg := e.Message
+			seen = append(seen, e.Reason+": "+msg)
+			if e.Type == corev1.EventTypeWarning && (reason == "" || e.Reason == reason) && strings.Contains(msg, substr) {
+				return ""
+			}
+		}
+		return fmt.Sprintf("no %s event containing %q on %s/%s; saw %q", reason, substr, ns, name, seen)
+	})
+}
+
+// assertNoAddressHeldTwice fails if two Services show one address without sharing it by key.
+func assertNoAddressHeldTwice(t *testing.T) {
+	t.Helper()
+	var list corev1.ServiceList
+	if err := k8sClient.List(context.Background(), &list); err != nil {
+		t.Fatalf("list services: %v", err)
+	}
+	holders := map[netip.Addr][]string{}
+	for _, s := range list.Items {
+		for _, i := range s.Status.LoadBalancer.Ingress {
+			a := netip.MustParseAddr(i.IP)
+			holders[a] = append(holders[a], s.Namespace+"/"+s.Name+"#"+s.Annotations[controllers.AnnotationAllowSharedIP])
+		}
+	}
+	for a, hs := range holders {
+		if len(hs) < 2 {
+			continue
+		}
+		sort.Strings(hs)
+		for _, h := range hs {
+			if strings.HasSuffix(h, "#") {
+				t.Errorf("address %s held by %d Services, not all sharing: %v", a, len(hs), hs)
+				break
+			}
+		}
+	}
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
