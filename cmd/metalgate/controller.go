@@ -66,6 +66,7 @@ func controllerCommand(ctx context.Context, args []string, stderr io.Writer) err
 		fmt.Fprintf(stderr, "metalgate controller: unexpected argument %q\n", fs.Arg(0))
 		return errUsage
 	}
+	opts.Zap.DestWriter = stderr
 	logger := zap.New(zap.UseFlagOptions(&opts.Zap))
 	ctrl.SetLogger(logger)
 	return runController(logr.NewContext(ctx, logger), opts)

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+func TestCommandLine(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantOut  string
+		wantErr  string
+	}{
+		{name: "no command", args: nil, wantCode: 2, wantErr: "Usage:"},
+		{name: "unknown command", args: []string{"frobnicate"}, wantCode: 2, wantErr: `unknown command "frobnicate"`},
+		{name: "version", args: []string{"version"}, wantCode: 0, wantOut: "metalgate dev"},
+		{name: "help", args: []string{"help"}, wantCode: 0, wantOut: "metalgate controller"},
+		{name: "bad flag", args: []string{"controller", "--no-such-flag"}, wantCode: 2, wantErr: "flag provided but not defined: -no-such-flag"},
+		{name: "stray argument", args: []string{"controller", "extra"}, wantCode: 2, wantErr: `unexpected argument "extra"`},
+		{name: "controller help", args: []string{"controller", "-h"}, wantCode: 0, wantErr: "-lb-class"},
+		{name: "missing kubeconfig", args: []string{"controller", "--kubeconfig", "/nonexistent/kubeconfig"}, wantCode: 1, wantErr: "load kubeconfig /nonexistent/kubeconfig"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), tc.args, &out, &errOut)
+			if code != tc.wantCode {
+				t.Errorf("exit code = %d, want %d (stderr: %s)", code, tc.wantCode, errOut.String())
+			}
+			if !strings.Contains(out.String(), tc.wantOut) {
+				t.Errorf("stdout = %q, want it to contain %q", out.String(), tc.wantOut)
+			}
+			if !strings.Contains(errOut.String(), tc.wantErr) {
+				t.Errorf("stderr = %q, want it to contain %q", errOut.String(), tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestControllerGivesSamplesAddresses runs `metalgate controller --kubeconfig …` against a real
+// API server, applies config/samples/ with the real kubectl, and checks what a user checks:
+// `kubectl get svc`, the pool's status and the metrics.
+func TestControllerGivesSamplesAddresses(t *testing.T) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		t.Skip("needs a real kube-apiserver + etcd + kubectl: set KUBEBUILDER_ASSETS or run 'make test-integration'")
+	}
+	kubectlBin := filepath.Join(assets, "kubectl")
+	if _, err := os.Stat(kubectlBin); err != nil {
+		t.Fatalf("KUBEBUILDER_ASSETS has no kubectl: %v", err)
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16,fd00:10:96::/112")
+	if _, err := env.Start(); err != nil {
+		t.Fatalf("start API server: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(kubectlBin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+
+	metricsAddr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"controller", "--kubeconfig", kubeconfig,
+			"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", "0"}, io.Discard, &logs)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("controller exited with %d", code)
+		}
+		if t.Failed() {
+			t.Logf("controller log:\n%s", logs.String())
+		}
+	})
+
+	kubectl("create", "namespace", "metalgate-system")
+	kubectl("apply", "-f", filepath.Join("..", "..", "config", "samples"))
+
+	pool := netip.MustParsePrefix("100.64.0.0/16")
+	eventually(t, 30*time.Second, func() string {
+		out := kubectl("get", "svc", "-A", "-o", `jsonpath={range .items[?(@.spec.type=="LoadBalancer")]}{.metadata.name}={.status.loadBalancer.ingress[*].ip}{"\n"}{end}`)
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			name, ip, _ := strings.Cut(line, "=")
+			if ip == "" {
+				return fmt.Sprintf("Service %s has no address yet", name)
+			}
+			a, err := netip.ParseAddr(strings.Fields(ip)[0])
+			if err != nil {
+				return fmt.Sprintf("Service %s shows %q", name, ip)
+			}
+			if a.Is4() && !pool.Contains(a) {
+				return fmt.Sprintf("Service %s got %s, outside %s", name, a, pool)
+			}
+		}
+		return ""
+	})
+	t.Log(kubectl("get", "svc", "-A"))
+	eventually(t, 30*time.Second, func() string {
+		got := kubectl("get", "ipaddresspool", "-n", "metalgate-system", "default", "-o", "jsonpath={.status.assignedIPv4}/{.status.availableIPv4}")
+		if got != "1/65535" {
+			return "pool default status assigned/available = " + got + ", want 1/65535"
+		}
+		return ""
+	})
+	t.Log(kubectl("get", "ipaddresspools", "-A"))
+	eventually(t, 30*time.Second, func() string {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			return err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		want := `metalgate_pool_addresses_in_use{family="ipv4",pool="default"} 1`
+		if !strings.Contains(string(body), want) {
+			return "metrics lack " + want
+		}
+		return ""
+	})
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func eventually(t *testing.T, timeout time.Duration, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		last := cond()
+		if last == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not true after %v: %s", timeout, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
