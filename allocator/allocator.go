@@ -487,6 +487,13 @@ func (a *Allocator) checkHolders(r *request, addrs []netip.Addr) error {
 	return nil
 }
 
+// SharingConflict returns why Services a and b cannot hold addr together (an error wrapping
+// ErrInUse or ErrSharingRefused), or nil when they may share it. Only the sharing fields of the
+// requests matter: Key, SharingKey, BackendKey and Ports.
+func SharingConflict(addr netip.Addr, a, b Request) error {
+	return conflict(&request{Request: a}, addr, b.Key, &request{Request: b})
+}
+
 // conflict returns why r cannot share address x with holder key hk (whose request is h),
 // or nil if it can.
 func conflict(r *request, x netip.Addr, hk string, h *request) error {

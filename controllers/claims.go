@@ -48,29 +48,6 @@ func (h holder) request() allocator.Request {
 	return req
 }
 
-// canShare reports whether a new holder may join the existing ones on one address: every
-// holder has the same non-empty sharing key and backend key, and no protocol/port is used twice.
-func canShare(h v1alpha1.ClaimHolder, others []v1alpha1.ClaimHolder) bool {
-	if h.SharingKey == "" {
-		return false
-	}
-	used := map[v1alpha1.ClaimPort]bool{}
-	for _, o := range others {
-		if o.SharingKey != h.SharingKey || o.BackendKey != h.BackendKey {
-			return false
-		}
-		for _, p := range o.Ports {
-			used[p] = true
-		}
-	}
-	for _, p := range h.Ports {
-		if used[p] {
-			return false
-		}
-	}
-	return true
-}
-
 // claimAll makes svc a holder of the claim of every address in asg. It returns the first
 // address that another live Service holds (and that holder) when svc may not join it.
 func (r *ServiceReconciler) claimAll(ctx context.Context, svc *corev1.Service, req allocator.Request, asg allocator.Assignment) (netip.Addr, holder, error) {
@@ -137,8 +114,8 @@ func (r *ServiceReconciler) claim(ctx context.Context, addr netip.Addr, pool str
 		}
 		if !mine {
 			others := live
-			if len(others) > 0 && !canShare(want, others) {
-				rival = &holder{ClaimHolder: others[0], key: serviceKey(others[0].Namespace, others[0].Name)}
+			if rv := sharingRival(addr, want, others); rv != nil {
+				rival = rv
 				if changed {
 					cur.Spec.Holders = others
 					return r.Client.Update(ctx, &cur)
@@ -159,6 +136,18 @@ func (r *ServiceReconciler) claim(ctx context.Context, addr netip.Addr, pool str
 		return r.Client.Update(ctx, &cur)
 	})
 	return rival, err
+}
+
+// sharingRival returns the first of others that want may not share addr with, or nil.
+func sharingRival(addr netip.Addr, want v1alpha1.ClaimHolder, others []v1alpha1.ClaimHolder) *holder {
+	w := holder{ClaimHolder: want, key: serviceKey(want.Namespace, want.Name)}
+	for _, o := range others {
+		h := holder{ClaimHolder: o, key: serviceKey(o.Namespace, o.Name)}
+		if allocator.SharingConflict(addr, w.request(), h.request()) != nil {
+			return &h
+		}
+	}
+	return nil
 }
 
 func holderEqual(a, b v1alpha1.ClaimHolder) bool {
