@@ -80,8 +80,10 @@ func TestBuildRequest(t *testing.T) {
 				Families: []allocator.Family{allocator.IPv4}, Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.9")}},
 		},
 		{
-			name:    "bad annotation names the field",
-			svc:     base(func(s *corev1.Service) { s.Annotations = map[string]string{AnnotationLoadBalancerIPs: "192.0.2.1,nope"} }),
+			name: "bad annotation names the field",
+			svc: base(func(s *corev1.Service) {
+				s.Annotations = map[string]string{AnnotationLoadBalancerIPs: "192.0.2.1,nope"}
+			}),
 			wantErr: `metadata.annotations[metalgate.io/loadBalancerIPs]: "nope" is not an IP address`,
 		},
 		{

@@ -53,6 +53,7 @@ func CacheOptions(namespace string) cache.Options {
 // +kubebuilder:rbac:groups="",resources=services/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",namespace=metalgate-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=metalgate-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=metalgate.io,namespace=metalgate-system,resources=ipaddresspools,verbs=get;list;watch
 // +kubebuilder:rbac:groups=metalgate.io,namespace=metalgate-system,resources=ipaddresspools/status,verbs=get;update;patch
