@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -292,4 +293,56 @@ func TestRivalsNeverDoubleAssign(t *testing.T) {
 			t.Errorf("claim %s has %d holders without sharing", c.Name, len(c.Spec.Holders))
 		}
 	}
+}
+
+// TestStaleClaimReclaimed: a claim whose holder no longer exists does not block its address.
+func TestStaleClaimReclaimed(t *testing.T) {
+	needAPIServer(t)
+	pool(t, "stale", nil, "192.0.2.240/30")
+	ns := namespace(t, nil)
+	stale := &v1alpha1.IPAddressClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: controllers.ClaimName(netip.MustParseAddr("192.0.2.241"))},
+		Spec: v1alpha1.IPAddressClaimSpec{Address: "192.0.2.241", Pool: "stale", Holders: []v1alpha1.ClaimHolder{
+			{Namespace: ns, Name: "gone", UID: "00000000-0000-0000-0000-000000000000"},
+		}},
+	}
+	if err := k8sClient.Create(context.Background(), stale); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), stale) })
+	startController(t)
+	s := service(t, ns, "wants-it", withAnnotation(controllers.AnnotationLoadBalancerIPs, "192.0.2.241"))
+	waitIPs(t, ns, "wants-it", "192.0.2.241")
+	var claim v1alpha1.IPAddressClaim
+	if err := k8sClient.Get(context.Background(), types.NamespacedName{Name: stale.Name}, &claim); err != nil {
+		t.Fatal(err)
+	}
+	if len(claim.Spec.Holders) != 1 || claim.Spec.Holders[0].UID != s.UID {
+		t.Errorf("claim holders = %+v, want only %s", claim.Spec.Holders, s.UID)
+	}
+}
+
+// TestDeleteNeverWaitsForController: with the controller down, deleting a Service that holds an
+// address completes at once (no finalizer), and the next controller frees the address.
+func TestDeleteNeverWaitsForController(t *testing.T) {
+	needAPIServer(t)
+	pool(t, "nodelay", nil, "192.0.2.248/30")
+	ns := namespace(t, nil)
+	stop := startController(t)
+	s := service(t, ns, "doomed")
+	waitIPs(t, ns, "doomed", "192.0.2.248")
+	stop()
+	if len(getService(t, ns, "doomed").Finalizers) != 0 {
+		t.Fatalf("Service has finalizers %v", getService(t, ns, "doomed").Finalizers)
+	}
+	if err := k8sClient.Delete(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	var gone corev1.Service
+	if err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "doomed"}, &gone); ignoreNotFound(err) != nil || err == nil {
+		t.Fatalf("Service still there after delete with the controller down: err=%v", err)
+	}
+	startController(t)
+	service(t, ns, "heir")
+	waitIPs(t, ns, "heir", "192.0.2.248")
 }
