@@ -181,6 +181,7 @@ func (r *ServiceReconciler) releaseClaimsExcept(ctx context.Context, key string,
 	if err := r.Client.List(ctx, &list, client.MatchingFields{claimHolderIndex: key}); err != nil {
 		return fmt.Errorf("list claims of %s: %w", key, err)
 	}
+	released := false
 	for _, c := range list.Items {
 		addr, err := netip.ParseAddr(c.Spec.Address)
 		if err == nil && slices.Contains(keep, addr.Unmap()) {
@@ -191,6 +192,10 @@ func (r *ServiceReconciler) releaseClaimsExcept(ctx context.Context, key string,
 		}
 		log.FromContext(ctx).V(1).Info("released claim", "claim", c.Name, "holder", key)
 		r.poolChanged(c.Spec.Pool)
+		released = true
+	}
+	if released {
+		r.retryPending()
 	}
 	return nil
 }

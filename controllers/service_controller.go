@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,9 +55,13 @@ type ServiceReconciler struct {
 	Namespace string
 
 	pools *poolSync
+	// retry re-enqueues Services whose allocation failed when an address is released: they
+	// may fit now. Optional.
+	retry chan<- event.GenericEvent
 
 	mu           sync.Mutex
 	bootstrapped bool
+	pending      map[types.NamespacedName]bool // Services whose last allocation failed
 }
 
 var _ reconcile.Reconciler = &ServiceReconciler{}
@@ -128,7 +133,12 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 		asg, err = r.Alloc.Assign(areq)
 		if err != nil {
-			return ctrl.Result{}, r.fail(ctx, &svc, err)
+			r.setPending(req.NamespacedName, true)
+			if err := r.fail(ctx, &svc, err); err != nil {
+				return ctrl.Result{}, err
+			}
+			// Also retry later: what frees an address may not pass through this process.
+			return ctrl.Result{RequeueAfter: pendingRetry}, nil
 		}
 		lost, rival, err := r.claimAll(ctx, &svc, areq, asg)
 		if err != nil {
@@ -146,6 +156,7 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 	}
 
+	r.setPending(req.NamespacedName, false)
 	before := statusAddresses(&svc)
 	if err := r.writeStatus(ctx, &svc, asg.Addresses); err != nil {
 		return ctrl.Result{}, err
@@ -240,6 +251,40 @@ func joinAddrs(addrs []netip.Addr) string {
 		s[i] = a.String()
 	}
 	return strings.Join(s, ",")
+}
+
+// pendingRetry is how often a Service that could not be allocated is tried again when no
+// release in this process triggered it sooner.
+const pendingRetry = time.Minute
+
+func (r *ServiceReconciler) setPending(key types.NamespacedName, pending bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !pending {
+		delete(r.pending, key)
+		return
+	}
+	if r.pending == nil {
+		r.pending = map[types.NamespacedName]bool{}
+	}
+	r.pending[key] = true
+}
+
+// retryPending asks for another try of every Service waiting for an address.
+func (r *ServiceReconciler) retryPending() {
+	if r.retry == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key := range r.pending {
+		obj := &corev1.Service{}
+		obj.Namespace, obj.Name = key.Namespace, key.Name
+		select {
+		case r.retry <- event.GenericEvent{Object: obj}:
+		default: // the periodic retry covers a full channel
+		}
+	}
 }
 
 func (r *ServiceReconciler) poolChanged(pool string) {

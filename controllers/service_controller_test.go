@@ -346,3 +346,22 @@ func TestDeleteNeverWaitsForController(t *testing.T) {
 	service(t, ns, "heir")
 	waitIPs(t, ns, "heir", "192.0.2.248")
 }
+
+// TestPendingServiceGetsReleasedAddress: a Service waiting on an exhausted pool gets the address
+// another Service releases, without waiting for the periodic retry (1 min; the wait here is 20 s).
+func TestPendingServiceGetsReleasedAddress(t *testing.T) {
+	needAPIServer(t)
+	startController(t)
+	pool(t, "pending", nil, "192.0.2.252/31")
+	ns := namespace(t, nil)
+	first := service(t, ns, "first")
+	service(t, ns, "second")
+	waitIPs(t, ns, "first", "192.0.2.252")
+	waitIPs(t, ns, "second", "192.0.2.253")
+	service(t, ns, "third")
+	warning(t, ns, "third", controllers.ReasonAllocationFailed, "exhausted")
+	if err := k8sClient.Delete(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	waitIPs(t, ns, "third", "192.0.2.252")
+}

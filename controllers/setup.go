@@ -76,6 +76,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	alloc := allocator.New()
 	ps := &poolSync{client: mgr.GetClient(), alloc: alloc, namespace: opts.Namespace}
 	poolEvents := make(chan event.GenericEvent, 1024)
+	retryEvents := make(chan event.GenericEvent, 1024)
 	recorder := mgr.GetEventRecorder("metalgate-controller")
 
 	svcR := &ServiceReconciler{
@@ -88,6 +89,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		PoolChanged: poolEvents,
 		Namespace:   opts.Namespace,
 		pools:       ps,
+		retry:       retryEvents,
 	}
 	c := mgr.GetClient()
 	err := ctrl.NewControllerManagedBy(mgr).
@@ -101,6 +103,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(
 			func(ctx context.Context, o client.Object) []ctrl.Request { return loadBalancers(ctx, c, o.GetName()) })).
 		Watches(&v1alpha1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(claimHolders)).
+		WatchesRawSource(source.Channel(retryEvents, &handler.EnqueueRequestForObject{})).
 		Complete(svcR)
 	if err != nil {
 		return fmt.Errorf("set up Service controller: %w", err)
