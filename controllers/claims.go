@@ -67,6 +67,13 @@ func (r *ServiceReconciler) claimAll(ctx context.Context, svc *corev1.Service, r
 // claim creates or joins the IPAddressClaim of addr. It returns a live rival holder when the
 // address is taken and cannot be shared.
 func (r *ServiceReconciler) claim(ctx context.Context, addr netip.Addr, pool string, want v1alpha1.ClaimHolder) (*holder, error) {
+	// Fast path, no API call: the cache shows the claim as this Service's alone. A claim only
+	// changes hands when its holders are gone, and any change re-enqueues this Service.
+	var cached v1alpha1.IPAddressClaim
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: ClaimName(addr)}, &cached); err == nil &&
+		len(cached.Spec.Holders) == 1 && holderEqual(cached.Spec.Holders[0], want) && cached.Spec.Pool == pool {
+		return nil, nil
+	}
 	var rival *holder
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		rival = nil

@@ -7,11 +7,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/metalgate/metalgate/allocator"
@@ -98,10 +100,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		// Allocation is sequential by design: one allocator, decisions in order, and every
 		// API call is short. It keeps "learn before assign" and first-free deterministic.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1, SkipNameValidation: &opts.SkipNameValidation}).
+		// Only spec edits matter to allocation; the pool status this controller writes does not.
 		Watches(&v1alpha1.IPAddressPool{}, handler.EnqueueRequestsFromMapFunc(
-			func(ctx context.Context, _ client.Object) []ctrl.Request { return loadBalancers(ctx, c, "") })).
+			func(ctx context.Context, _ client.Object) []ctrl.Request { return loadBalancers(ctx, c, "") }),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Namespace labels feed serviceAllocation.namespaceSelectors.
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(
-			func(ctx context.Context, o client.Object) []ctrl.Request { return loadBalancers(ctx, c, o.GetName()) })).
+			func(ctx context.Context, o client.Object) []ctrl.Request { return loadBalancers(ctx, c, o.GetName()) }),
+			builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Watches(&v1alpha1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(claimHolders)).
 		WatchesRawSource(source.Channel(retryEvents, &handler.EnqueueRequestForObject{})).
 		Complete(svcR)
@@ -115,7 +121,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		WithOptions(controller.Options{SkipNameValidation: &opts.SkipNameValidation}).
 		// An edit of one pool can change another's overlap condition: look at them all.
 		Watches(&v1alpha1.IPAddressPool{}, handler.EnqueueRequestsFromMapFunc(
-			func(ctx context.Context, _ client.Object) []ctrl.Request { return allPools(ctx, c, opts.Namespace) })).
+			func(ctx context.Context, _ client.Object) []ctrl.Request { return allPools(ctx, c, opts.Namespace) }),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(poolEvents, &handler.EnqueueRequestForObject{})).
 		Complete(poolR)
 	if err != nil {
