@@ -23,8 +23,9 @@ GO_TEST_FLAGS ?=
 export KUBEBUILDER_ASSETS := $(KUBE_BIN)
 
 .PHONY: build
-build: ## Build the metalgate binary into ./bin.
+build: ## Build bin/metalgate and the kubectl plugin bin/kubectl-metalgate.
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/metalgate ./cmd/metalgate
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/kubectl-metalgate ./cmd/kubectl-metalgate
 
 .PHONY: help
 help: ## List the targets.
