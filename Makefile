@@ -95,3 +95,6 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
 .PHONY: clean
 clean: ## Remove build outputs (keeps cached tools and Kubernetes binaries).
 	rm -f $(BIN)/metalgate
+
+# ---- the lab: a real three-node cluster in network namespaces (see e2e/README.md) ----------
+include e2e/lab.mk

@@ -33,6 +33,7 @@ type controllerOptions struct {
 	LeaderElectionNamespace string
 	LeaderElectionID        string
 	LBClass                 string
+	Namespace               string
 	QPS                     float64
 	Burst                   int
 	Zap                     zap.Options
@@ -46,6 +47,7 @@ func (o *controllerOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the Lease. Default: the Pod's namespace; out of cluster, default.")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", "metalgate-controller", "Name of the Lease.")
 	fs.StringVar(&o.LBClass, "lb-class", controllers.DefaultLBClass, "spec.loadBalancerClass served, besides Services with no class.")
+	fs.StringVar(&o.Namespace, "namespace", controllers.DefaultNamespace, "Namespace of the configuration objects (IPAddressPools, advertisements, peers).")
 	fs.Float64Var(&o.QPS, "kube-api-qps", 50, "Requests per second to the API server (client-side limit).")
 	fs.IntVar(&o.Burst, "kube-api-burst", 100, "Burst of requests to the API server (client-side limit).")
 	o.Zap.BindFlags(fs)
@@ -99,6 +101,7 @@ func runController(ctx context.Context, opts controllerOptions) error {
 		Logger:                        logger,
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:        opts.HealthAddr,
+		Cache:                         controllers.CacheOptions(opts.Namespace),
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       leaseNS,
@@ -117,7 +120,7 @@ func runController(ctx context.Context, opts controllerOptions) error {
 		return fmt.Errorf("add readyz: %w", err)
 	}
 	m := controllers.NewMetrics(metrics.Registry)
-	if err := controllers.Setup(ctx, mgr, controllers.Options{LBClass: opts.LBClass, Metrics: m}); err != nil {
+	if err := controllers.Setup(ctx, mgr, controllers.Options{LBClass: opts.LBClass, Namespace: opts.Namespace, Metrics: m}); err != nil {
 		return err
 	}
 	logger.Info("starting controller", "version", version.Version, "lbClass", opts.LBClass, "leaderElect", opts.LeaderElect)

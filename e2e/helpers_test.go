@@ -1,0 +1,182 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/metalgate/metalgate/e2e/lab"
+)
+
+// openLab returns the running lab (make lab-up) and, when the test fails, collects every log
+// into e2e/_logs/<test name>/.
+func openLab(t *testing.T) *lab.Lab {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := lab.Open(ctx)
+	if err != nil {
+		t.Fatalf("open lab: %v", err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		dir, _ := filepath.Abs(filepath.Join("_logs", regexp.MustCompile(`[^A-Za-z0-9_.-]+`).ReplaceAllString(t.Name(), "_")))
+		_ = os.RemoveAll(dir)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := l.CollectLogs(ctx, dir); err != nil {
+			t.Logf("collect logs (partial): %v", err)
+		}
+		t.Logf("logs of the failed test: %s", dir)
+	})
+	return l
+}
+
+func clientset(t *testing.T, l *lab.Lab) *kubernetes.Clientset {
+	t.Helper()
+	cs, err := l.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// eventually polls check every 250 ms until it returns nil; at the deadline the test fails
+// with the last error.
+func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true within %s: %v", what, timeout, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// testNamespace creates a namespace for one test and deletes it afterwards (unless the test
+// failed: then it stays for inspection until lab-down).
+func testNamespace(t *testing.T, cs kubernetes.Interface, base string) string {
+	t.Helper()
+	ctx := context.Background()
+	ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: base + "-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		err := cs.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Logf("delete namespace %s: %v", ns.Name, err)
+		}
+	})
+	// Pods need the namespace's default ServiceAccount, which a controller creates.
+	eventually(t, 30*time.Second, "default ServiceAccount of "+ns.Name, func() error {
+		_, err := cs.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
+	return ns.Name
+}
+
+// echoContainer is the echo backend listening on port, with the downward API identity.
+func echoContainer(port int32, args ...string) corev1.Container {
+	return corev1.Container{
+		Name:            "echo",
+		Image:           lab.EchoImage.Ref,
+		ImagePullPolicy: corev1.PullNever,
+		Args:            append([]string{"-listen", fmt.Sprintf(":%d", port)}, args...),
+		Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: port}},
+		Env: []corev1.EnvVar{
+			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+			{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+		},
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(port)}},
+			PeriodSeconds: 1,
+		},
+	}
+}
+
+// waitDeploymentReady waits until every replica of a Deployment is ready and updated.
+func waitDeploymentReady(t *testing.T, cs kubernetes.Interface, ns, name string, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, "deployment "+name+" ready", func() error {
+		d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		want := int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		if d.Status.ReadyReplicas != want || d.Status.UpdatedReplicas != want {
+			return fmt.Errorf("%d/%d ready, %d updated", d.Status.ReadyReplicas, want, d.Status.UpdatedReplicas)
+		}
+		return nil
+	})
+}
+
+// waitDaemonSetReady waits until the DaemonSet runs a ready pod on every lab node.
+func waitDaemonSetReady(t *testing.T, cs kubernetes.Interface, ns, name string, timeout time.Duration) *appsv1.DaemonSet {
+	t.Helper()
+	var ds *appsv1.DaemonSet
+	eventually(t, timeout, "daemonset "+name+" ready", func() error {
+		var err error
+		ds, err = cs.AppsV1().DaemonSets(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ds.Status.NumberReady != lab.NodeCount {
+			return fmt.Errorf("%d/%d ready", ds.Status.NumberReady, lab.NodeCount)
+		}
+		return nil
+	})
+	return ds
+}
+
+// podsByNode lists the pods matching a label selector, keyed by node name.
+func podsByNode(t *testing.T, cs kubernetes.Interface, ns, selector string) map[string]corev1.Pod {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]corev1.Pod{}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			out[p.Spec.NodeName] = p
+		}
+	}
+	return out
+}
+
+func shortErr(out string) string {
+	out = strings.TrimSpace(out)
+	if len(out) > 300 {
+		out = out[:300] + "…"
+	}
+	return out
+}

@@ -1,0 +1,222 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// netnsExists reports whether the named network namespace exists.
+func netnsExists(name string) bool {
+	_, err := os.Stat("/run/netns/" + name)
+	return err == nil
+}
+
+// namespaces lists every network namespace of the lab, bridge last.
+func (c Config) namespaces() []string {
+	var ns []string
+	for _, h := range Hosts() {
+		ns = append(ns, c.Namespace(h.Name))
+	}
+	return append(ns, c.bridgeNS())
+}
+
+// sysctlsBeforeLinks are set in every lab namespace before any link exists, because the
+// "default" values are what new and moved-in devices inherit: no duplicate address detection
+// (addresses are usable at once; an NDP responder can bind them) and no router advertisements.
+var sysctlsBeforeLinks = []string{
+	"net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",
+	"net.ipv6.conf.all.dad_transmits=0", "net.ipv6.conf.default.dad_transmits=0",
+	"net.ipv6.conf.all.accept_ra=0", "net.ipv6.conf.default.accept_ra=0",
+}
+
+// netUp creates the namespaces, the segment and the user link. It expects none of them to
+// exist (Up tears a broken lab down first).
+func (c Config) netUp(ctx context.Context) error {
+	ip := func(args ...string) error {
+		_, err := run(ctx, append([]string{"ip"}, args...)...)
+		return err
+	}
+	inNS := func(ns string, args ...string) error {
+		_, err := run(ctx, append([]string{"ip", "netns", "exec", ns}, args...)...)
+		return err
+	}
+	for _, ns := range c.namespaces() {
+		if err := ip("netns", "add", ns); err != nil {
+			return fmt.Errorf("create namespace: %w", err)
+		}
+		if err := inNS(ns, append([]string{"sysctl", "-qw"}, sysctlsBeforeLinks...)...); err != nil {
+			return fmt.Errorf("sysctls of %s: %w", ns, err)
+		}
+		if err := ip("-n", ns, "link", "set", "lo", "up"); err != nil {
+			return err
+		}
+	}
+	br := c.bridgeNS()
+	// The bridge's namespace must not run bridged frames through its (empty) netfilter.
+	if err := inNS(br, "sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=0",
+		"net.bridge.bridge-nf-call-ip6tables=0", "net.bridge.bridge-nf-call-arptables=0"); err != nil {
+		return fmt.Errorf("bridge netfilter sysctls: %w", err)
+	}
+	if err := ip("-n", br, "link", "add", "br0", "type", "bridge", "stp_state", "0", "mcast_snooping", "0"); err != nil {
+		return fmt.Errorf("create bridge: %w", err)
+	}
+	if err := ip("-n", br, "link", "set", "br0", "up"); err != nil {
+		return err
+	}
+	for _, h := range Hosts() {
+		ns := c.Namespace(h.Name)
+		port := "v-" + h.Name
+		steps := [][]string{
+			{"-n", br, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns},
+			{"-n", br, "link", "set", port, "master", "br0", "up"},
+			{"-n", ns, "link", "set", "eth0", "address", h.MAC, "up"},
+			{"-n", ns, "addr", "add", h.IPv4.String() + "/24", "dev", "eth0"},
+			{"-n", ns, "addr", "add", h.IPv6.String() + "/64", "dev", "eth0", "nodad"},
+		}
+		for _, s := range steps {
+			if err := ip(s...); err != nil {
+				return fmt.Errorf("attach %s: %w", h.Name, err)
+			}
+		}
+	}
+
+	// Nodes: forward for their pods; never answer ARP for an address that is not on the asking
+	// interface (VIPs) nor use one as ARP source, or every node answers for every VIP.
+	nodes := Nodes()
+	for _, n := range nodes {
+		ns := c.Namespace(n.Name)
+		if err := inNS(ns, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1",
+			"net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.all.arp_announce=2"); err != nil {
+			return fmt.Errorf("sysctls of %s: %w", n.Name, err)
+		}
+		for _, o := range nodes {
+			if o.Name == n.Name {
+				continue
+			}
+			if err := ip("-n", ns, "route", "add", o.PodCIDRv4.String(), "via", o.IPv4.String()); err != nil {
+				return err
+			}
+			if err := ip("-n", ns, "-6", "route", "add", o.PodCIDRv6.String(), "via", o.IPv6.String()); err != nil {
+				return err
+			}
+		}
+		if err := c.defaultRoutesVia(ctx, ns, Router); err != nil {
+			return err
+		}
+	}
+	// Router and control plane reach every pod range directly; the client goes through the
+	// router (its default route), like a laptop.
+	for _, h := range []Host{Router, ControlPlane} {
+		for _, n := range nodes {
+			if err := ip("-n", c.Namespace(h.Name), "route", "add", n.PodCIDRv4.String(), "via", n.IPv4.String()); err != nil {
+				return err
+			}
+			if err := ip("-n", c.Namespace(h.Name), "-6", "route", "add", n.PodCIDRv6.String(), "via", n.IPv6.String()); err != nil {
+				return err
+			}
+		}
+	}
+	if err := inNS(c.Namespace(Router.Name), "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1",
+		"net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.eth0.send_redirects=0"); err != nil {
+		return fmt.Errorf("router sysctls: %w", err)
+	}
+	if err := c.defaultRoutesVia(ctx, c.Namespace(Client.Name), Router); err != nil {
+		return err
+	}
+
+	if err := addRootBlackholes(ctx); err != nil {
+		return err
+	}
+	// The user link: root namespace <-> control plane only. The control plane does not
+	// forward, so the root namespace reaches the API server and nothing else of the lab.
+	cp := c.Namespace(ControlPlane.Name)
+	if err := inNS(cp, "sysctl", "-qw", "net.ipv4.ip_forward=0", "net.ipv6.conf.all.forwarding=0"); err != nil {
+		return err
+	}
+	steps := [][]string{
+		{"link", "add", c.userLink(), "type", "veth", "peer", "name", "api0", "netns", cp},
+		{"-n", cp, "addr", "add", c.UserAPIAddr().String() + "/64", "dev", "api0", "nodad"},
+		{"-n", cp, "link", "set", "api0", "up"},
+		{"addr", "add", c.userRootAddr().String() + "/64", "dev", c.userLink(), "nodad"},
+		{"link", "set", c.userLink(), "up"},
+	}
+	for _, s := range steps {
+		if err := ip(s...); err != nil {
+			return fmt.Errorf("user link: %w", err)
+		}
+	}
+	return nil
+}
+
+// rootBlackholes are the lab's ranges that the root namespace must never send anywhere: a
+// developer who curls a VIP or a ClusterIP from the root namespace gets "no route" instead of
+// a packet on the machine's uplink. 192.0.2.0/24 (pods) is left out: on this machine type it
+// is also the uplink's own subnet. The user links are more specific and still win.
+var rootBlackholes = []string{SegmentV4.String(), ServiceCIDRv4.String(), VIPPool.String(), "2001:db8::/32"}
+
+// blackholeMetric marks the lab's blackhole routes, so Down removes only its own.
+const blackholeMetric = "4242"
+
+// addRootBlackholes adds the blackhole routes; routes already there (another lab) are fine.
+func addRootBlackholes(ctx context.Context) error {
+	for _, r := range rootBlackholes {
+		if _, err := run(ctx, "ip", "route", "add", "blackhole", r, "metric", blackholeMetric); err != nil && !strings.Contains(err.Error(), "File exists") {
+			return fmt.Errorf("blackhole %s in the root namespace: %w", r, err)
+		}
+	}
+	return nil
+}
+
+// removeRootBlackholes removes the blackhole routes unless another lab's user link is still
+// there (its lab still needs them).
+func (c Config) removeRootBlackholes(ctx context.Context) error {
+	out, err := run(ctx, "ip", "-6", "-o", "addr", "show")
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 4 && f[1] != c.userLink() && strings.HasPrefix(f[3], "2001:db8:ffff:") {
+			return nil
+		}
+	}
+	for _, r := range rootBlackholes {
+		_, _ = run(ctx, "ip", "route", "del", "blackhole", r, "metric", blackholeMetric)
+	}
+	return nil
+}
+
+func (c Config) defaultRoutesVia(ctx context.Context, ns string, gw Host) error {
+	if _, err := run(ctx, "ip", "-n", ns, "route", "add", "default", "via", gw.IPv4.String()); err != nil {
+		return err
+	}
+	_, err := run(ctx, "ip", "-n", ns, "-6", "route", "add", "default", "via", gw.IPv6.String())
+	return err
+}
+
+// netDown deletes the lab's namespaces and the user link. Processes must be gone already.
+func (c Config) netDown(ctx context.Context) error {
+	var errs []string
+	for _, ns := range c.namespaces() {
+		if !netnsExists(ns) {
+			continue
+		}
+		if _, err := run(ctx, "ip", "netns", "del", ns); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if _, err := os.Stat("/sys/class/net/" + c.userLink()); err == nil {
+		if _, err := run(ctx, "ip", "link", "del", c.userLink()); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if err := c.removeRootBlackholes(ctx); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("delete network: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
