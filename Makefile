@@ -80,8 +80,19 @@ test-unit: ## Fast tests: pure logic, no API server (integration tests say they 
 test-integration: kube-bin ## Tests against a real kube-apiserver + etcd.
 	go test $(GO_TEST_FLAGS) -count=1 -race ./...
 
+# make test runs the e2e suite in a lab of its own (prefix mt-), so a developer's lab (mg-) is
+# left alone, and takes that lab down again whatever happened.
+TEST_LAB := LAB_PREFIX=mt- LAB_DIR=$(ROOT)/_out/lab-mt-
+
+.PHONY: test-e2e
+test-e2e: ## As root on Linux: a throwaway lab, every e2e test, then lab-down.
+	@if [ "$$(id -u)" != 0 ] || [ "$$(uname -s)" != Linux ]; then \
+	  echo "SKIPPED e2e: the lab needs root on Linux (network namespaces); CI runs it as root"; exit 0; fi; \
+	rc=0; $(MAKE) --no-print-directory e2e $(TEST_LAB) || rc=$$?; \
+	$(MAKE) --no-print-directory lab-down $(TEST_LAB) || { [ $$rc != 0 ] || rc=1; }; exit $$rc
+
 .PHONY: test
-test: lint verify-generate test-integration ## Everything: lint, generated files, unit + integration.
+test: lint verify-generate test-integration test-e2e ## Everything: lint, generated files, unit, integration, e2e (root).
 
 # ---- benchmarks -----------------------------------------------------------------------------
 .PHONY: bench
