@@ -128,10 +128,11 @@ var (
 	SegmentV4 = netip.MustParsePrefix("198.51.100.0/24")
 	SegmentV6 = netip.MustParsePrefix("2001:db8::/64")
 	// ServiceCIDRv4 and ServiceCIDRv6 are the ClusterIP ranges (dual-stack Services work).
-	ServiceCIDRv4 = netip.MustParsePrefix("203.0.113.0/24")
+	ServiceCIDRv4 = netip.MustParsePrefix("203.0.113.0/25")
 	ServiceCIDRv6 = netip.MustParsePrefix("2001:db8:2::/112")
-	// PodCIDRv4 and PodCIDRv6 hold every node's pod range: a /26 and a /64 each.
-	PodCIDRv4 = netip.MustParsePrefix("192.0.2.0/24")
+	// PodCIDRv4 and PodCIDRv6 hold every node's pod range: a /27 and a /64 each. Not
+	// 192.0.2.0/24: machines of this workplace use it for their uplink.
+	PodCIDRv4 = netip.MustParsePrefix("203.0.113.128/25")
 	PodCIDRv6 = netip.MustParsePrefix("2001:db8:1::/48")
 	// VIPPool is the range the tests hand to IPAddressPools.
 	VIPPool = netip.MustParsePrefix("100.64.0.0/16")
@@ -199,7 +200,7 @@ func Nodes() []Node {
 		nodes[i] = Node{
 			Host:      host(fmt.Sprintf("n%d", idx), byte(10+idx)),
 			Index:     idx,
-			PodCIDRv4: netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(64 * i)}), 26),
+			PodCIDRv4: netip.PrefixFrom(netip.AddrFrom4([4]byte{203, 0, 113, byte(128 + 32*i)}), 27),
 			PodCIDRv6: netip.MustParsePrefix(fmt.Sprintf("2001:db8:1:%d::/64", idx)),
 			ProxyMode: mode,
 		}

@@ -89,7 +89,7 @@ func TestAddressPlan(t *testing.T) {
 		t.Fatalf("%d nodes, want %d", len(nodes), NodeCount)
 	}
 	for i, n := range nodes {
-		if !PodCIDRv4.Contains(n.PodCIDRv4.Addr()) || n.PodCIDRv4.Bits() != 26 || !PodCIDRv6.Contains(n.PodCIDRv6.Addr()) {
+		if !PodCIDRv4.Contains(n.PodCIDRv4.Addr()) || n.PodCIDRv4.Bits() != 27 || ServiceCIDRv4.Overlaps(n.PodCIDRv4) || !PodCIDRv6.Contains(n.PodCIDRv6.Addr()) {
 			t.Errorf("%s: pod ranges %s %s outside %s %s", n.Name, n.PodCIDRv4, n.PodCIDRv6, PodCIDRv4, PodCIDRv6)
 		}
 		for _, o := range nodes[i+1:] {

@@ -152,9 +152,8 @@ func (c Config) netUp(ctx context.Context) error {
 
 // rootBlackholes are the lab's ranges that the root namespace must never send anywhere: a
 // developer who curls a VIP or a ClusterIP from the root namespace gets "no route" instead of
-// a packet on the machine's uplink. 192.0.2.0/24 (pods) is left out: on this machine type it
-// is also the uplink's own subnet. The user links are more specific and still win.
-var rootBlackholes = []string{SegmentV4.String(), ServiceCIDRv4.String(), VIPPool.String(), "2001:db8::/32"}
+// a packet on the machine's uplink. The user links are more specific and still win.
+var rootBlackholes = []string{SegmentV4.String(), ServiceCIDRv4.String(), PodCIDRv4.String(), VIPPool.String(), "2001:db8::/32"}
 
 // blackholeMetric marks the lab's blackhole routes, so Down removes only its own.
 const blackholeMetric = "4242"
