@@ -3,7 +3,9 @@ package lab
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -151,16 +153,31 @@ func (c Config) netUp(ctx context.Context) error {
 }
 
 // rootBlackholes are the lab's ranges that the root namespace must never send anywhere: a
-// developer who curls a VIP or a ClusterIP from the root namespace gets "no route" instead of
-// a packet on the machine's uplink. The user links are more specific and still win.
-var rootBlackholes = []string{SegmentV4.String(), ServiceCIDRv4.String(), PodCIDRv4.String(), VIPPool.String(), "2001:db8::/32"}
+// developer who curls a VIP from the root namespace gets "no route" instead of a packet on the
+// machine's uplink. Only the VIP pool: the documentation ranges the lab uses inside its
+// namespaces are also used by this workplace's own infrastructure (the uplink is on
+// 192.0.2.0/24, the Go module proxy and the Debian mirror answer on 203.0.113.80), so
+// blackholing them in the root namespace would cut the machine off. addRootBlackholes also
+// refuses a range that holds the default gateway or an address of the machine.
+var rootBlackholes = []string{VIPPool.String()}
+
+// legacyBlackholes were added by earlier versions of the lab; Down removes them too.
+var legacyBlackholes = []string{SegmentV4.String(), "203.0.113.0/24", "203.0.113.0/25", "203.0.113.128/25", "2001:db8::/32"}
 
 // blackholeMetric marks the lab's blackhole routes, so Down removes only its own.
 const blackholeMetric = "4242"
 
 // addRootBlackholes adds the blackhole routes; routes already there (another lab) are fine.
 func addRootBlackholes(ctx context.Context) error {
+	used, err := rootAddresses(ctx)
+	if err != nil {
+		return err
+	}
 	for _, r := range rootBlackholes {
+		pfx := netip.MustParsePrefix(r)
+		if slices.ContainsFunc(used, pfx.Contains) {
+			return fmt.Errorf("the lab's range %s holds this machine's address or default gateway (%v): pick another range", r, used)
+		}
 		if _, err := run(ctx, "ip", "route", "add", "blackhole", r, "metric", blackholeMetric); err != nil && !strings.Contains(err.Error(), "File exists") {
 			return fmt.Errorf("blackhole %s in the root namespace: %w", r, err)
 		}
@@ -181,10 +198,29 @@ func (c Config) removeRootBlackholes(ctx context.Context) error {
 			return nil
 		}
 	}
-	for _, r := range rootBlackholes {
+	for _, r := range append(slices.Clone(rootBlackholes), legacyBlackholes...) {
 		_, _ = run(ctx, "ip", "route", "del", "blackhole", r, "metric", blackholeMetric)
 	}
 	return nil
+}
+
+// rootAddresses are the root namespace's own addresses and default gateways.
+func rootAddresses(ctx context.Context) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, args := range [][]string{{"-o", "addr", "show"}, {"route", "show", "default"}, {"-6", "route", "show", "default"}} {
+		text, err := run(ctx, append([]string{"ip"}, args...)...)
+		if err != nil {
+			return nil, fmt.Errorf("ip %s: %w", strings.Join(args, " "), err)
+		}
+		for _, f := range strings.Fields(text) {
+			if a, err := netip.ParsePrefix(f); err == nil {
+				out = append(out, a.Addr())
+			} else if a, err := netip.ParseAddr(f); err == nil {
+				out = append(out, a)
+			}
+		}
+	}
+	return out, nil
 }
 
 func (c Config) defaultRoutesVia(ctx context.Context, ns string, gw Host) error {
