@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/cmd/metalgate/internal/version"
+	"github.com/metalgate/metalgate/controllers"
+	"github.com/metalgate/metalgate/speaker"
+	"github.com/metalgate/metalgate/speaker/config"
+	"github.com/metalgate/metalgate/speaker/election"
+	"github.com/metalgate/metalgate/speaker/kube"
+	"github.com/metalgate/metalgate/speaker/layer2"
+	"github.com/metalgate/metalgate/speaker/membership"
+)
+
+// speakerOptions are the flags of `metalgate speaker`.
+type speakerOptions struct {
+	Kubeconfig         string
+	NodeName           string
+	NodeIP             string
+	Namespace          string
+	LBClass            string
+	SpeakerSelector    string
+	MemberlistPort     int
+	MetricsAddr        string
+	HealthAddr         string
+	StaticConfig       string
+	GratuitousCount    int
+	GratuitousInterval time.Duration
+	QPS                float64
+	Burst              int
+	Zap                zap.Options
+}
+
+func (o *speakerOptions) bind(fs *flag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Default: in-cluster config, else $KUBECONFIG, else ~/.kube/config.")
+	fs.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "Name of this node (Downward API spec.nodeName). Default: $NODE_NAME.")
+	fs.StringVar(&o.NodeIP, "node-ip", os.Getenv("NODE_IP"), "Address memberlist binds to (Downward API status.hostIP). Default: $NODE_IP, else the node's first InternalIP.")
+	fs.StringVar(&o.Namespace, "namespace", "metalgate-system", "Namespace of IPAddressPools, L2Advertisements and the speaker Pods.")
+	fs.StringVar(&o.LBClass, "lb-class", controllers.DefaultLBClass, "spec.loadBalancerClass served, besides Services with no class.")
+	fs.StringVar(&o.SpeakerSelector, "speaker-selector", "app.kubernetes.io/name=metalgate,app.kubernetes.io/component=speaker", "Label selector of the speaker Pods (memberlist peers and quorum base).")
+	fs.IntVar(&o.MemberlistPort, "memberlist-port", 7946, "UDP and TCP port of memberlist, the same on every node.")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":7472", "Address of the Prometheus /metrics endpoint; \"0\" disables it.")
+	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":7473", "Address of /healthz and /readyz; \"0\" disables them.")
+	fs.StringVar(&o.StaticConfig, "static-config", "", "Run without the API server from this JSON file (lab and benchmarks; see docs/speaker.md).")
+	fs.IntVar(&o.GratuitousCount, "gratuitous-count", 3, "Gratuitous ARP / unsolicited NA sent per address on takeover.")
+	fs.DurationVar(&o.GratuitousInterval, "gratuitous-interval", 100*time.Millisecond, "Interval between gratuitous sends.")
+	fs.Float64Var(&o.QPS, "kube-api-qps", 20, "Requests per second to the API server (client-side limit).")
+	fs.IntVar(&o.Burst, "kube-api-burst", 40, "Burst of requests to the API server (client-side limit).")
+	o.Zap.BindFlags(fs)
+}
+
+func speakerCommand(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("metalgate speaker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var opts speakerOptions
+	opts.bind(fs)
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "metalgate speaker: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	if opts.NodeName == "" {
+		fmt.Fprintln(stderr, "metalgate speaker: --node-name (or $NODE_NAME) is required")
+		return errUsage
+	}
+	opts.Zap.DestWriter = stderr
+	logger := zap.New(zap.UseFlagOptions(&opts.Zap))
+	ctrl.SetLogger(logger)
+	return runSpeaker(logr.NewContext(ctx, logger), opts)
+}
+
+// staticConfig is the --static-config file: a fixed World for labs and benchmarks.
+type staticConfig struct {
+	// Speakers are the node names of all speakers (the quorum base); every one may announce.
+	Speakers []string `json:"speakers"`
+	// Peers are memberlist addresses "ip:port" to join.
+	Peers []string `json:"peers"`
+	// NodeIPs are this node's addresses for the off-subnet interface fallback.
+	NodeIPs []string `json:"nodeIPs,omitempty"`
+	// VIPs are the addresses announced at layer 2.
+	VIPs []struct {
+		VIP        string   `json:"vip"`
+		Service    string   `json:"service"`
+		Interfaces []string `json:"interfaces,omitempty"`
+	} `json:"vips"`
+}
+
+func loadStatic(path string) (speaker.World, []netip.Addr, error) {
+	var w speaker.World
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return w, nil, err
+	}
+	var sc staticConfig
+	if err := json.Unmarshal(b, &sc); err != nil {
+		return w, nil, fmt.Errorf("parse %s: %w", path, err)
+	}
+	w.Speakers, w.Peers = sc.Speakers, sc.Peers
+	for _, n := range sc.Speakers {
+		w.Nodes = append(w.Nodes, election.Node{Name: n})
+	}
+	for _, v := range sc.VIPs {
+		a, err := netip.ParseAddr(v.VIP)
+		if err != nil {
+			return w, nil, fmt.Errorf("%s: vip: %w", path, err)
+		}
+		w.VIPs = append(w.VIPs, speaker.VIP{
+			Request: election.Request{VIP: a.Unmap(), AnyReady: true}, Mode: speaker.ModeLayer2,
+			Service: v.Service, Interfaces: v.Interfaces,
+		})
+	}
+	var ips []netip.Addr
+	for _, s := range sc.NodeIPs {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return w, nil, fmt.Errorf("%s: nodeIPs: %w", path, err)
+		}
+		ips = append(ips, a.Unmap())
+	}
+	return w, ips, nil
+}
+
+// runSpeaker runs the speaker until ctx ends, then hands its addresses over.
+func runSpeaker(ctx context.Context, opts speakerOptions) error {
+	logger := logr.FromContextOrDiscard(ctx)
+	reg := metrics.Registry
+	var (
+		staticWorld speaker.World
+		nodeIPs     []netip.Addr
+		mgr         manager.Manager
+	)
+	if opts.StaticConfig != "" {
+		var err error
+		if staticWorld, nodeIPs, err = loadStatic(opts.StaticConfig); err != nil {
+			return err
+		}
+		r := prometheus.NewRegistry()
+		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg = r
+	} else {
+		var err error
+		if mgr, nodeIPs, err = newSpeakerManager(ctx, &opts); err != nil {
+			return err
+		}
+	}
+	if opts.NodeIP == "" {
+		if len(nodeIPs) == 0 {
+			return errors.New("no --node-ip and the node has no InternalIP")
+		}
+		opts.NodeIP = nodeIPs[0].String()
+	}
+	if ip, err := netip.ParseAddr(opts.NodeIP); err == nil && len(nodeIPs) == 0 {
+		nodeIPs = []netip.Addr{ip.Unmap()}
+	}
+
+	sm, l2m := speaker.NewMetrics(reg), layer2.NewMetrics(reg)
+	var spRef atomic.Pointer[speaker.Speaker]
+	mem, err := membership.New(membership.Options{
+		Name: opts.NodeName, BindAddr: opts.NodeIP, BindPort: opts.MemberlistPort, Logger: logger.WithName("memberlist"),
+		OnChange: func() {
+			if sp := spRef.Load(); sp != nil {
+				sp.MembershipChanged()
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	l2 := layer2.New(layer2.Options{
+		NodeIPs: nodeIPs, Logger: logger.WithName("layer2"), Metrics: l2m,
+		GratuitousCount: opts.GratuitousCount, GratuitousInterval: opts.GratuitousInterval,
+		Gate: func() bool {
+			sp := spRef.Load()
+			return sp != nil && sp.MayAnnounce()
+		},
+	})
+	spOpts := speaker.Options{
+		Node: opts.NodeName, Membership: mem, Logger: logger.WithName("speaker"), Metrics: sm,
+		Announcers: map[speaker.Mode]speaker.Announcer{speaker.ModeLayer2: l2},
+	}
+	if mgr != nil {
+		spOpts.OnTakeover = kube.TakeoverEvents(mgr.GetClient(), mgr.GetEventRecorder("metalgate-speaker"), opts.NodeName)
+	}
+	sp, err := speaker.New(spOpts)
+	if err != nil {
+		_ = mem.Shutdown()
+		return err
+	}
+	spRef.Store(sp)
+	logger.Info("starting speaker", "version", version.Version, "node", opts.NodeName, "nodeIP", opts.NodeIP,
+		"memberlistPort", opts.MemberlistPort, "static", opts.StaticConfig != "")
+
+	if mgr == nil {
+		sp.SetWorld(staticWorld)
+		stopMetrics := serveMetrics(opts.MetricsAddr, reg, logger)
+		defer stopMetrics()
+		return sp.Run(ctx)
+	}
+	sel, _ := labels.Parse(opts.SpeakerSelector) // validated in newSpeakerManager
+	if err := kube.Setup(mgr, &kube.Reconciler{Client: mgr.GetClient(), Speaker: sp, Opts: kube.Options{
+		Namespace: opts.Namespace, SpeakerSelector: sel,
+		Build: config.Options{LBClass: opts.LBClass, MemberlistPort: opts.MemberlistPort},
+	}}); err != nil {
+		_ = mem.Shutdown()
+		return fmt.Errorf("set up watches: %w", err)
+	}
+	// The speaker loop runs as a manager runnable: it ends (leave, stop answering) when the
+	// manager's context ends, before the manager returns.
+	if err := mgr.Add(manager.RunnableFunc(sp.Run)); err != nil {
+		_ = mem.Shutdown()
+		return err
+	}
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("run manager: %w", err)
+	}
+	return nil
+}
+
+// newSpeakerManager creates the controller-runtime manager (no leader election: every node
+// runs) and returns the node's InternalIPs, read once with an uncached client.
+func newSpeakerManager(ctx context.Context, opts *speakerOptions) (manager.Manager, []netip.Addr, error) {
+	sel, err := labels.Parse(opts.SpeakerSelector)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--speaker-selector: %w", err)
+	}
+	cfg, err := restConfig(opts.Kubeconfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.QPS, cfg.Burst = float32(opts.QPS), opts.Burst
+	cfg.UserAgent = "metalgate-speaker/" + version.Version
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, nil, fmt.Errorf("register Kubernetes types: %w", err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, nil, fmt.Errorf("register metalgate types: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Logger:                 logr.FromContextOrDiscard(ctx),
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress: opts.HealthAddr,
+		Cache:                  kube.CacheOptions(kube.Options{Namespace: opts.Namespace, SpeakerSelector: sel}),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("create manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, nil, fmt.Errorf("add healthz: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, nil, fmt.Errorf("add readyz: %w", err)
+	}
+	var node corev1.Node
+	if err := mgr.GetAPIReader().Get(ctx, types.NamespacedName{Name: opts.NodeName}, &node); err != nil {
+		return nil, nil, fmt.Errorf("get node %s: %w", opts.NodeName, err)
+	}
+	var ips []netip.Addr
+	for _, a := range node.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP {
+			continue
+		}
+		if ip, err := netip.ParseAddr(a.Address); err == nil {
+			ips = append(ips, ip.Unmap())
+		}
+	}
+	return mgr, ips, nil
+}
+
+// serveMetrics serves /metrics from reg on addr (static mode); the returned func stops it.
+func serveMetrics(addr string, reg prometheus.Gatherer, log logr.Logger) func() {
+	if addr == "" || addr == "0" {
+		return func() {}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Error(err, "Metrics listener failed")
+		return func() {}
+	}
+	go func() { _ = srv.Serve(ln) }()
+	return func() { _ = srv.Close() }
+}

@@ -1,0 +1,202 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/e2e/lab"
+	"github.com/metalgate/metalgate/speaker/election"
+)
+
+// l2Pool is on the lab segment, clear of its hosts (.1 router, .2 cp, .11-.13 nodes, .100
+// client), so the client ARPs for the VIPs directly.
+const l2Pool = "198.51.100.240/29"
+
+// TestSpeakerAnnouncesL2: with the controller deployed (make e2e) and the speaker DaemonSet of
+// config/speaker, a Service from a pool selected by an L2Advertisement is answered by exactly
+// the node the election picks (arping from the client returns its MAC), the new owner records
+// an Event, and SIGKILL of that speaker moves the address to the next node.
+func TestSpeakerAnnouncesL2(t *testing.T) {
+	l := openLab(t)
+	cs := clientset(t, l)
+	ctx := context.Background()
+
+	if out, err := l.Kubectl(ctx, "apply", "-k", "../config/speaker"); err != nil {
+		t.Fatalf("deploy speaker: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := l.Kubectl(context.Background(), "delete", "--ignore-not-found", "-k", "../config/speaker"); err != nil {
+			t.Logf("delete speaker: %v\n%s", err, out)
+		}
+	})
+	waitDaemonSetReady(t, cs, operatorNamespace, "metalgate-speaker", 3*time.Minute)
+
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl, err := l.Client(scheme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	autoAssign := false
+	pool := &v1alpha1.IPAddressPool{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-l2-", Namespace: operatorNamespace},
+		Spec:       v1alpha1.IPAddressPoolSpec{Addresses: []v1alpha1.AddressRange{l2Pool}, AutoAssign: &autoAssign},
+	}
+	if err := cl.Create(ctx, pool); err != nil {
+		t.Fatalf("create IPAddressPool: %v", err)
+	}
+	adv := &v1alpha1.L2Advertisement{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-l2-", Namespace: operatorNamespace},
+		Spec:       v1alpha1.L2AdvertisementSpec{IPAddressPools: []string{pool.Name}},
+	}
+	if err := cl.Create(ctx, adv); err != nil {
+		t.Fatalf("create L2Advertisement: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cl.Delete(context.Background(), adv)
+		_ = cl.Delete(context.Background(), pool)
+	})
+
+	ns := testNamespace(t, cs, "e2e-speaker")
+	labels := map[string]string{"app": "web"}
+	one := int32(1)
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{echoContainer(8080)}},
+			},
+		},
+	}
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitDeploymentReady(t, cs, ns, "web", 2*time.Minute)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns, Annotations: map[string]string{"metalgate.io/address-pool": pool.Name}},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeLoadBalancer,
+			Selector: labels,
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+	if err := cl.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	var vip netip.Addr
+	eventually(t, 30*time.Second, "Service gets an address from "+l2Pool, func() error {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+			return err
+		}
+		if len(svc.Status.LoadBalancer.Ingress) == 0 {
+			return fmt.Errorf("no address yet")
+		}
+		var err error
+		vip, err = netip.ParseAddr(svc.Status.LoadBalancer.Ingress[0].IP)
+		return err
+	})
+
+	var names []string
+	for _, n := range lab.Nodes() {
+		names = append(names, n.Name)
+	}
+	owner := election.Owner(vip, names)
+	node, err := lab.NodeByName(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, fmt.Sprintf("arping %s answered by %s (%s) only", vip, owner, node.MAC), func() error {
+		return arpingOnly(ctx, l, vip, node.MAC)
+	})
+	eventually(t, 30*time.Second, "AnnouncingL2 event on the Service", func() error {
+		evs, err := cs.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if isL2Event(e, svc.Name, owner) {
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d events", len(evs.Items))
+	})
+
+	// SIGKILL the owner's speaker: the next node by election answers within seconds.
+	pods := podsByNode(t, cs, operatorNamespace, "app.kubernetes.io/name=metalgate,app.kubernetes.io/component=speaker")
+	p, ok := pods[owner]
+	if !ok {
+		t.Fatalf("no speaker pod on %s", owner)
+	}
+	var rest []string
+	for _, n := range names {
+		if n != owner {
+			rest = append(rest, n)
+		}
+	}
+	next, _ := lab.NodeByName(election.Owner(vip, rest))
+	start := time.Now()
+	if err := l.SignalPod(ctx, operatorNamespace, p.Name, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, fmt.Sprintf("arping %s answered by %s after SIGKILL of %s", vip, next.Name, owner), func() error {
+		return arpingOnly(ctx, l, vip, next.MAC)
+	})
+	t.Logf("%s: owner %s, after SIGKILL %s answers (seen after %s, arping granularity ~1s)", vip, owner, next.Name, time.Since(start).Round(time.Millisecond))
+}
+
+var macRE = regexp.MustCompile(`(?i)[0-9a-f]{2}(?::[0-9a-f]{2}){5}`)
+
+// arpingOnly runs arping from the client and checks that every reply carries mac.
+func arpingOnly(ctx context.Context, l *lab.Lab, vip netip.Addr, mac string) error {
+	out, err := l.Exec(ctx, "client", "arping", "-c", "2", "-w", "3", "-I", "eth0", vip.String())
+	if err != nil {
+		return fmt.Errorf("arping: %v: %s", err, shortErr(out))
+	}
+	// Both arping flavours print the replier's MAC on lines with "from" ("60 bytes from
+	// 02:..:0d (198.51.100.240)", "Unicast reply from 198.51.100.240 [02:..:0d]").
+	replies := 0
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.Contains(line, "from") {
+			continue
+		}
+		for _, m := range macRE.FindAllString(line, -1) {
+			replies++
+			if !strings.EqualFold(m, mac) {
+				return fmt.Errorf("reply from %s, want only %s: %s", m, mac, shortErr(out))
+			}
+		}
+	}
+	if replies == 0 {
+		return fmt.Errorf("no reply: %s", shortErr(out))
+	}
+	return nil
+}
+
+func isL2Event(e eventsv1.Event, svc, node string) bool {
+	return e.Regarding.Name == svc && (e.Reason == "AnnouncingL2" || e.Reason == "L2OwnerChanged") && strings.Contains(e.Note, node)
+}

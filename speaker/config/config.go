@@ -1,0 +1,300 @@
+package config
+
+import (
+	"cmp"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/metalgate/metalgate/allocator"
+	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/speaker"
+	"github.com/metalgate/metalgate/speaker/election"
+)
+
+// Well-known names read by Build.
+const (
+	// AnnotationAllocatedFromPool is written by the controller on Services: the pool of the
+	// addresses (same value as controllers.AnnotationAllocatedFromPool).
+	AnnotationAllocatedFromPool = "metalgate.io/ip-allocated-from-pool"
+	// LabelExcludeFromLB excludes a node from announcing (Kubernetes well-known label).
+	LabelExcludeFromLB = "node.kubernetes.io/exclude-from-external-load-balancers"
+)
+
+// Snapshot is the listed API objects. Config objects (pools, advertisements, speaker pods) are
+// those of the speaker's namespace.
+type Snapshot struct {
+	Services         []corev1.Service
+	EndpointSlices   []discoveryv1.EndpointSlice
+	Nodes            []corev1.Node
+	Pools            []v1alpha1.IPAddressPool
+	L2Advertisements []v1alpha1.L2Advertisement
+	// SpeakerPods are the Pods of the speaker DaemonSet: their nodes are the quorum base and
+	// their host IPs the memberlist peers.
+	SpeakerPods []corev1.Pod
+}
+
+// Options for Build.
+type Options struct {
+	// LBClass is the loadBalancerClass served besides Services without one.
+	LBClass string
+	// MemberlistPort is the port of the peers' memberlist.
+	MemberlistPort int
+}
+
+// Build returns the World for s. Invalid parts (a pool address that does not parse, a bad
+// selector) are skipped and reported in the returned errors; the rest is still used.
+func Build(s Snapshot, o Options) (speaker.World, []error) {
+	var errs []error
+	l2, perrs := l2Pools(s.Pools, s.L2Advertisements)
+	errs = append(errs, perrs...)
+
+	var w speaker.World
+	notReady := map[string]bool{}
+	for _, n := range s.Nodes {
+		w.Nodes = append(w.Nodes, election.Node{Name: n.Name, Labels: n.Labels, Excluded: excluded(n)})
+		if c := nodeCondition(n, corev1.NodeReady); c != nil && c.Status != corev1.ConditionTrue {
+			notReady[n.Name] = true
+		}
+	}
+	slices.SortFunc(w.Nodes, func(a, b election.Node) int { return cmp.Compare(a.Name, b.Name) })
+
+	for _, p := range s.SpeakerPods {
+		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" || notReady[p.Spec.NodeName] ||
+			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		w.Speakers = append(w.Speakers, p.Spec.NodeName)
+		if p.Status.HostIP != "" {
+			w.Peers = append(w.Peers, net.JoinHostPort(p.Status.HostIP, strconv.Itoa(o.MemberlistPort)))
+		}
+	}
+	slices.Sort(w.Speakers)
+	w.Speakers = slices.Compact(w.Speakers)
+	slices.Sort(w.Peers)
+	w.Peers = slices.Compact(w.Peers)
+
+	ready := readyNodes(s.EndpointSlices)
+	services := slices.Clone(s.Services)
+	slices.SortFunc(services, func(a, b corev1.Service) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	byVIP := map[netip.Addr]*speaker.VIP{}
+	for _, svc := range services {
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+			continue
+		}
+		if c := svc.Spec.LoadBalancerClass; c != nil && *c != o.LBClass {
+			continue
+		}
+		key := svc.Namespace + "/" + svc.Name
+		eps := ready[key]
+		local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+		for _, ing := range svc.Status.LoadBalancer.Ingress {
+			vip, err := netip.ParseAddr(ing.IP)
+			if err != nil {
+				continue // a hostname ingress or garbage: nothing to announce
+			}
+			vip = vip.Unmap()
+			pool := poolOf(svc.Annotations[AnnotationAllocatedFromPool], vip, l2)
+			if pool == nil {
+				continue // not from a pool announced at layer 2
+			}
+			v := byVIP[vip]
+			if v == nil {
+				v = &speaker.VIP{
+					Request:    election.Request{VIP: vip, NodeSelectors: pool.nodeSelectors, ReadyNodes: map[string]bool{}},
+					Mode:       speaker.ModeLayer2,
+					Service:    key,
+					Pool:       pool.name,
+					Interfaces: pool.interfaces,
+				}
+				byVIP[vip] = v
+			}
+			// A shared address is announced for all its Services: any ready endpoint counts, and
+			// if one Service is Local the owner must hold one of its ready endpoints (Cluster
+			// Services sharing it are reachable from any node).
+			v.AnyReady = v.AnyReady || len(eps) > 0
+			if local {
+				v.Local = true
+				for n := range eps {
+					v.ReadyNodes[n] = true
+				}
+			}
+		}
+	}
+	for _, v := range byVIP {
+		w.VIPs = append(w.VIPs, *v)
+	}
+	slices.SortFunc(w.VIPs, func(a, b speaker.VIP) int { return a.VIP.Compare(b.VIP) })
+	return w, errs
+}
+
+// l2Pool is a pool announced at layer 2 with the restrictions of its advertisements.
+type l2Pool struct {
+	name          string
+	ranges        []allocator.Range
+	nodeSelectors []labels.Selector // nil: every node
+	interfaces    []string          // nil: automatic
+}
+
+func (p *l2Pool) contains(a netip.Addr) bool {
+	return slices.ContainsFunc(p.ranges, func(r allocator.Range) bool {
+		return r.First.Compare(a) <= 0 && a.Compare(r.Last) <= 0
+	})
+}
+
+// l2Pools returns the pools selected by at least one L2Advertisement, sorted by name.
+//
+// When several advertisements select a pool, their restrictions add up (as the API documents):
+// the node selectors of all of them are ORed, and if any of them has no node selector every node
+// may announce; likewise the interfaces are the union, and if any advertisement names none the
+// interface is chosen automatically.
+func l2Pools(pools []v1alpha1.IPAddressPool, ads []v1alpha1.L2Advertisement) ([]*l2Pool, []error) {
+	var errs []error
+	var out []*l2Pool
+	sorted := slices.Clone(pools)
+	slices.SortFunc(sorted, func(a, b v1alpha1.IPAddressPool) int { return cmp.Compare(a.Name, b.Name) })
+	for _, pool := range sorted {
+		var sel []v1alpha1.L2Advertisement
+		for _, ad := range ads {
+			ok, err := selectsPool(ad, pool)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("L2Advertisement %s: %w", ad.Name, err))
+				continue
+			}
+			if ok {
+				sel = append(sel, ad)
+			}
+		}
+		if len(sel) == 0 {
+			continue
+		}
+		p := &l2Pool{name: pool.Name}
+		for _, a := range pool.Spec.Addresses {
+			r, err := allocator.ParseRange(string(a))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("IPAddressPool %s: %w", pool.Name, err))
+				continue
+			}
+			p.ranges = append(p.ranges, r)
+		}
+		allNodes, autoIf := false, false
+		for _, ad := range sel {
+			if len(ad.Spec.NodeSelectors) == 0 {
+				allNodes = true
+			}
+			for _, ls := range ad.Spec.NodeSelectors {
+				s, err := metav1.LabelSelectorAsSelector(&ls)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("L2Advertisement %s: node selector: %w", ad.Name, err))
+					continue
+				}
+				p.nodeSelectors = append(p.nodeSelectors, s)
+			}
+			if len(ad.Spec.Interfaces) == 0 {
+				autoIf = true
+			}
+			p.interfaces = append(p.interfaces, ad.Spec.Interfaces...)
+		}
+		if allNodes {
+			p.nodeSelectors = nil
+		}
+		if autoIf {
+			p.interfaces = nil
+		} else {
+			slices.Sort(p.interfaces)
+			p.interfaces = slices.Compact(p.interfaces)
+		}
+		out = append(out, p)
+	}
+	return out, errs
+}
+
+func selectsPool(ad v1alpha1.L2Advertisement, pool v1alpha1.IPAddressPool) (bool, error) {
+	if len(ad.Spec.IPAddressPools) == 0 && len(ad.Spec.IPAddressPoolSelectors) == 0 {
+		return true, nil
+	}
+	if slices.Contains(ad.Spec.IPAddressPools, pool.Name) {
+		return true, nil
+	}
+	for _, ls := range ad.Spec.IPAddressPoolSelectors {
+		s, err := metav1.LabelSelectorAsSelector(&ls)
+		if err != nil {
+			return false, fmt.Errorf("pool selector: %w", err)
+		}
+		if s.Matches(labels.Set(pool.Labels)) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// poolOf returns the layer-2 pool of vip: the pool the controller recorded when it is announced
+// at layer 2 and holds vip, else the first announced pool, by name, that holds vip.
+func poolOf(annotated string, vip netip.Addr, pools []*l2Pool) *l2Pool {
+	if annotated != "" {
+		for _, p := range pools {
+			if p.name == annotated && p.contains(vip) {
+				return p
+			}
+		}
+	}
+	for _, p := range pools {
+		if p.contains(vip) {
+			return p
+		}
+	}
+	return nil
+}
+
+// readyNodes maps "namespace/service" to the nodes holding at least one ready endpoint. A nil
+// Ready condition means ready (discovery/v1 API: "unknown state ... interpreted as ready").
+func readyNodes(slices []discoveryv1.EndpointSlice) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, es := range slices {
+		svc := es.Labels[discoveryv1.LabelServiceName]
+		if svc == "" {
+			continue
+		}
+		key := es.Namespace + "/" + svc
+		for _, ep := range es.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			node := ""
+			if ep.NodeName != nil {
+				node = *ep.NodeName
+			}
+			if out[key] == nil {
+				out[key] = map[string]bool{}
+			}
+			out[key][node] = true // "" still counts for AnyReady
+		}
+	}
+	return out
+}
+
+func excluded(n corev1.Node) bool {
+	if _, ok := n.Labels[LabelExcludeFromLB]; ok {
+		return true
+	}
+	c := nodeCondition(n, corev1.NodeNetworkUnavailable)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+func nodeCondition(n corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == t {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,8 @@
+// Package layer2 announces addresses on the local network: it answers ARP requests (IPv4) and
+// NDP neighbour solicitations (IPv6) for the addresses this node owns, and sends gratuitous ARP /
+// unsolicited neighbour advertisements when it takes an address over.
+//
+// The responders (arp.go, ndp.go) never decide anything: each asks a func(netip.Addr) bool built
+// from the table the Announcer (announcer.go) swaps atomically on every Announce call. Interface
+// choice is the pure SelectInterfaces (iface.go).
+package layer2

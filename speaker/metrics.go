@@ -1,0 +1,47 @@
+package speaker
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the speaker core's Prometheus metrics.
+type Metrics struct {
+	// Announced is 1 for every (service, vip, interface, mode) this node announces now.
+	Announced *prometheus.GaugeVec
+	// Members is the number of live speakers in this node's view, itself included.
+	Members prometheus.Gauge
+	// Quorum is 1 while this speaker may announce (see membership.Quorum), else 0.
+	Quorum prometheus.Gauge
+	// Failovers counts addresses this node took over from another node.
+	Failovers prometheus.Counter
+	// Syncs counts announcement syncs by result ("ok", "error").
+	Syncs *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them with reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Announced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "metalgate_speaker_announced",
+			Help: "1 for each address this node announces, by service, vip, interface (empty for BGP) and mode.",
+		}, []string{"service", "vip", "interface", "mode"}),
+		Members: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "metalgate_speaker_members",
+			Help: "Live speakers in this node's membership view, itself included.",
+		}),
+		Quorum: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "metalgate_speaker_quorum",
+			Help: "1 while this speaker sees a quorum of the expected speakers and may announce; 0 while fenced.",
+		}),
+		Failovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "metalgate_speaker_failovers_total",
+			Help: "Layer-2 addresses this node took over from another node.",
+		}),
+		Syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metalgate_speaker_syncs_total",
+			Help: "Announcement syncs by result.",
+		}, []string{"result"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Announced, m.Members, m.Quorum, m.Failovers, m.Syncs)
+	}
+	return m
+}

@@ -1,0 +1,398 @@
+package speaker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/metalgate/metalgate/speaker/election"
+	"github.com/metalgate/metalgate/speaker/membership"
+)
+
+// Membership is what the Speaker needs from speaker/membership.
+type Membership interface {
+	// Live returns the members alive or suspected: the election's candidates.
+	Live() map[string]bool
+	// Reachable returns the members that answered this node directly and recently: the quorum
+	// count (membership.Membership.Reachable).
+	Reachable() map[string]bool
+	Join(peers []string) (int, error)
+	Leave(timeout time.Duration) error
+}
+
+// Locator is implemented by announcers that can say where they announce an address (layer 2:
+// the interfaces); used for events and the announced metric.
+type Locator interface {
+	Where(vip netip.Addr) []string
+}
+
+// Takeover describes an address this node started announcing.
+type Takeover struct {
+	VIP VIP
+	// Previous is the owner in this node's view before, "" if none.
+	Previous string
+	// Interfaces are where the address is announced (layer 2).
+	Interfaces []string
+}
+
+// Options configure a Speaker.
+type Options struct {
+	// Node is this node's name. Required.
+	Node string
+	// Membership reports live speakers. Required.
+	Membership Membership
+	// Announcers by mode; a mode without one is not announced.
+	Announcers map[Mode]Announcer
+	// OnTakeover, if set, is called after Announce for each layer-2 address this node took
+	// (events on the Service). It must not block for long.
+	OnTakeover func(Takeover)
+	// Resync is the period of a full sync even without changes. Defaults to 5s.
+	Resync time.Duration
+	// LeaveTimeout bounds the memberlist leave broadcast on stop. Defaults to 500ms.
+	LeaveTimeout time.Duration
+	// HoldDown is how long an address must stay elected to this node before it starts
+	// announcing it, unless it takes the address from a node that is no longer live (failover,
+	// immediate). It covers rebalancing (a node joins or a partition heals): the old owner
+	// releases as soon as it sees the new one, and HoldDown gives its view time to converge so
+	// that two nodes never answer at once. Defaults to 1s.
+	HoldDown time.Duration
+	// JoinInterval is how often the speaker re-joins the peers while some expected speaker is
+	// not live; memberlist never probes dead members again, so a healed partition only merges
+	// through a join. Defaults to 1s.
+	JoinInterval time.Duration
+	// Logger defaults to logr.Discard().
+	Logger logr.Logger
+	// Metrics defaults to unregistered metrics.
+	Metrics *Metrics
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Speaker turns the World and the membership into announcements. Create it with New, feed it
+// with SetWorld and MembershipChanged, and Run it.
+type Speaker struct {
+	opts    Options
+	log     logr.Logger
+	m       *Metrics
+	trigger chan struct{}
+	joinNow chan struct{}
+
+	now func() time.Time
+
+	mu    sync.Mutex
+	world *World
+
+	// Owned by the goroutine calling Sync.
+	elected    map[netip.Addr]string    // layer-2 election result per address in the last sync
+	announcing map[netip.Addr]bool      // layer-2 addresses announced since the last sync
+	pending    map[netip.Addr]time.Time // elected here, held down since
+	announced  map[string]bool          // label sets of Announced set last time ("svc|vip|if|mode")
+	hadQuorum  bool
+}
+
+// New returns a Speaker; it announces nothing until Run and the first SetWorld.
+func New(opts Options) (*Speaker, error) {
+	if opts.Node == "" || opts.Membership == nil {
+		return nil, errors.New("speaker: Node and Membership are required")
+	}
+	if opts.Resync == 0 {
+		opts.Resync = 5 * time.Second
+	}
+	if opts.LeaveTimeout == 0 {
+		opts.LeaveTimeout = 500 * time.Millisecond
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.HoldDown == 0 {
+		opts.HoldDown = time.Second
+	}
+	if opts.JoinInterval == 0 {
+		opts.JoinInterval = time.Second
+	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.Discard()
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(nil)
+	}
+	return &Speaker{
+		opts: opts, log: opts.Logger, m: opts.Metrics, trigger: make(chan struct{}, 1), joinNow: make(chan struct{}, 1), now: opts.Now,
+		elected: map[netip.Addr]string{}, announcing: map[netip.Addr]bool{}, pending: map[netip.Addr]time.Time{},
+		announced: map[string]bool{},
+	}, nil
+}
+
+// SetWorld replaces the cluster view and schedules a sync.
+func (s *Speaker) SetWorld(w World) {
+	s.mu.Lock()
+	s.world = &w
+	s.mu.Unlock()
+	s.kick()
+	select { // the first World brings the peers: join without waiting for the ticker
+	case s.joinNow <- struct{}{}:
+	default:
+	}
+}
+
+// MembershipChanged schedules a sync; wire it to membership.Options.OnChange. It never blocks.
+func (s *Speaker) MembershipChanged() { s.kick() }
+
+func (s *Speaker) kick() {
+	select {
+	case s.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Run syncs on every change until ctx ends, then hands over: it leaves the membership (peers
+// take the addresses over at once), and only then stops announcing and closes the announcers.
+func (s *Speaker) Run(ctx context.Context) error {
+	t := time.NewTicker(s.opts.Resync)
+	defer t.Stop()
+	joinCtx, stopJoin := context.WithCancel(ctx)
+	joined := make(chan struct{})
+	go func() {
+		defer close(joined)
+		s.joinLoop(joinCtx)
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			// Leave first: a join blocked on an unreachable peer must not delay the handover.
+			stopJoin()
+			err := s.stop()
+			<-joined
+			return err
+		case <-s.trigger:
+		case <-t.C:
+		}
+		if err := s.Sync(ctx); err != nil {
+			s.m.Syncs.WithLabelValues("error").Inc()
+			s.log.Error(err, "Sync failed")
+			continue
+		}
+		s.m.Syncs.WithLabelValues("ok").Inc()
+	}
+}
+
+// joinLoop joins the peers at start and then whenever an expected speaker is missing from the
+// live set. Join blocks on unreachable peers (TCP timeout), hence its own goroutine.
+func (s *Speaker) joinLoop(ctx context.Context) {
+	t := time.NewTicker(s.opts.JoinInterval)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		w := s.world
+		s.mu.Unlock()
+		if w != nil && len(w.Peers) > 0 {
+			live := s.opts.Membership.Live()
+			missing := slices.ContainsFunc(w.Speakers, func(n string) bool { return !live[n] })
+			if missing {
+				if n, err := s.opts.Membership.Join(w.Peers); err != nil {
+					s.log.V(1).Info("join peers", "reached", n, "error", err.Error())
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.joinNow:
+		}
+	}
+}
+
+func (s *Speaker) stop() error {
+	s.log.Info("leaving the speaker cluster")
+	err := s.opts.Membership.Leave(s.opts.LeaveTimeout)
+	ctx := context.Background()
+	for _, mode := range slices.Sorted(maps.Keys(s.opts.Announcers)) {
+		a := s.opts.Announcers[mode]
+		err = errors.Join(err, a.Announce(ctx, nil), a.Close())
+	}
+	s.m.Announced.Reset()
+	return err
+}
+
+// MayAnnounce reports whether this speaker has quorum right now (membership.Quorum over
+// Membership.Reachable, which is time-based). Layer 2 checks it before every answer
+// (layer2.Options.Gate), closing the window between losing quorum and the next Sync.
+func (s *Speaker) MayAnnounce() bool {
+	s.mu.Lock()
+	w := s.world
+	s.mu.Unlock()
+	if w == nil {
+		return false
+	}
+	return membership.Quorum(s.opts.Node, s.opts.Membership.Reachable(), w.Speakers)
+}
+
+// Sync computes what this node announces now and hands it to the announcers. Exported for
+// tests; Run calls it. Calls must not overlap.
+//
+// Layer 2: the node elected for an address (election.Owner over the live candidates) announces
+// it while it has quorum (membership.Quorum). It starts at once when it takes the address from a
+// node that is no longer live (failover) and after HoldDown otherwise (see Options.HoldDown).
+// It stops at once when it is no longer elected or loses quorum.
+func (s *Speaker) Sync(ctx context.Context) error {
+	s.mu.Lock()
+	w := s.world
+	s.mu.Unlock()
+	if w == nil {
+		return nil // no view of the cluster yet: announce nothing
+	}
+	now := s.now()
+	live := s.opts.Membership.Live()
+	quorum := membership.Quorum(s.opts.Node, s.opts.Membership.Reachable(), w.Speakers)
+	s.m.Members.Set(float64(len(live)))
+	s.m.Quorum.Set(b2f(quorum))
+	if quorum != s.hadQuorum {
+		s.log.Info("quorum changed", "quorum", quorum, "live", len(live), "expected", len(w.Speakers))
+		s.hadQuorum = quorum
+	}
+
+	me := s.opts.Node
+	desired := map[Mode][]Announcement{}
+	taken := map[netip.Addr]VIP{}     // layer-2 addresses announced from now on
+	prevOf := map[netip.Addr]string{} // previous owner of newly taken ones
+	elected := make(map[netip.Addr]string, len(s.elected))
+	pending := map[netip.Addr]time.Time{}
+	var wake time.Duration
+	for _, v := range w.VIPs {
+		cands := election.Candidates(v.Request, w.Nodes, live)
+		var mine bool
+		switch v.Mode {
+		case ModeLayer2:
+			owner := election.Owner(v.VIP, cands)
+			elected[v.VIP] = owner
+			if owner != me || !quorum {
+				break
+			}
+			prev := s.elected[v.VIP]
+			switch {
+			case s.announcing[v.VIP]:
+				mine = true
+			case prev != "" && prev != me && !live[prev]:
+				mine, prevOf[v.VIP] = true, prev // failover: the old owner is gone
+			default:
+				since, ok := s.pending[v.VIP]
+				if !ok {
+					since = now
+				}
+				if left := s.opts.HoldDown - now.Sub(since); left > 0 {
+					pending[v.VIP] = since
+					if wake == 0 || left < wake {
+						wake = left
+					}
+				} else {
+					mine, prevOf[v.VIP] = true, prev
+				}
+			}
+			if mine {
+				taken[v.VIP] = v
+			}
+		case ModeBGP:
+			mine = quorum && slices.Contains(cands, me)
+		}
+		if mine {
+			desired[v.Mode] = append(desired[v.Mode], Announcement{VIP: v.VIP, Service: v.Service, Interfaces: v.Interfaces})
+		}
+	}
+	if wake > 0 {
+		time.AfterFunc(wake, s.kick)
+	}
+
+	var errs []error
+	for _, mode := range slices.Sorted(maps.Keys(s.opts.Announcers)) {
+		if err := s.opts.Announcers[mode].Announce(ctx, desired[mode]); err != nil {
+			errs = append(errs, fmt.Errorf("announce %s: %w", mode, err))
+		}
+	}
+
+	loc, _ := s.opts.Announcers[ModeLayer2].(Locator)
+	for vip, v := range taken {
+		if s.announcing[vip] {
+			continue
+		}
+		prev := prevOf[vip]
+		if prev == me {
+			prev = ""
+		}
+		var where []string
+		if loc != nil {
+			where = loc.Where(vip)
+		}
+		if prev != "" {
+			s.m.Failovers.Inc()
+		}
+		s.log.Info("announcing", "vip", vip.String(), "service", v.Service, "interfaces", where, "previousOwner", prev)
+		if s.opts.OnTakeover != nil {
+			s.opts.OnTakeover(Takeover{VIP: v, Previous: prev, Interfaces: where})
+		}
+	}
+	announcing := make(map[netip.Addr]bool, len(taken))
+	for vip := range s.announcing {
+		if _, ok := taken[vip]; !ok {
+			s.log.Info("stopped announcing", "vip", vip.String(), "newOwner", elected[vip], "quorum", quorum)
+		}
+	}
+	for vip := range taken {
+		announcing[vip] = true
+	}
+	s.elected, s.announcing, s.pending = elected, announcing, pending
+	s.updateAnnounced(desired, loc)
+	return errors.Join(errs...)
+}
+
+func (s *Speaker) updateAnnounced(desired map[Mode][]Announcement, loc Locator) {
+	next := map[string]bool{}
+	for mode, as := range desired {
+		for _, a := range as {
+			ifaces := []string{""}
+			if mode == ModeLayer2 && loc != nil {
+				ifaces = loc.Where(a.VIP)
+			}
+			for _, i := range ifaces {
+				next[a.Service+"|"+a.VIP.String()+"|"+i+"|"+string(mode)] = true
+			}
+		}
+	}
+	for k := range s.announced {
+		if !next[k] {
+			s.m.Announced.DeleteLabelValues(splitKey(k)...)
+		}
+	}
+	for k := range next {
+		if !s.announced[k] {
+			s.m.Announced.WithLabelValues(splitKey(k)...).Set(1)
+		}
+	}
+	s.announced = next
+}
+
+func splitKey(k string) []string {
+	out := make([]string, 0, 4)
+	start := 0
+	for i := 0; i < len(k); i++ {
+		if k[i] == '|' {
+			out = append(out, k[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, k[start:])
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
