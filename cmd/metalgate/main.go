@@ -20,6 +20,8 @@ const usage = `metalgate: LoadBalancer addresses, announcements and ingress for 
 
 Usage:
   metalgate controller [flags]   assign addresses from IPAddressPools to LoadBalancer Services
+  metalgate proxy [flags]        ingress proxy: route HTTP(S) to pod endpoints, publish its VIP
+  metalgate speaker [flags]      announce assigned addresses from this node (ARP/NDP)
   metalgate version              print the version
 
 Run 'metalgate COMMAND -h' for the flags of a command.
@@ -42,6 +44,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "controller":
 		err = controllerCommand(ctx, args[1:], stderr)
+	case "proxy":
+		err = proxyCommand(ctx, args[1:], stderr)
+	case "speaker":
+		err = speakerCommand(ctx, args[1:], stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, version.String())
 	case "help", "-h", "--help":

@@ -1,0 +1,355 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/metalgate/metalgate/cmd/metalgate/internal/version"
+	"github.com/metalgate/metalgate/proxy/controlplane"
+	"github.com/metalgate/metalgate/proxy/dataplane"
+	"github.com/metalgate/metalgate/proxy/table"
+)
+
+// proxyOptions are the flags of `metalgate proxy`.
+type proxyOptions struct {
+	Kubeconfig              string
+	HTTPAddr                string
+	HTTPSAddr               string
+	AdminAddr               string
+	Controller              string
+	WatchNamespaces         stringList
+	WatchDefaultClass       bool
+	PublishService          string
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	LeaderElectionID        string
+	DefaultCertFile         string
+	DefaultKeyFile          string
+	TrustedProxies          stringList
+	H2C                     bool
+	ConnectTimeout          time.Duration
+	ResponseHeaderTimeout   time.Duration
+	ReadHeaderTimeout       time.Duration
+	ClientIdleTimeout       time.Duration
+	UpstreamIdleTimeout     time.Duration
+	MaxIdlePerEndpoint      int
+	MaxHeaderBytes          int
+	MaxBodySize             string
+	Retries                 int
+	FailureThreshold        int
+	EjectFor                time.Duration
+	StaleAfter              time.Duration
+	ShutdownTimeout         time.Duration
+	AccessLogSample         int
+	FastPath                bool
+	StaticConfig            string
+	QPS                     float64
+	Burst                   int
+	Zap                     zap.Options
+}
+
+// stringList is a repeatable flag; each value may also hold a comma-separated list.
+type stringList []string
+
+func (s *stringList) String() string { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error {
+	for _, x := range strings.Split(v, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			*s = append(*s, x)
+		}
+	}
+	return nil
+}
+
+func (o *proxyOptions) bind(fs *flag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Default: in-cluster config, else $KUBECONFIG, else ~/.kube/config.")
+	fs.StringVar(&o.HTTPAddr, "http-bind-address", ":80", "Address of plain HTTP traffic; \"0\" disables it.")
+	fs.StringVar(&o.HTTPSAddr, "https-bind-address", ":443", "Address of HTTPS traffic (TLS, HTTP/2 by ALPN); \"0\" disables it.")
+	fs.StringVar(&o.AdminAddr, "admin-bind-address", ":10254", "Address of /healthz, /readyz and /metrics; \"0\" disables it.")
+	fs.StringVar(&o.Controller, "controller-name", table.ControllerName, "IngressClass spec.controller served.")
+	fs.Var(&o.WatchNamespaces, "watch-namespace", "Serve only Ingresses in this namespace (repeatable, or comma-separated). Default: all namespaces.")
+	fs.BoolVar(&o.WatchDefaultClass, "watch-ingress-without-class", false, "Also serve Ingresses without a class when the default IngressClass is ours.")
+	fs.StringVar(&o.PublishService, "publish-service", "", "namespace/name of the proxy's own LoadBalancer Service, whose addresses go into Ingress status. Default: the Service that selects this Pod (POD_NAME, POD_NAMESPACE).")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "Elect one status writer among replicas with a Lease (every replica serves traffic).")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the Lease. Default: the Pod's namespace; out of cluster, default.")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", "metalgate-proxy", "Name of the Lease.")
+	fs.StringVar(&o.DefaultCertFile, "default-certificate", "", "PEM certificate served when no Ingress certificate matches. Default: self-signed, generated at start.")
+	fs.StringVar(&o.DefaultKeyFile, "default-certificate-key", "", "PEM key of --default-certificate.")
+	fs.Var(&o.TrustedProxies, "trusted-proxies", "CIDRs whose X-Forwarded-*, X-Real-IP, Forwarded and X-Request-Id headers are kept (repeatable). Default: none.")
+	fs.BoolVar(&o.H2C, "h2c", false, "Accept HTTP/2 with prior knowledge (h2c) on the plain HTTP port.")
+	fs.DurationVar(&o.ConnectTimeout, "connect-timeout", 5*time.Second, "Timeout to connect to an endpoint.")
+	fs.DurationVar(&o.ResponseHeaderTimeout, "response-header-timeout", 60*time.Second, "Timeout for a backend's response headers.")
+	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "Timeout to read a client's request headers (slowloris).")
+	fs.DurationVar(&o.ClientIdleTimeout, "client-idle-timeout", 120*time.Second, "Idle client keep-alive connections are closed after this.")
+	fs.DurationVar(&o.UpstreamIdleTimeout, "upstream-idle-timeout", 90*time.Second, "Idle upstream keep-alive connections are closed after this.")
+	fs.IntVar(&o.MaxIdlePerEndpoint, "upstream-keepalive", 512, "Idle keep-alive connections kept per endpoint.")
+	fs.IntVar(&o.MaxHeaderBytes, "max-header-bytes", 64<<10, "Largest request header block accepted.")
+	fs.StringVar(&o.MaxBodySize, "max-body-size", "0", "Largest request body (e.g. 8m) unless the Ingress sets metalgate.io/proxy-body-size; 0: unlimited.")
+	fs.IntVar(&o.Retries, "retries", 2, "Other endpoints tried after a connection failure (idempotent requests without a body); -1 disables.")
+	fs.IntVar(&o.FailureThreshold, "eject-after", 3, "Consecutive connection failures that take an endpoint out of rotation.")
+	fs.DurationVar(&o.EjectFor, "eject-for", 10*time.Second, "How long an ejected endpoint stays out of rotation.")
+	fs.DurationVar(&o.StaleAfter, "stale-after", 2*time.Minute, "Readiness fails when a watch has been failing for this long (traffic is still served).")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "On SIGTERM, how long requests in flight may finish.")
+	fs.IntVar(&o.AccessLogSample, "access-log-sample", 0, "Log one request in N (1: every request); 0: no access log.")
+	fs.BoolVar(&o.FastPath, "upstream-fast-path", true, "Send idempotent requests without a body over the pooled HTTP/1.1 fast path; false: http.Transport for everything.")
+	fs.StringVar(&o.StaticConfig, "static-config", "", "Development: serve the Ingresses, Services and EndpointSlices in this YAML file; no API server.")
+	fs.Float64Var(&o.QPS, "kube-api-qps", 50, "Requests per second to the API server (client-side limit).")
+	fs.IntVar(&o.Burst, "kube-api-burst", 100, "Burst of requests to the API server (client-side limit).")
+	o.Zap.BindFlags(fs)
+}
+
+func proxyCommand(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("metalgate proxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var opts proxyOptions
+	opts.bind(fs)
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "metalgate proxy: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	opts.Zap.DestWriter = stderr
+	logger := zap.New(zap.UseFlagOptions(&opts.Zap))
+	ctrl.SetLogger(logger)
+	return runProxy(logr.NewContext(ctx, logger), opts)
+}
+
+// dataplaneOptions translates flags into data-plane options.
+func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, error) {
+	d := dataplane.Options{
+		H2C: o.H2C, ConnectTimeout: o.ConnectTimeout, ResponseHeaderTimeout: o.ResponseHeaderTimeout,
+		UpstreamIdleTimeout: o.UpstreamIdleTimeout, MaxIdlePerEndpoint: o.MaxIdlePerEndpoint,
+		ReadHeaderTimeout: o.ReadHeaderTimeout, ClientIdleTimeout: o.ClientIdleTimeout, MaxHeaderBytes: o.MaxHeaderBytes,
+		Retries: o.Retries, FailureThreshold: o.FailureThreshold, EjectFor: o.EjectFor, ShutdownTimeout: o.ShutdownTimeout,
+		AccessLogSample: o.AccessLogSample, DisableFastPath: !o.FastPath, Logger: logger.WithName("dataplane"),
+	}
+	if o.Retries == 0 {
+		d.Retries = -1
+	}
+	for _, c := range o.TrustedProxies {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			a, aerr := netip.ParseAddr(c)
+			if aerr != nil {
+				return d, fmt.Errorf("--trusted-proxies %q: %w", c, err)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		d.TrustedProxies = append(d.TrustedProxies, p)
+	}
+	size, err := parseByteSize(o.MaxBodySize)
+	if err != nil {
+		return d, fmt.Errorf("--max-body-size: %w", err)
+	}
+	d.MaxBodyBytes = size
+	if o.DefaultCertFile != "" || o.DefaultKeyFile != "" {
+		c, err := tls.LoadX509KeyPair(o.DefaultCertFile, o.DefaultKeyFile)
+		if err != nil {
+			return d, fmt.Errorf("load default certificate: %w", err)
+		}
+		d.DefaultCertificate = &c
+	}
+	return d, nil
+}
+
+func parseByteSize(s string) (int64, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	mult := int64(1)
+	for suffix, m := range map[string]int64{"k": 1 << 10, "m": 1 << 20, "g": 1 << 30} {
+		if strings.HasSuffix(s, suffix) {
+			mult, s = m, strings.TrimSuffix(s, suffix)
+		}
+	}
+	var n int64
+	if _, err := fmt.Sscanf(s, "%d", &n); err != nil || n < 0 {
+		return 0, fmt.Errorf("invalid size %q", s)
+	}
+	return n * mult, nil
+}
+
+// runProxy runs the data plane, and the control plane unless --static-config, until ctx ends.
+func runProxy(ctx context.Context, opts proxyOptions) error {
+	logger := logr.FromContextOrDiscard(ctx)
+	reg := metrics.Registry
+	dopts, err := opts.dataplaneOptions(logger)
+	if err != nil {
+		return err
+	}
+	dopts.Metrics = dataplane.NewMetrics(reg)
+	dp, err := dataplane.New(dopts)
+	if err != nil {
+		return err
+	}
+	listen := func(addr string) (net.Listener, error) {
+		if addr == "0" || addr == "" {
+			return nil, nil
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		return ln, nil
+	}
+	httpLn, err := listen(opts.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	httpsLn, err := listen(opts.HTTPSAddr)
+	if err != nil {
+		return err
+	}
+	adminLn, err := listen(opts.AdminAddr)
+	if err != nil {
+		return err
+	}
+
+	ready := func() error { return nil }
+	errs := make(chan error, 3)
+	served := make(chan error, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if opts.StaticConfig != "" {
+		f, err := os.Open(opts.StaticConfig)
+		if err != nil {
+			return fmt.Errorf("open static config: %w", err)
+		}
+		in, err := table.DecodeInput(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("static config %s: %w", opts.StaticConfig, err)
+		}
+		in.Controller, in.WatchDefaultClass = opts.Controller, opts.WatchDefaultClass
+		t, problems := table.Build(in)
+		for _, p := range problems {
+			logger.Info("ingress problem", "ingress", p.Ingress.String(), "reason", p.Reason, "message", p.Message)
+		}
+		dp.Swap(t)
+		logger.Info("serving static config", "file", opts.StaticConfig, "ingresses", t.Ingresses, "backends", len(t.Backends))
+	} else {
+		cp, err := startControlPlane(ctx, opts, dp, logger, errs)
+		if err != nil {
+			return err
+		}
+		ready = cp.Ready
+	}
+	if adminLn != nil {
+		admin := &http.Server{Handler: dataplane.AdminHandler(reg, ready), ReadHeaderTimeout: 10 * time.Second}
+		go func() { errs <- admin.Serve(adminLn) }()
+		defer admin.Close()
+	}
+	go func() { served <- dp.Serve(ctx, httpLn, httpsLn) }()
+	logger.Info("starting proxy", "version", version.Version, "http", opts.HTTPAddr, "https", opts.HTTPSAddr, "admin", opts.AdminAddr)
+	select {
+	case err := <-served: // after ctx ends, Serve drains requests in flight first
+		return err
+	case err := <-errs:
+		cancel()
+		<-served
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		return err
+	}
+}
+
+// startControlPlane starts the manager with the proxy's control plane; its end is sent to errs.
+func startControlPlane(ctx context.Context, opts proxyOptions, dp *dataplane.Server, logger logr.Logger, errs chan<- error) (*controlplane.ControlPlane, error) {
+	cfg, err := restConfig(opts.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = float32(opts.QPS), opts.Burst
+	cfg.UserAgent = "metalgate-proxy/" + version.Version
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("register Kubernetes types: %w", err)
+	}
+	copts := controlplane.Options{
+		Controller:        opts.Controller,
+		WatchNamespaces:   opts.WatchNamespaces,
+		WatchDefaultClass: opts.WatchDefaultClass,
+		PodName:           os.Getenv("POD_NAME"),
+		PodNamespace:      os.Getenv("POD_NAMESPACE"),
+		StaleAfter:        opts.StaleAfter,
+		Swap:              dp.Swap,
+		Metrics:           controlplane.NewMetrics(metrics.Registry),
+		Logger:            logger.WithName("controlplane"),
+	}
+	identity := copts.PodNamespace
+	if opts.PublishService != "" {
+		ns, name, ok := strings.Cut(opts.PublishService, "/")
+		if !ok || ns == "" || name == "" {
+			return nil, fmt.Errorf("--publish-service %q: want namespace/name", opts.PublishService)
+		}
+		copts.PublishService = types.NamespacedName{Namespace: ns, Name: name}
+		identity = ns + "." + name
+	}
+	if identity == "" {
+		identity = "local"
+	}
+	// Two proxies that claim one class must write under different names, or neither could
+	// tell the other's writes from its own.
+	copts.FieldManager = "metalgate-proxy." + identity
+	if len(copts.FieldManager) > 128 {
+		copts.FieldManager = copts.FieldManager[:128]
+	}
+	cp, err := controlplane.New(copts)
+	if err != nil {
+		return nil, err
+	}
+	leaseNS := opts.LeaderElectionNamespace
+	if _, err := os.Stat(inClusterNamespaceFile); leaseNS == "" && err != nil {
+		leaseNS = "default"
+	}
+	renew, lease, retry := 10*time.Second, 15*time.Second, 2*time.Second
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Logger:                        logger,
+		Cache:                         cp.CacheOptions(),
+		Metrics:                       metricsserver.Options{BindAddress: "0"}, // served on the admin port
+		HealthProbeBindAddress:        "0",
+		LeaderElection:                opts.LeaderElect,
+		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionNamespace:       leaseNS,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &lease,
+		RenewDeadline:                 &renew,
+		RetryPeriod:                   &retry,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	if err := cp.Setup(mgr); err != nil {
+		return nil, err
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			errs <- fmt.Errorf("run control plane: %w", err)
+		}
+	}()
+	return cp, nil
+}

@@ -1,0 +1,336 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/metalgate/metalgate/proxy/table"
+)
+
+// Kinds watched, as named in metrics and readiness.
+const (
+	KindIngress       = "Ingress"
+	KindIngressClass  = "IngressClass"
+	KindService       = "Service"
+	KindEndpointSlice = "EndpointSlice"
+	KindSecret        = "Secret"
+)
+
+var watched = []struct {
+	kind string
+	obj  client.Object
+	list func() client.ObjectList
+}{
+	{KindIngress, &networkingv1.Ingress{}, func() client.ObjectList { return &networkingv1.IngressList{} }},
+	{KindIngressClass, &networkingv1.IngressClass{}, func() client.ObjectList { return &networkingv1.IngressClassList{} }},
+	{KindService, &corev1.Service{}, func() client.ObjectList { return &corev1.ServiceList{} }},
+	{KindEndpointSlice, &discoveryv1.EndpointSlice{}, func() client.ObjectList { return &discoveryv1.EndpointSliceList{} }},
+	{KindSecret, &corev1.Secret{}, func() client.ObjectList { return &corev1.SecretList{} }},
+}
+
+// kindOf maps a reflector's type description ("*v1.EndpointSlice") to our kind name.
+func kindOf(desc string) string {
+	for _, w := range watched {
+		if strings.HasSuffix(desc, "."+w.kind) {
+			return w.kind
+		}
+	}
+	return desc
+}
+
+// builder rebuilds the table from the cache after changes, coalescing bursts: the first
+// event of a batch starts a window that ends after Quiet without events or MaxBatch at most,
+// so a GitOps apply of 1,000 Ingresses is a handful of swaps, not 1,000. It runs on every
+// replica: every replica serves traffic.
+type builder struct {
+	opts      Options
+	cache     cache.Cache
+	fresh     *Freshness
+	kick      chan struct{}
+	mu        sync.Mutex
+	pending   time.Time // first unapplied event
+	built     chan struct{}
+	snapshots chan table.Input // to the status publisher (latest only)
+	reported  map[types.NamespacedName]string
+	// elected is closed when this replica leads; only the leader emits events, so N
+	// replicas do not report each problem N times.
+	elected <-chan struct{}
+}
+
+func (b *builder) NeedLeaderElection() bool { return false }
+
+// event records a change of kind and wakes the build loop.
+func (b *builder) event(kind string) {
+	b.fresh.OK(kind)
+	b.mu.Lock()
+	if b.pending.IsZero() {
+		b.pending = time.Now()
+	}
+	b.mu.Unlock()
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (b *builder) Start(ctx context.Context) error {
+	log := b.opts.Logger.WithName("builder")
+	for _, w := range watched {
+		inf, err := b.cache.GetInformer(ctx, w.obj)
+		if err != nil {
+			return fmt.Errorf("get %s informer: %w", w.kind, err)
+		}
+		kind := w.kind
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { b.event(kind) },
+			UpdateFunc: func(any, any) { b.event(kind) },
+			DeleteFunc: func(any) { b.event(kind) },
+		}); err != nil {
+			return fmt.Errorf("watch %s: %w", kind, err)
+		}
+	}
+	if !b.cache.WaitForCacheSync(ctx) {
+		return ctx.Err()
+	}
+	for _, w := range watched {
+		b.fresh.OK(w.kind) // synced: every kind was listed
+	}
+	b.mu.Lock()
+	b.pending = time.Now()
+	b.mu.Unlock()
+	b.rebuild(ctx, log)
+	close(b.built)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-b.kick:
+		}
+		// Coalesce: wait for a quiet gap or the batch bound, whichever comes first.
+		b.mu.Lock()
+		first := b.pending
+		b.mu.Unlock()
+		deadline := first.Add(b.opts.MaxBatch)
+		quiet := time.NewTimer(b.opts.Quiet)
+	batch:
+		for {
+			wait := time.Until(deadline)
+			if wait <= 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				quiet.Stop()
+				return nil
+			case <-b.kick:
+				if !quiet.Stop() {
+					select {
+					case <-quiet.C:
+					default:
+					}
+				}
+				quiet.Reset(min(b.opts.Quiet, wait))
+			case <-quiet.C:
+				break batch
+			case <-time.After(wait):
+				break batch
+			}
+		}
+		quiet.Stop()
+		b.rebuild(ctx, log)
+	}
+}
+
+// rebuild snapshots the cache, builds a table and swaps it in.
+func (b *builder) rebuild(ctx context.Context, log logr.Logger) {
+	b.mu.Lock()
+	first := b.pending
+	b.pending = time.Time{}
+	b.mu.Unlock()
+	start := time.Now()
+	in, err := b.snapshot(ctx)
+	if err != nil {
+		log.Error(err, "snapshot for table build failed")
+		return
+	}
+	t, problems := table.Build(in)
+	b.opts.Swap(t)
+	done := time.Now()
+	if m := b.opts.Metrics; m != nil {
+		m.Builds.Inc()
+		m.BuildDuration.Observe(done.Sub(start).Seconds())
+		if !first.IsZero() {
+			m.ChangeApplied.Observe(done.Sub(first).Seconds())
+		}
+		m.Problems.Set(float64(len(problems)))
+		m.TableIngresses.Set(float64(t.Ingresses))
+		n := 0
+		for _, be := range t.Backends {
+			n += len(be.Endpoints)
+		}
+		m.TableEndpoints.Set(float64(n))
+	}
+	log.V(1).Info("table swapped", "ingresses", t.Ingresses, "backends", len(t.Backends), "problems", len(problems), "took", done.Sub(start))
+	b.report(in, problems)
+	select { // hand the latest snapshot to the status publisher, dropping an unread one
+	case <-b.snapshots:
+	default:
+	}
+	b.snapshots <- in
+}
+
+// report turns build problems into Warning events, once per Ingress per distinct set.
+func (b *builder) report(in table.Input, problems []table.Problem) {
+	byIng := map[types.NamespacedName][]table.Problem{}
+	for _, p := range problems {
+		byIng[p.Ingress] = append(byIng[p.Ingress], p)
+	}
+	objs := map[types.NamespacedName]*networkingv1.Ingress{}
+	for _, ing := range in.Ingresses {
+		objs[types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}] = ing
+	}
+	seen := map[types.NamespacedName]bool{}
+	for id, ps := range byIng {
+		seen[id] = true
+		var msgs []string
+		for _, p := range ps {
+			msgs = append(msgs, p.Reason+": "+p.Message)
+		}
+		sort.Strings(msgs)
+		sig := strings.Join(msgs, "\n")
+		if b.reported[id] == sig {
+			continue
+		}
+		b.reported[id] = sig
+		ing := objs[id]
+		if ing == nil || b.opts.Recorder == nil || !b.leading() {
+			continue
+		}
+		for _, p := range ps {
+			b.opts.Recorder.Eventf(ing, nil, corev1.EventTypeWarning, p.Reason, "Route", "%s", p.Message)
+		}
+		b.opts.Logger.Info("ingress has problems; its valid parts are routed", "ingress", id.String(), "problems", msgs)
+	}
+	for id := range b.reported {
+		if !seen[id] {
+			delete(b.reported, id)
+		}
+	}
+}
+
+func (b *builder) leading() bool {
+	if b.elected == nil {
+		return true
+	}
+	select {
+	case <-b.elected:
+		return true
+	default:
+		return false
+	}
+}
+
+// snapshot lists every watched kind from the cache without copying (Build only reads).
+func (b *builder) snapshot(ctx context.Context) (table.Input, error) {
+	in := table.Input{Controller: b.opts.Controller, WatchDefaultClass: b.opts.WatchDefaultClass}
+	nocopy := client.UnsafeDisableDeepCopy
+	watchNS := map[string]bool{}
+	for _, ns := range b.opts.WatchNamespaces {
+		watchNS[ns] = true
+	}
+	inScope := func(ns string) bool { return len(watchNS) == 0 || watchNS[ns] }
+
+	var ings networkingv1.IngressList
+	if err := b.cache.List(ctx, &ings, nocopy); err != nil {
+		return in, fmt.Errorf("list Ingresses: %w", err)
+	}
+	for i := range ings.Items {
+		if inScope(ings.Items[i].Namespace) {
+			in.Ingresses = append(in.Ingresses, &ings.Items[i])
+		}
+	}
+	var classes networkingv1.IngressClassList
+	if err := b.cache.List(ctx, &classes, nocopy); err != nil {
+		return in, fmt.Errorf("list IngressClasses: %w", err)
+	}
+	for i := range classes.Items {
+		in.Classes = append(in.Classes, &classes.Items[i])
+	}
+	var svcs corev1.ServiceList
+	if err := b.cache.List(ctx, &svcs, nocopy); err != nil {
+		return in, fmt.Errorf("list Services: %w", err)
+	}
+	for i := range svcs.Items {
+		in.Services = append(in.Services, &svcs.Items[i])
+	}
+	var slices discoveryv1.EndpointSliceList
+	if err := b.cache.List(ctx, &slices, nocopy); err != nil {
+		return in, fmt.Errorf("list EndpointSlices: %w", err)
+	}
+	for i := range slices.Items {
+		in.Slices = append(in.Slices, &slices.Items[i])
+	}
+	var secrets corev1.SecretList
+	if err := b.cache.List(ctx, &secrets, nocopy); err != nil {
+		return in, fmt.Errorf("list Secrets: %w", err)
+	}
+	for i := range secrets.Items {
+		in.Secrets = append(in.Secrets, &secrets.Items[i])
+	}
+	return in, nil
+}
+
+// prober lists one object of each kind from the API server every ProbeInterval, so a dead
+// API server shows in readiness even when no watch event would have come.
+type prober struct {
+	reader client.Reader
+	fresh  *Freshness
+	opts   Options
+}
+
+func (p *prober) NeedLeaderElection() bool { return false }
+
+func (p *prober) Start(ctx context.Context) error {
+	t := time.NewTicker(p.opts.ProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		for _, w := range watched {
+			opts := []client.ListOption{client.Limit(1)}
+			if w.kind == KindSecret {
+				opts = append(opts, client.MatchingFields{"type": string(corev1.SecretTypeTLS)})
+			}
+			if len(p.opts.WatchNamespaces) > 0 && w.kind != KindIngressClass {
+				opts = append(opts, client.InNamespace(p.opts.WatchNamespaces[0]))
+			}
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := p.reader.List(pctx, w.list(), opts...)
+			cancel()
+			if err != nil {
+				p.fresh.Failed(w.kind, err)
+				if p.opts.Metrics != nil {
+					p.opts.Metrics.WatchErrors.WithLabelValues(w.kind).Inc()
+				}
+				continue
+			}
+			p.fresh.OK(w.kind)
+		}
+	}
+}

@@ -1,0 +1,401 @@
+package controlplane_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/metalgate/metalgate/proxy/controlplane"
+)
+
+func TestRoutesFromAPIServer(t *testing.T) {
+	needAPIServer(t)
+	ns := namespace(t)
+	bes := samePortBackends(t, "web", 2)
+	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
+	setSlice(t, ns, "web", bes...)
+	create(t, ingress(ns, "web", "metalgate", "web.test", "web"))
+	create(t, ingress(ns, "missing", "metalgate", "missing.test", "nope"))
+	create(t, ingress(ns, "theirs", "other", "theirs.test", "web"))
+	p := startProxy(t, ns, nil)
+
+	seen := map[string]int{}
+	eventually(t, 10*time.Second, func() string {
+		code, be, err := call(http.DefaultClient, p.addr, "web.test")
+		if err != nil || code != 200 {
+			return fmt.Sprintf("web.test: %d %v", code, err)
+		}
+		seen[be]++
+		if len(seen) < 2 {
+			return fmt.Sprintf("only %v answered", seen)
+		}
+		return ""
+	})
+	if code, _, _ := call(http.DefaultClient, p.addr, "theirs.test"); code != http.StatusNotFound {
+		t.Errorf("Ingress of another class routed: %d", code)
+	}
+	if code, _, _ := call(http.DefaultClient, p.addr, "missing.test"); code != http.StatusServiceUnavailable {
+		t.Errorf("Ingress with a missing Service: %d, want 503", code)
+	}
+	warning(t, ns, "missing", "MissingService", "nope")
+	if n := testutil.ToFloat64(p.metrics.Builds); n < 1 {
+		t.Errorf("table builds = %v", n)
+	}
+}
+
+// TestEndpointChurnNoLoss sends requests without pause while endpoints are replaced one at a
+// time, each removed endpoint staying up a while after its removal (a terminating pod); every
+// request must succeed.
+func TestEndpointChurnNoLoss(t *testing.T) {
+	needAPIServer(t)
+	ns := namespace(t)
+	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
+	live := samePortBackends(t, "gen", 2)
+	setSlice(t, ns, "web", live...)
+	create(t, ingress(ns, "web", "metalgate", "web.test", "web"))
+	p := startProxy(t, ns, nil)
+	eventually(t, 10*time.Second, func() string {
+		if code, _, err := call(http.DefaultClient, p.addr, "web.test"); code != 200 {
+			return fmt.Sprintf("%d %v", code, err)
+		}
+		return ""
+	})
+
+	var sent, ok atomic.Int64
+	var failMu sync.Mutex
+	var failures []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	tr := &http.Transport{MaxIdleConnsPerHost: 16}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				sent.Add(1)
+				code, _, err := call(c, p.addr, "web.test")
+				if err == nil && code == 200 {
+					ok.Add(1)
+					continue
+				}
+				failMu.Lock()
+				failures = append(failures, fmt.Sprintf("%d %v", code, err))
+				failMu.Unlock()
+			}
+		}()
+	}
+	port := live[0].port
+	for i := 0; i < 6; i++ {
+		nb := startBackendOn(t, fmt.Sprintf("gen%d", i+2), port)
+		live = append(live, nb)
+		setSlice(t, ns, "web", live...) // add the new endpoint first (overlap)
+		time.Sleep(150 * time.Millisecond)
+		old := live[0]
+		live = live[1:]
+		setSlice(t, ns, "web", live...)    // then remove the oldest
+		time.Sleep(300 * time.Millisecond) // it terminates gracefully after it left the table
+		old.srv.Close()
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("churn: %d requests sent, %d answered 200, through 6 endpoint replacements", sent.Load(), ok.Load())
+	if sent.Load() != ok.Load() || sent.Load() < 100 {
+		t.Errorf("%d sent, %d ok; failures: %v", sent.Load(), ok.Load(), failures)
+	}
+}
+
+// TestEndpointUpdateLatency measures endpoint change → first request routed to the new
+// endpoint, through the API server. hack/bench-proxy.sh reads its ENDPOINT_UPDATE line.
+func TestEndpointUpdateLatency(t *testing.T) {
+	needAPIServer(t)
+	ns := namespace(t)
+	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
+	cur := startBackend(t, "v0")
+	setSlice(t, ns, "web", cur)
+	create(t, ingress(ns, "web", "metalgate", "web.test", "web"))
+	p := startProxy(t, ns, nil)
+	eventually(t, 10*time.Second, func() string {
+		if _, be, _ := call(http.DefaultClient, p.addr, "web.test"); be != "v0" {
+			return "v0 not routed yet"
+		}
+		return ""
+	})
+	const changes = 25
+	var lat []time.Duration
+	for i := 1; i <= changes; i++ {
+		nb := startBackendOn(t, fmt.Sprintf("v%d", i), cur.port)
+		start := time.Now()
+		setSlice(t, ns, "web", nb)
+		for {
+			if _, be, _ := call(http.DefaultClient, p.addr, "web.test"); be == nb.name {
+				break
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("change %d not applied after 10s", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		lat = append(lat, time.Since(start))
+		cur.srv.Close()
+		cur = nb
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	pct := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1)+0.5)].Microseconds()) / 1000 }
+	fmt.Printf("ENDPOINT_UPDATE changes=%d p50_ms=%.1f p99_ms=%.1f max_ms=%.1f\n", changes, pct(0.5), pct(0.99), pct(1))
+	if p99 := pct(0.99); p99 > 1000 {
+		t.Errorf("endpoint update p99 %.0fms", p99)
+	}
+}
+
+func lbService(t *testing.T, ns string, ips ...string) {
+	t.Helper()
+	svc := service(ns, "proxy", corev1.ServiceTypeLoadBalancer)
+	create(t, svc)
+	if len(ips) == 0 {
+		return
+	}
+	for _, ip := range ips {
+		svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
+	}
+	if err := k8sClient.Status().Update(context.Background(), svc); err != nil {
+		t.Fatalf("set service status: %v", err)
+	}
+}
+
+func ingressIPs(t testing.TB, ns, name string) string {
+	t.Helper()
+	var ing networkingv1.Ingress
+	if err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &ing); err != nil {
+		t.Fatalf("get ingress: %v", err)
+	}
+	var out []string
+	for _, i := range ing.Status.LoadBalancer.Ingress {
+		out = append(out, i.IP)
+	}
+	return strings.Join(out, ",")
+}
+
+func waitIngressIPs(t testing.TB, ns, name, want string) {
+	t.Helper()
+	eventually(t, 20*time.Second, func() string {
+		if got := ingressIPs(t, ns, name); got != want {
+			return fmt.Sprintf("%s/%s status %q, want %q", ns, name, got, want)
+		}
+		return ""
+	})
+}
+
+func TestStatusPublishesOwnServiceAddress(t *testing.T) {
+	needAPIServer(t)
+	ns := namespace(t)
+	lbService(t, ns, "100.64.0.10")
+	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
+	create(t, ingress(ns, "mine", "metalgate", "a.test", "web"))
+	create(t, ingress(ns, "theirs", "other", "b.test", "web"))
+	p := startProxy(t, ns, nil)
+	waitIngressIPs(t, ns, "mine", "100.64.0.10")
+
+	// Our write is recorded under our field manager; the other class's Ingress is untouched.
+	if got := ingressIPs(t, ns, "theirs"); got != "" {
+		t.Errorf("wrote %q into an Ingress of another class", got)
+	}
+	// The class changes: we clear what we wrote.
+	var ing networkingv1.Ingress
+	if err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "mine"}, &ing); err != nil {
+		t.Fatal(err)
+	}
+	ing.Spec.IngressClassName = ptr("other")
+	if err := k8sClient.Update(context.Background(), &ing); err != nil {
+		t.Fatal(err)
+	}
+	waitIngressIPs(t, ns, "mine", "")
+	if n := testutil.ToFloat64(p.metrics.StatusConflicts); n != 0 {
+		t.Errorf("conflicts = %v, want 0", n)
+	}
+}
+
+func TestStatusNothingWithoutAddress(t *testing.T) {
+	needAPIServer(t)
+	ns := namespace(t)
+	lbService(t, ns) // no address yet
+	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
+	create(t, ingress(ns, "mine", "metalgate", "a.test", "web"))
+	p := startProxy(t, ns, nil)
+	warning(t, ns, "mine", controlplane.ReasonNoAddress, "has no load-balancer address")
+	if got := ingressIPs(t, ns, "mine"); got != "" {
+		t.Errorf("status %q written without an address", got)
+	}
+	if v := testutil.ToFloat64(p.metrics.AddressMissing); v != 1 {
+		t.Errorf("address missing gauge = %v", v)
+	}
+	// The address arrives: it is published.
+	var svc corev1.Service
+	if err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "proxy"}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "100.64.0.11"}}
+	if err := k8sClient.Status().Update(context.Background(), &svc); err != nil {
+		t.Fatal(err)
+	}
+	waitIngressIPs(t, ns, "mine", "100.64.0.11")
+}
+
+func TestStatusNoSuchService(t *testing.T) {
+	needAPIServer(t)
+	ns := namespace(t)
+	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
+	create(t, ingress(ns, "mine", "metalgate", "a.test", "web"))
+	startProxy(t, ns, nil)
+	warning(t, ns, "mine", controlplane.ReasonNoAddress, "not found")
+	if got := ingressIPs(t, ns, "mine"); got != "" {
+		t.Errorf("status %q written without a Service", got)
+	}
+}
+
+// TestStatusRivalWriter: another writer puts a node IP into the status every second. The
+// proxy detects it, names the writer, backs off, and its own writes stay few.
+func TestStatusRivalWriter(t *testing.T) {
+	needAPIServer(t)
+	ns := namespace(t)
+	lbService(t, ns, "100.64.0.12")
+	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
+	create(t, ingress(ns, "contested", "metalgate", "a.test", "web"))
+	p := startProxy(t, ns, func(o *controlplane.Options) { o.BackoffBase = time.Second })
+	waitIngressIPs(t, ns, "contested", "100.64.0.12")
+	ourWrites := func() float64 { return testutil.ToFloat64(p.metrics.StatusWrites.WithLabelValues("ok")) }
+	before := ourWrites()
+
+	const rounds = 12
+	rivalWrites := 0
+	for i := 0; i < rounds; i++ {
+		var ing networkingv1.Ingress
+		if err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "contested"}, &ing); err != nil {
+			t.Fatal(err)
+		}
+		ing.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{{IP: "172.18.0.2"}}
+		if err := k8sClient.Status().Update(context.Background(), &ing, client.FieldOwner("rival-controller")); err == nil {
+			rivalWrites++
+		}
+		time.Sleep(time.Second)
+	}
+	ours := ourWrites() - before
+	t.Logf("rival wrote %d times in %ds; we wrote %v times", rivalWrites, rounds, ours)
+	if ours > 6 {
+		t.Errorf("we rewrote the status %v times against %d rival writes: still fighting", ours, rivalWrites)
+	}
+	if n := testutil.ToFloat64(p.metrics.StatusConflicts); n < 1 {
+		t.Errorf("conflicts = %v, want ≥ 1", n)
+	}
+	warning(t, ns, "contested", controlplane.ReasonStatusConflict, `"rival-controller"`)
+	warning(t, "default", "metalgate", controlplane.ReasonStatusConflict, "rival-controller")
+	// The rival stops: we take the status back after the backoff.
+	waitIngressIPs(t, ns, "contested", "100.64.0.12")
+}
+
+// TestBurstIsCoalesced: an apply of many Ingresses at once becomes a few table swaps, not
+// one per Ingress, and all of them are routed at the end.
+func TestBurstIsCoalesced(t *testing.T) {
+	needAPIServer(t)
+	ns := namespace(t)
+	bes := samePortBackends(t, "burst", 1)
+	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
+	setSlice(t, ns, "web", bes...)
+	p := startProxy(t, ns, nil)
+	before := testutil.ToFloat64(p.metrics.Builds)
+	const n, writers = 300, 8
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += writers {
+				if err := k8sClient.Create(context.Background(), ingress(ns, fmt.Sprintf("i%d", i), "metalgate", fmt.Sprintf("h%d.test", i), "web")); err != nil {
+					t.Errorf("create: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	applied := time.Since(start)
+	eventually(t, 20*time.Second, func() string {
+		if tab := p.dp.Table(); tab == nil || tab.Ingresses != n {
+			return "not all Ingresses in the table yet"
+		}
+		return ""
+	})
+	builds := testutil.ToFloat64(p.metrics.Builds) - before
+	t.Logf("%d Ingresses created in %v by %d writers: %v table builds", n, applied.Round(time.Millisecond), writers, builds)
+	// Batches end after 50ms at most, so a burst of d seconds needs about d/50ms builds;
+	// far fewer than one per Ingress.
+	if limit := float64(n) / 5; builds > limit {
+		t.Errorf("%v builds for %d Ingresses, want at most %v", builds, n, limit)
+	}
+	if code, be, _ := call(http.DefaultClient, p.addr, "h299.test"); code != 200 || be != "burst0" {
+		t.Errorf("h299.test: %d from %q", code, be)
+	}
+}
+
+// TestTwoProxiesOneClass: two proxies with different Services (VIPs) claim the same class.
+// Each sees the other overwrite its value, reports it naming the other, and backs off; the
+// writes stay bounded instead of flapping forever.
+func TestTwoProxiesOneClass(t *testing.T) {
+	needAPIServer(t)
+	ns := namespace(t)
+	lbService(t, ns, "100.64.0.21") // "proxy"
+	other := service(ns, "proxy-b", corev1.ServiceTypeLoadBalancer)
+	create(t, other)
+	other.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "100.64.0.22"}}
+	if err := k8sClient.Status().Update(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
+	create(t, ingress(ns, "shared", "metalgate", "a.test", "web"))
+	a := startProxy(t, ns, func(o *controlplane.Options) {
+		o.FieldManager, o.BackoffBase = "metalgate-proxy.a", 500*time.Millisecond
+	})
+	b := startProxy(t, ns, func(o *controlplane.Options) {
+		o.FieldManager, o.BackoffBase = "metalgate-proxy.b", 500*time.Millisecond
+		o.PublishService = types.NamespacedName{Namespace: ns, Name: "proxy-b"}
+	})
+	conflicts := func() float64 {
+		return testutil.ToFloat64(a.metrics.StatusConflicts) + testutil.ToFloat64(b.metrics.StatusConflicts)
+	}
+	eventually(t, 20*time.Second, func() string {
+		if conflicts() < 2 {
+			return fmt.Sprintf("conflicts reported: %v", conflicts())
+		}
+		return ""
+	})
+	warning(t, ns, "shared", controlplane.ReasonStatusConflict, `"metalgate-proxy.`)
+	writes := func() float64 {
+		return testutil.ToFloat64(a.metrics.StatusWrites.WithLabelValues("ok")) + testutil.ToFloat64(b.metrics.StatusWrites.WithLabelValues("ok"))
+	}
+	before := writes()
+	time.Sleep(8 * time.Second) // the fight, if any, would go on meanwhile
+	during := writes() - before
+	t.Logf("two proxies, one class: %v conflicts reported, %v writes in 8s after detection", conflicts(), during)
+	if during > 8 {
+		t.Errorf("%v status writes in 8s after the conflict was detected: still fighting", during)
+	}
+}

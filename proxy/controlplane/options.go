@@ -1,0 +1,84 @@
+package controlplane
+
+import (
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/metalgate/metalgate/proxy/table"
+)
+
+// Options configure the control plane. The zero value works except for Swap; each field says
+// its default.
+type Options struct {
+	// Controller is the IngressClass spec.controller served. Default table.ControllerName.
+	Controller string
+	// WatchNamespaces limits Ingresses (and the Services, EndpointSlices and Secrets they use)
+	// to these namespaces. Default: all.
+	WatchNamespaces []string
+	// WatchDefaultClass also serves Ingresses without a class when the default IngressClass is
+	// ours.
+	WatchDefaultClass bool
+
+	// PublishService is the Service whose load-balancer addresses go into Ingress status.
+	// Default: the Service (type LoadBalancer first) in PodNamespace whose selector matches
+	// the labels of Pod PodName.
+	PublishService types.NamespacedName
+	PodName        string
+	PodNamespace   string
+	// FieldManager names this proxy's status writes in managedFields; that is how it knows
+	// what it wrote and who overwrote it. Default "metalgate-proxy".
+	FieldManager string
+
+	// MaxBatch bounds how long a change waits for more changes before the table is rebuilt.
+	// Default 50ms. Quiet ends a batch early after this long without a new event. Default 15ms.
+	MaxBatch time.Duration
+	Quiet    time.Duration
+	// StaleAfter is how long a watch may fail before readiness fails. Default 2m.
+	StaleAfter time.Duration
+	// ProbeInterval is how often each kind is listed (one item) from the API server to check
+	// it is reachable. Default StaleAfter/4.
+	ProbeInterval time.Duration
+
+	// ConflictWindow is how long overwrites of our status are remembered; two overwrites
+	// within it are a conflict. Default 10m. Backoff starts at BackoffBase and doubles up
+	// to BackoffMax (defaults 1s, 5m).
+	ConflictWindow time.Duration
+	BackoffBase    time.Duration
+	BackoffMax     time.Duration
+	// ResyncStatus re-checks every Ingress's status this often even without events.
+	// Default 30s.
+	ResyncStatus time.Duration
+
+	// Swap receives every new table (the data plane's Swap). Required.
+	Swap func(*table.Table)
+	// Metrics, when set, are updated. Recorder receives Warning events; default: the
+	// manager's recorder.
+	Metrics  *Metrics
+	Recorder events.EventRecorder
+	Logger   logr.Logger
+}
+
+func (o *Options) defaults() {
+	if o.Controller == "" {
+		o.Controller = table.ControllerName
+	}
+	if o.FieldManager == "" {
+		o.FieldManager = "metalgate-proxy"
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.MaxBatch, 50*time.Millisecond)
+	def(&o.Quiet, 15*time.Millisecond)
+	def(&o.StaleAfter, 2*time.Minute)
+	def(&o.ProbeInterval, o.StaleAfter/4)
+	def(&o.ConflictWindow, 10*time.Minute)
+	def(&o.BackoffBase, time.Second)
+	def(&o.BackoffMax, 5*time.Minute)
+	def(&o.ResyncStatus, 30*time.Second)
+}

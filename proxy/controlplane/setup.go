@@ -1,0 +1,125 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/metalgate/metalgate/proxy/table"
+)
+
+// RBAC of the proxy. With --watch-namespace the namespaced rules can be a Role in each
+// watched namespace (plus the proxy's own namespace for its Service, Pod and Lease);
+// IngressClasses are cluster-scoped and always need a ClusterRole.
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingressclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+
+// ControlPlane is the proxy's control plane. Create it with New before the manager (its
+// cache options carry the watch-error hook), then call Setup.
+type ControlPlane struct {
+	opts      Options
+	fresh     *Freshness
+	snapshots chan table.Input
+	builder   *builder
+}
+
+// New returns a control plane; opts.Swap is required.
+func New(opts Options) (*ControlPlane, error) {
+	if opts.Swap == nil {
+		return nil, fmt.Errorf("controlplane: Options.Swap is required")
+	}
+	opts.defaults()
+	kinds := make([]string, len(watched))
+	for i, w := range watched {
+		kinds[i] = w.kind
+	}
+	cp := &ControlPlane{opts: opts, fresh: NewFreshness(opts.StaleAfter, kinds...), snapshots: make(chan table.Input, 1)}
+	if opts.Metrics != nil {
+		opts.Metrics.freshness = cp.fresh
+	}
+	return cp, nil
+}
+
+// Freshness returns the watch-freshness tracker.
+func (cp *ControlPlane) Freshness() *Freshness { return cp.fresh }
+
+// CacheOptions scope the manager's cache: the watched namespaces (plus the proxy's own for
+// its Service), only TLS Secrets, and managedFields stripped from everything but Ingresses
+// (the status publisher reads them there).
+func (cp *ControlPlane) CacheOptions() cache.Options {
+	o := cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}:        {Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS))},
+			&networkingv1.Ingress{}: {Transform: func(o any) (any, error) { return o, nil }},
+		},
+		DefaultWatchErrorHandler: func(_ context.Context, r *toolscache.Reflector, err error) {
+			kind := kindOf(r.TypeDescription())
+			cp.fresh.Failed(kind, err)
+			if cp.opts.Metrics != nil {
+				cp.opts.Metrics.WatchErrors.WithLabelValues(kind).Inc()
+			}
+			cp.opts.Logger.Info("watch failed; the data plane keeps serving the last table", "kind", kind, "error", err.Error())
+		},
+	}
+	if len(cp.opts.WatchNamespaces) > 0 {
+		o.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range cp.opts.WatchNamespaces {
+			o.DefaultNamespaces[ns] = cache.Config{}
+		}
+		for _, ns := range []string{cp.opts.PublishService.Namespace, cp.opts.PodNamespace} {
+			if ns != "" {
+				o.DefaultNamespaces[ns] = cache.Config{}
+			}
+		}
+	}
+	return o
+}
+
+// Setup adds the table builder and the API prober (every replica) and the status publisher
+// (leader only) to the manager.
+func (cp *ControlPlane) Setup(mgr manager.Manager) error {
+	if cp.opts.Recorder == nil {
+		cp.opts.Recorder = mgr.GetEventRecorder("metalgate-proxy")
+	}
+	cp.builder = &builder{opts: cp.opts, cache: mgr.GetCache(), fresh: cp.fresh, kick: make(chan struct{}, 1),
+		built: make(chan struct{}), snapshots: cp.snapshots, reported: map[types.NamespacedName]string{}, elected: mgr.Elected()}
+	pub := &publisher{opts: cp.opts, client: mgr.GetClient(), reader: mgr.GetAPIReader(), snapshots: cp.snapshots,
+		kick: make(chan struct{}, 1), states: map[types.NamespacedName]*statusState{}, now: timeNow}
+	for _, r := range []manager.Runnable{cp.builder, &prober{reader: mgr.GetAPIReader(), fresh: cp.fresh, opts: cp.opts}, pub} {
+		if err := mgr.Add(r); err != nil {
+			return fmt.Errorf("add proxy control plane: %w", err)
+		}
+	}
+	return nil
+}
+
+// Ready returns nil once the first table is built and while no watch has been failing for
+// longer than StaleAfter.
+func (cp *ControlPlane) Ready() error {
+	if cp.builder == nil {
+		return fmt.Errorf("control plane not set up")
+	}
+	select {
+	case <-cp.builder.built:
+	default:
+		return fmt.Errorf("first routing table not built yet")
+	}
+	return cp.fresh.Ready()
+}

@@ -1,0 +1,184 @@
+package table
+
+import (
+	"crypto/tls"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Table is an immutable routing table. Build makes one; nothing changes it afterwards, so the
+// data plane reads it without locks and swaps a whole new one on every change.
+type Table struct {
+	exact    map[string]*hostRules // by lower-case host
+	wildcard map[string]*hostRules // "*.foo.com" is stored under "foo.com"
+	anyHost  *hostRules            // rules without a host
+	// Default serves requests no rule matches; nil means 404.
+	Default *Route
+
+	certs         map[string]*tls.Certificate // exact host → certificate
+	wildcardCerts map[string]*tls.Certificate // "*.foo.com" under "foo.com"
+
+	// Backends lists every backend the table routes to, sorted by Key.
+	Backends []*Backend
+	// Ingresses counts the Ingresses the table was built from (owned ones only).
+	Ingresses int
+}
+
+// Route is where a matched request goes, with the settings of the Ingress that defined it.
+type Route struct {
+	Host     string // "" for any host; "*.foo.com" for a wildcard
+	Path     string
+	PathType string // Exact, Prefix or ImplementationSpecific
+	Ingress  types.NamespacedName
+	Backend  *Backend
+	Options  Options
+	// TLS says whether the Ingress lists this route's host under spec.tls.
+	TLS bool
+}
+
+// Backend is one Service port with its endpoints and balancing policy. Backends are shared
+// between routes when Service, port, protocol and policy are the same.
+type Backend struct {
+	// Key identifies the backend across tables: "ns/service:port|protocol|policy".
+	Key      string
+	Service  types.NamespacedName
+	Port     string // the Ingress's port: a number or a name
+	Protocol Protocol
+	Balance  Balance
+	// Endpoints are pod "ip:port" addresses, sorted: the ready ones, or when none is ready the
+	// serving-and-terminating ones. Empty means 503.
+	Endpoints []string
+}
+
+type hostRules struct {
+	exact    map[string]*Route
+	prefixes []*Route // longest (by path element) first
+}
+
+// Lookup returns the route for a request's host (port and case ignored) and path, or
+// Default when nothing matches. Host precedence: the exact host, then the wildcard one label
+// up ("*.foo.com" matches "a.foo.com", not "a.b.foo.com" nor "foo.com"), then rules without a
+// host; within a host, an Exact path before the longest Prefix.
+func (t *Table) Lookup(host, path string) *Route {
+	host = normalizeHost(host)
+	if hr := t.exact[host]; hr != nil {
+		if r := hr.match(path); r != nil {
+			return r
+		}
+	}
+	if i := strings.IndexByte(host, '.'); i > 0 {
+		if hr := t.wildcard[host[i+1:]]; hr != nil {
+			if r := hr.match(path); r != nil {
+				return r
+			}
+		}
+	}
+	if t.anyHost != nil {
+		if r := t.anyHost.match(path); r != nil {
+			return r
+		}
+	}
+	return t.Default
+}
+
+// Certificate returns the certificate for an SNI server name (exact host first, then
+// wildcard), or nil.
+func (t *Table) Certificate(serverName string) *tls.Certificate {
+	host := normalizeHost(serverName)
+	if c := t.certs[host]; c != nil {
+		return c
+	}
+	if i := strings.IndexByte(host, '.'); i > 0 {
+		return t.wildcardCerts[host[i+1:]]
+	}
+	return nil
+}
+
+// Routes returns every route, for debugging and tests, in a stable order.
+func (t *Table) Routes() []*Route {
+	var out []*Route
+	add := func(hr *hostRules) {
+		if hr == nil {
+			return
+		}
+		for _, r := range hr.exact {
+			out = append(out, r)
+		}
+		out = append(out, hr.prefixes...)
+	}
+	for _, hr := range t.exact {
+		add(hr)
+	}
+	for _, hr := range t.wildcard {
+		add(hr)
+	}
+	add(t.anyHost)
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Host != b.Host {
+			return a.Host < b.Host
+		}
+		if a.Path != b.Path {
+			return a.Path < b.Path
+		}
+		return a.PathType < b.PathType
+	})
+	return out
+}
+
+func (hr *hostRules) match(path string) *Route {
+	if path == "" {
+		path = "/"
+	}
+	if r := hr.exact[path]; r != nil {
+		return r
+	}
+	for _, r := range hr.prefixes {
+		if prefixMatch(r.Path, path) {
+			return r
+		}
+	}
+	return nil
+}
+
+// prefixMatch reports whether path is under prefix, element by element: "/foo" matches
+// "/foo", "/foo/" and "/foo/bar" but not "/foobar". A trailing slash on the prefix is
+// ignored, as the Ingress API says.
+func prefixMatch(prefix, path string) bool {
+	p := strings.TrimRight(prefix, "/")
+	if p == "" {
+		return true
+	}
+	if !strings.HasPrefix(path, p) {
+		return false
+	}
+	return len(path) == len(p) || path[len(p)] == '/'
+}
+
+// prefixLess orders prefixes longest first by element count, then by length, then by name.
+func prefixLess(a, b string) bool {
+	a, b = strings.TrimRight(a, "/"), strings.TrimRight(b, "/")
+	ea, eb := strings.Count(a, "/"), strings.Count(b, "/")
+	if ea != eb {
+		return ea > eb
+	}
+	if len(a) != len(b) {
+		return len(a) > len(b)
+	}
+	return a < b
+}
+
+func normalizeHost(h string) string {
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
+		h = h[:i]
+	}
+	h = strings.TrimSuffix(h, ".")
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; c >= 'A' && c <= 'Z' {
+			return strings.ToLower(h)
+		}
+	}
+	return h
+}
