@@ -57,6 +57,7 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, CRD YAML and RBAC from the G
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=metalgate-controller paths=./controllers/... output:rbac:artifacts:config=config/rbac/controller
+	$(CONTROLLER_GEN) rbac:roleName=metalgate-proxy paths=./proxy/... output:rbac:artifacts:config=config/rbac/proxy
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files are stale.
@@ -98,6 +99,14 @@ test: lint verify-generate test-integration test-e2e ## Everything: lint, genera
 .PHONY: bench
 bench: ## Allocator benchmarks: table, then RESULT alloc_last1k_over_first1k=<ratio>.
 	hack/bench-alloc.sh
+
+.PHONY: bench-failover
+bench-failover: ## Layer-2 failover (root): SIGKILL the owner, time until the client sees the new MAC; RESULT l2_failover_median_ms_v4=… _v6=….
+	speaker/bench/bench-failover.sh
+
+.PHONY: bench-proxy
+bench-proxy: kube-bin ## Proxy vs nginx vs haproxy (wrk), endpoint-update latency, 10k-Ingress memory; RESULT proxy_rps_ratio_vs_nginx=… .
+	hack/bench-proxy.sh
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
