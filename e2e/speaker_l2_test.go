@@ -133,6 +133,17 @@ func TestSpeakerAnnouncesL2(t *testing.T) {
 	eventually(t, 30*time.Second, fmt.Sprintf("arping %s answered by %s (%s) only", vip, owner, node.MAC), func() error {
 		return arpingOnly(ctx, l, vip, node.MAC)
 	})
+	// The VIP carries traffic: client → (ARP) owner node → kube-proxy → echo pod.
+	eventually(t, 30*time.Second, fmt.Sprintf("curl http://%s/ from the client reaches the echo pod", vip), func() error {
+		out, err := l.Exec(ctx, "client", "curl", "-s", "--max-time", "3", "http://"+vip.String()+"/")
+		if err != nil {
+			return fmt.Errorf("curl: %v: %s", err, shortErr(out))
+		}
+		if !strings.Contains(out, `"namespace":"`+ns+`"`) {
+			return fmt.Errorf("answer is not the echo pod of %s: %s", ns, shortErr(out))
+		}
+		return nil
+	})
 	eventually(t, 30*time.Second, "AnnouncingL2 event on the Service", func() error {
 		evs, err := cs.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -173,6 +184,29 @@ func TestSpeakerAnnouncesL2(t *testing.T) {
 	eventually(t, 30*time.Second, fmt.Sprintf("arping %s answered by %s alone again once its speaker is back", vip, owner), func() error {
 		return arpingOnly(ctx, l, vip, node.MAC)
 	})
+
+	// externalTrafficPolicy Local: only the node with the ready endpoint may announce; move the
+	// endpoint to another node and the announcement follows it.
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+		t.Fatal(err)
+	}
+	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	if err := cl.Update(ctx, svc); err != nil {
+		t.Fatalf("set externalTrafficPolicy Local: %v", err)
+	}
+	for _, target := range []string{owner, next.Name} {
+		// Pin the one echo pod to target (a node that is not the hash winner is in the list).
+		patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"nodeSelector":{"kubernetes.io/hostname":%q}}}}}`, target)
+		if out, err := l.Kubectl(ctx, "-n", ns, "patch", "deployment", "web", "--type=merge", "-p", patch); err != nil {
+			t.Fatalf("pin the endpoint to %s: %v\n%s", target, err, out)
+		}
+		waitDeploymentReady(t, cs, ns, "web", 2*time.Minute)
+		tn, _ := lab.NodeByName(target)
+		eventually(t, 30*time.Second, fmt.Sprintf("ETP Local: arping %s answered by %s (the endpoint's node) only", vip, target), func() error {
+			return arpingOnly(ctx, l, vip, tn.MAC)
+		})
+		t.Logf("ETP Local: endpoint on %s, %s answers for %s", target, target, vip)
+	}
 }
 
 // arpingSeen sends one ARP request from the client and checks that a reply carries mac.
