@@ -77,8 +77,14 @@ lint: $(STATICCHECK) ## gofmt, go vet, staticcheck.
 test-unit: ## Fast tests: pure logic, no API server (integration tests say they are skipped).
 	env -u KUBEBUILDER_ASSETS go test $(GO_TEST_FLAGS) -count=1 ./...
 
+# As root, the netns tests (speaker ARP/NDP, BGP against FRR) need the lab's Debian packages.
+.PHONY: test-deps
+test-deps: kube-bin
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory lab-deps; \
+	  else echo "not root: tests that need network namespaces will say they are skipped"; fi
+
 .PHONY: test-integration
-test-integration: kube-bin ## Tests against a real kube-apiserver + etcd.
+test-integration: test-deps ## Tests against a real kube-apiserver + etcd (and, as root, netns + FRR).
 	go test $(GO_TEST_FLAGS) -count=1 -race ./...
 
 # make test runs the e2e suite in a lab of its own (prefix mt-), so a developer's lab (mg-) is
@@ -104,6 +110,10 @@ bench: ## Allocator benchmarks: table, then RESULT alloc_last1k_over_first1k=<ra
 bench-failover: ## Layer-2 failover (root): SIGKILL the owner, time until the client sees the new MAC; RESULT l2_failover_median_ms_v4=… _v6=….
 	speaker/bench/bench-failover.sh
 
+.PHONY: bench-bgp
+bench-bgp: ## BGP withdraw time against FRR (root): frozen speaker / cut link, BFD vs hold timer; RESULT bgp_withdraw_median_ms_bfd=… .
+	speaker/bgp/bench/bench-bgp.sh
+
 .PHONY: bench-proxy
 bench-proxy: kube-bin ## Proxy vs nginx vs haproxy (wrk), endpoint-update latency, 10k-Ingress memory; RESULT proxy_rps_ratio_vs_nginx=… .
 	hack/bench-proxy.sh
@@ -118,3 +128,6 @@ clean: ## Remove build outputs (keeps cached tools and Kubernetes binaries).
 
 # ---- the lab: a real three-node cluster in network namespaces (see e2e/README.md) ----------
 include e2e/lab.mk
+
+# ---- make demo, make image, make cluster (kind) ------------------------------------------------
+include e2e/demo.mk
