@@ -174,13 +174,23 @@ func TestSpeakerAnnouncesL2(t *testing.T) {
 	if err := l.SignalPod(ctx, operatorNamespace, p.Name, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	// kubelet restarts the killed container within about a second, and the restarted speaker
-	// takes its VIP back (the election is stable), so the window in which the next node owns the
-	// VIP is short: look for one reply from it, not for it alone.
-	eventually(t, 10*time.Second, fmt.Sprintf("arping %s answered by %s after SIGKILL of %s", vip, next.Name, owner), func() error {
-		return arpingSeen(ctx, l, vip, next.MAC)
+	// kubelet restarts the killed container within about a second. If the peers declare the
+	// old speaker dead first (~0.8 s), the next node by election takes over until the restarted
+	// speaker takes its VIP back (the election is stable); if the restarted speaker rejoins
+	// before that, memberlist never sees it die and nothing moves. Either way the VIP must be
+	// answered again within seconds. (The failover time itself is measured without a restarting
+	// kubelet by make bench-failover.)
+	answered := ""
+	eventually(t, 10*time.Second, fmt.Sprintf("arping %s answered again after SIGKILL of %s's speaker", vip, owner), func() error {
+		for _, n := range []lab.Node{next, node} {
+			if arpingSeen(ctx, l, vip, n.MAC) == nil {
+				answered = n.Name
+				return nil
+			}
+		}
+		return fmt.Errorf("no reply from %s or %s", next.Name, owner)
 	})
-	t.Logf("%s: owner %s, after SIGKILL %s answers (seen after %s, arping granularity ~0.5s)", vip, owner, next.Name, time.Since(start).Round(time.Millisecond))
+	t.Logf("%s: owner %s, after SIGKILL %s answered (after %s)", vip, owner, answered, time.Since(start).Round(time.Millisecond))
 	eventually(t, 30*time.Second, fmt.Sprintf("arping %s answered by %s alone again once its speaker is back", vip, owner), func() error {
 		return arpingOnly(ctx, l, vip, node.MAC)
 	})

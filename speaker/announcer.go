@@ -3,6 +3,8 @@ package speaker
 import (
 	"context"
 	"net/netip"
+
+	"github.com/metalgate/metalgate/speaker/bgp"
 )
 
 // Announcement is one address this node must make reachable.
@@ -15,6 +17,8 @@ type Announcement struct {
 	// Interfaces restricts a layer-2 announcement to these interfaces; empty means the announcer
 	// picks (see layer2.SelectInterfaces). A BGP announcer ignores it.
 	Interfaces []string
+	// BGP are the advertisements of a ModeBGP address (see VIP.BGP).
+	BGP []bgp.Advertisement
 }
 
 // Announcer makes a set of addresses reachable through one announcement mode (layer 2, BGP).

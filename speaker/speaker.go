@@ -300,10 +300,12 @@ func (s *Speaker) Sync(ctx context.Context) error {
 				taken[v.VIP] = v
 			}
 		case ModeBGP:
-			mine = quorum && slices.Contains(cands, me)
+			// No quorum fencing: every candidate advertises (ECMP), and a node cut off from its
+			// peers loses its BGP sessions, which withdraws its routes by itself.
+			mine = slices.Contains(cands, me)
 		}
 		if mine {
-			desired[v.Mode] = append(desired[v.Mode], Announcement{VIP: v.VIP, Service: v.Service, Interfaces: v.Interfaces})
+			desired[v.Mode] = append(desired[v.Mode], Announcement{VIP: v.VIP, Service: v.Service, Interfaces: v.Interfaces, BGP: v.BGP})
 		}
 	}
 	if wake > 0 {
@@ -311,6 +313,11 @@ func (s *Speaker) Sync(ctx context.Context) error {
 	}
 
 	var errs []error
+	if ps, ok := s.opts.Announcers[ModeBGP].(PeerSetter); ok {
+		if err := ps.SetPeers(ctx, w.BGPPeers); err != nil {
+			errs = append(errs, fmt.Errorf("bgp peers: %w", err))
+		}
+	}
 	for _, mode := range slices.Sorted(maps.Keys(s.opts.Announcers)) {
 		if err := s.opts.Announcers[mode].Announce(ctx, desired[mode]); err != nil {
 			errs = append(errs, fmt.Errorf("announce %s: %w", mode, err))

@@ -1,6 +1,9 @@
 package speaker
 
-import "github.com/metalgate/metalgate/speaker/election"
+import (
+	"github.com/metalgate/metalgate/speaker/bgp"
+	"github.com/metalgate/metalgate/speaker/election"
+)
 
 // Mode is an announcement mode; each has one Announcer.
 type Mode string
@@ -26,6 +29,8 @@ type World struct {
 	Speakers []string
 	// Peers are memberlist addresses ("host:port") of the other speakers, joined on change.
 	Peers []string
+	// BGPPeers are the BGP sessions this node opens (BGPPeers whose node selectors match it).
+	BGPPeers []bgp.Peer
 }
 
 // VIP is one address and how it may be announced.
@@ -38,4 +43,7 @@ type VIP struct {
 	Pool string
 	// Interfaces restricts layer-2 announcements to these interfaces; empty: automatic.
 	Interfaces []string
+	// BGP are the advertisements of a ModeBGP address from this node (one per BGPAdvertisement
+	// that selects its pool and this node): prefix, communities, local preference, peers.
+	BGP []bgp.Advertisement
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/metalgate/metalgate/cmd/metalgate/internal/version"
 	"github.com/metalgate/metalgate/controllers"
 	"github.com/metalgate/metalgate/speaker"
+	"github.com/metalgate/metalgate/speaker/bgp"
 	"github.com/metalgate/metalgate/speaker/config"
 	"github.com/metalgate/metalgate/speaker/election"
 	"github.com/metalgate/metalgate/speaker/kube"
@@ -46,6 +47,7 @@ type speakerOptions struct {
 	Kubeconfig         string
 	NodeName           string
 	NodeIP             string
+	BGP                bool
 	Namespace          string
 	LBClass            string
 	SpeakerSelector    string
@@ -73,6 +75,7 @@ func (o *speakerOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.StaticConfig, "static-config", "", "Run without the API server from this JSON file (lab and benchmarks; see docs/speaker.md).")
 	fs.IntVar(&o.GratuitousCount, "gratuitous-count", 3, "Gratuitous ARP / unsolicited NA sent per address on takeover.")
 	fs.DurationVar(&o.GratuitousInterval, "gratuitous-interval", 100*time.Millisecond, "Interval between gratuitous sends.")
+	fs.BoolVar(&o.BGP, "bgp", true, "Advertise BGP VIPs to the BGPPeers selecting this node (not in --static-config mode).")
 	fs.Float64Var(&o.QPS, "kube-api-qps", 20, "Requests per second to the API server (client-side limit).")
 	fs.IntVar(&o.Burst, "kube-api-burst", 40, "Burst of requests to the API server (client-side limit).")
 	o.Zap.BindFlags(fs)
@@ -212,6 +215,27 @@ func runSpeaker(ctx context.Context, opts speakerOptions) error {
 		Node: opts.NodeName, Membership: mem, Logger: logger.WithName("speaker"), Metrics: sm,
 		Announcers: map[speaker.Mode]speaker.Announcer{speaker.ModeLayer2: l2},
 	}
+	if mgr != nil && opts.BGP {
+		// BGP: every node advertises to the BGPPeers that select it; the library opens no
+		// session before the first SetAdvertisements, which the first Sync makes.
+		var rid netip.Addr
+		for _, ip := range nodeIPs {
+			if ip.Is4() {
+				rid = ip
+				break
+			}
+		}
+		if !rid.IsValid() {
+			logger.Info("BGP disabled: the node has no IPv4 InternalIP for the router ID")
+		} else {
+			bs, err := bgp.New(logger.WithName("bgp"), bgp.Options{RouterID: rid, ListenPort: -1, Registerer: reg})
+			if err != nil {
+				_ = mem.Shutdown()
+				return fmt.Errorf("bgp: %w", err)
+			}
+			spOpts.Announcers[speaker.ModeBGP] = speaker.NewBGPAnnouncer(bs)
+		}
+	}
 	if mgr != nil {
 		spOpts.OnTakeover = kube.TakeoverEvents(mgr.GetClient(), mgr.GetEventRecorder("metalgate-speaker"), opts.NodeName)
 	}
@@ -231,9 +255,9 @@ func runSpeaker(ctx context.Context, opts speakerOptions) error {
 		return sp.Run(ctx)
 	}
 	sel, _ := labels.Parse(opts.SpeakerSelector) // validated in newSpeakerManager
-	if err := kube.Setup(mgr, &kube.Reconciler{Client: mgr.GetClient(), Speaker: sp, Opts: kube.Options{
+	if err := kube.Setup(mgr, &kube.Reconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Speaker: sp, Opts: kube.Options{
 		Namespace: opts.Namespace, SpeakerSelector: sel,
-		Build: config.Options{LBClass: opts.LBClass, MemberlistPort: opts.MemberlistPort},
+		Build: config.Options{LBClass: opts.LBClass, MemberlistPort: opts.MemberlistPort, Node: opts.NodeName},
 	}}); err != nil {
 		_ = mem.Shutdown()
 		return fmt.Errorf("set up watches: %w", err)

@@ -39,6 +39,13 @@ type Snapshot struct {
 	// SpeakerPods are the Pods of the speaker DaemonSet: their nodes are the quorum base and
 	// their host IPs the memberlist peers.
 	SpeakerPods []corev1.Pod
+	// BGP configuration of the speaker's namespace.
+	BGPPeers          []v1alpha1.BGPPeer
+	BGPAdvertisements []v1alpha1.BGPAdvertisement
+	BFDProfiles       []v1alpha1.BFDProfile
+	Communities       []v1alpha1.Community
+	// Passwords maps a Secret name to its "password" key, for BGPPeer passwordSecret.
+	Passwords map[string]string
 }
 
 // Options for Build.
@@ -47,6 +54,8 @@ type Options struct {
 	LBClass string
 	// MemberlistPort is the port of the peers' memberlist.
 	MemberlistPort int
+	// Node is this node's name: BGP peers and advertisements are built for it.
+	Node string
 }
 
 // Build returns the World for s. Invalid parts (a pool address that does not parse, a bad
@@ -55,8 +64,18 @@ func Build(s Snapshot, o Options) (speaker.World, []error) {
 	var errs []error
 	l2, perrs := l2Pools(s.Pools, s.L2Advertisements)
 	errs = append(errs, perrs...)
+	var myLabels map[string]string
+	for _, n := range s.Nodes {
+		if n.Name == o.Node {
+			myLabels = n.Labels
+		}
+	}
+	bgpPools, berrs := bgpPoolsFor(s, myLabels)
+	errs = append(errs, berrs...)
 
 	var w speaker.World
+	w.BGPPeers, berrs = bgpPeers(s, myLabels)
+	errs = append(errs, berrs...)
 	notReady := map[string]bool{}
 	for _, n := range s.Nodes {
 		w.Nodes = append(w.Nodes, election.Node{Name: n.Name, Labels: n.Labels, Excluded: excluded(n)})
@@ -87,6 +106,7 @@ func Build(s Snapshot, o Options) (speaker.World, []error) {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	byVIP := map[netip.Addr]*speaker.VIP{}
+	byBGP := map[netip.Addr]*speaker.VIP{}
 	for _, svc := range services {
 		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 			continue
@@ -103,6 +123,20 @@ func Build(s Snapshot, o Options) (speaker.World, []error) {
 				continue // a hostname ingress or garbage: nothing to announce
 			}
 			vip = vip.Unmap()
+			if bp := bgpPoolOf(svc.Annotations[AnnotationAllocatedFromPool], vip, bgpPools); bp != nil {
+				v := byBGP[vip]
+				if v == nil {
+					v = &speaker.VIP{
+						Request: election.Request{VIP: vip, NodeSelectors: bp.nodeSelectors, ReadyNodes: map[string]bool{}},
+						Mode:    speaker.ModeBGP,
+						Service: key,
+						Pool:    bp.name,
+						BGP:     bp.advertisements(vip),
+					}
+					byBGP[vip] = v
+				}
+				addEndpoints(v, eps, local)
+			}
 			pool := poolOf(svc.Annotations[AnnotationAllocatedFromPool], vip, l2)
 			if pool == nil {
 				continue // not from a pool announced at layer 2
@@ -118,23 +152,32 @@ func Build(s Snapshot, o Options) (speaker.World, []error) {
 				}
 				byVIP[vip] = v
 			}
-			// A shared address is announced for all its Services: any ready endpoint counts, and
-			// if one Service is Local the owner must hold one of its ready endpoints (Cluster
-			// Services sharing it are reachable from any node).
-			v.AnyReady = v.AnyReady || len(eps) > 0
-			if local {
-				v.Local = true
-				for n := range eps {
-					v.ReadyNodes[n] = true
-				}
-			}
+			addEndpoints(v, eps, local)
 		}
 	}
 	for _, v := range byVIP {
 		w.VIPs = append(w.VIPs, *v)
 	}
-	slices.SortFunc(w.VIPs, func(a, b speaker.VIP) int { return a.VIP.Compare(b.VIP) })
+	for _, v := range byBGP {
+		w.VIPs = append(w.VIPs, *v)
+	}
+	slices.SortFunc(w.VIPs, func(a, b speaker.VIP) int {
+		return cmp.Or(a.VIP.Compare(b.VIP), cmp.Compare(a.Mode, b.Mode))
+	})
 	return w, errs
+}
+
+// addEndpoints adds the ready endpoints of one Service to v. A shared address is announced for
+// all its Services: any ready endpoint counts, and if one Service is Local the announcing nodes
+// must hold one of its ready endpoints (Cluster Services sharing it are reachable from any node).
+func addEndpoints(v *speaker.VIP, eps map[string]bool, local bool) {
+	v.AnyReady = v.AnyReady || len(eps) > 0
+	if local {
+		v.Local = true
+		for n := range eps {
+			v.ReadyNodes[n] = true
+		}
+	}
 }
 
 // l2Pool is a pool announced at layer 2 with the restrictions of its advertisements.
@@ -165,7 +208,7 @@ func l2Pools(pools []v1alpha1.IPAddressPool, ads []v1alpha1.L2Advertisement) ([]
 	for _, pool := range sorted {
 		var sel []v1alpha1.L2Advertisement
 		for _, ad := range ads {
-			ok, err := selectsPool(ad, pool)
+			ok, err := selectsPool(ad.Spec.IPAddressPools, ad.Spec.IPAddressPoolSelectors, pool)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("L2Advertisement %s: %w", ad.Name, err))
 				continue
@@ -218,14 +261,14 @@ func l2Pools(pools []v1alpha1.IPAddressPool, ads []v1alpha1.L2Advertisement) ([]
 	return out, errs
 }
 
-func selectsPool(ad v1alpha1.L2Advertisement, pool v1alpha1.IPAddressPool) (bool, error) {
-	if len(ad.Spec.IPAddressPools) == 0 && len(ad.Spec.IPAddressPoolSelectors) == 0 {
+func selectsPool(names []string, sels []metav1.LabelSelector, pool v1alpha1.IPAddressPool) (bool, error) {
+	if len(names) == 0 && len(sels) == 0 {
 		return true, nil
 	}
-	if slices.Contains(ad.Spec.IPAddressPools, pool.Name) {
+	if slices.Contains(names, pool.Name) {
 		return true, nil
 	}
-	for _, ls := range ad.Spec.IPAddressPoolSelectors {
+	for _, ls := range sels {
 		s, err := metav1.LabelSelectorAsSelector(&ls)
 		if err != nil {
 			return false, fmt.Errorf("pool selector: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -33,7 +34,8 @@ const (
 // +kubebuilder:rbac:groups="",resources=services;nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=metalgate-system,resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups=metalgate.io,namespace=metalgate-system,resources=ipaddresspools;l2advertisements,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metalgate.io,namespace=metalgate-system,resources=ipaddresspools;l2advertisements;bgppeers;bgpadvertisements;bfdprofiles;communities,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=metalgate-system,resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Options configure the watcher.
@@ -51,9 +53,13 @@ type Options struct {
 func CacheOptions(opts Options) cache.Options {
 	ns := map[string]cache.Config{opts.Namespace: {}}
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}:               {Namespaces: ns, Label: opts.SpeakerSelector},
-		&v1alpha1.IPAddressPool{}:   {Namespaces: ns},
-		&v1alpha1.L2Advertisement{}: {Namespaces: ns},
+		&corev1.Pod{}:                {Namespaces: ns, Label: opts.SpeakerSelector},
+		&v1alpha1.IPAddressPool{}:    {Namespaces: ns},
+		&v1alpha1.L2Advertisement{}:  {Namespaces: ns},
+		&v1alpha1.BGPPeer{}:          {Namespaces: ns},
+		&v1alpha1.BGPAdvertisement{}: {Namespaces: ns},
+		&v1alpha1.BFDProfile{}:       {Namespaces: ns},
+		&v1alpha1.Community{}:        {Namespaces: ns},
 	}}
 }
 
@@ -62,7 +68,10 @@ var worldKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "wor
 
 // Reconciler rebuilds the World from the cache.
 type Reconciler struct {
-	Client  client.Reader
+	Client client.Reader
+	// Secrets reads the BGPPeer password Secrets, uncached (the speaker may only get Secrets,
+	// not list or watch them; mgr.GetAPIReader()). Nil: passwordSecret is not resolved.
+	Secrets client.Reader
 	Speaker *speaker.Speaker
 	Opts    Options
 }
@@ -82,6 +91,10 @@ func Setup(mgr ctrl.Manager, r *Reconciler) error {
 		Watches(&corev1.Pod{}, one).
 		Watches(&v1alpha1.IPAddressPool{}, one).
 		Watches(&v1alpha1.L2Advertisement{}, one).
+		Watches(&v1alpha1.BGPPeer{}, one).
+		Watches(&v1alpha1.BGPAdvertisement{}, one).
+		Watches(&v1alpha1.BFDProfile{}, one).
+		Watches(&v1alpha1.Community{}, one).
 		Complete(r)
 }
 
@@ -94,6 +107,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		pods  corev1.PodList
 		pools v1alpha1.IPAddressPoolList
 		ads   v1alpha1.L2AdvertisementList
+		peers v1alpha1.BGPPeerList
+		bads  v1alpha1.BGPAdvertisementList
+		bfds  v1alpha1.BFDProfileList
+		comms v1alpha1.CommunityList
 	)
 	inNS := client.InNamespace(r.Opts.Namespace)
 	for _, l := range []struct {
@@ -103,6 +120,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		{&svcs, nil}, {&eps, nil}, {&nodes, nil},
 		{&pods, []client.ListOption{inNS, client.MatchingLabelsSelector{Selector: r.Opts.SpeakerSelector}}},
 		{&pools, []client.ListOption{inNS}}, {&ads, []client.ListOption{inNS}},
+		{&peers, []client.ListOption{inNS}}, {&bads, []client.ListOption{inNS}},
+		{&bfds, []client.ListOption{inNS}}, {&comms, []client.ListOption{inNS}},
 	} {
 		if err := r.Client.List(ctx, l.list, l.opts...); err != nil {
 			return reconcile.Result{}, fmt.Errorf("list %T: %w", l.list, err)
@@ -111,12 +130,49 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	w, errs := config.Build(config.Snapshot{
 		Services: svcs.Items, EndpointSlices: eps.Items, Nodes: nodes.Items, SpeakerPods: pods.Items,
 		Pools: pools.Items, L2Advertisements: ads.Items,
+		BGPPeers: peers.Items, BGPAdvertisements: bads.Items, BFDProfiles: bfds.Items, Communities: comms.Items,
+		Passwords: r.passwords(ctx, peers.Items),
 	}, r.Opts.Build)
 	for _, err := range errs {
 		log.FromContext(ctx).Info("ignoring invalid configuration", "error", err.Error())
 	}
 	r.Speaker.SetWorld(w)
+	if len(w.BGPPeers) > 0 && r.Secrets != nil {
+		// Secrets are not watched: pick up a changed password within a minute.
+		for _, p := range peers.Items {
+			if p.Spec.PasswordSecret.Name != "" {
+				return reconcile.Result{RequeueAfter: time.Minute}, nil
+			}
+		}
+	}
 	return reconcile.Result{}, nil
+}
+
+// passwords reads the "password" key of the Secrets named by the peers' passwordSecret. A
+// missing Secret or key is left out; config.Build then reports the peer.
+func (r *Reconciler) passwords(ctx context.Context, peers []v1alpha1.BGPPeer) map[string]string {
+	out := map[string]string{}
+	if r.Secrets == nil {
+		return out
+	}
+	for _, p := range peers {
+		name := p.Spec.PasswordSecret.Name
+		if name == "" {
+			continue
+		}
+		if _, done := out[name]; done {
+			continue
+		}
+		var sec corev1.Secret
+		if err := r.Secrets.Get(ctx, client.ObjectKey{Namespace: r.Opts.Namespace, Name: name}, &sec); err != nil {
+			log.FromContext(ctx).Info("cannot read BGP password Secret", "secret", name, "error", err.Error())
+			continue
+		}
+		if pw, ok := sec.Data["password"]; ok {
+			out[name] = string(pw)
+		}
+	}
+	return out
 }
 
 // TakeoverEvents returns a speaker.Options.OnTakeover that records an Event on the Service:

@@ -1,0 +1,111 @@
+package speaker_test
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+	"testing"
+
+	"github.com/metalgate/metalgate/speaker"
+	"github.com/metalgate/metalgate/speaker/bgp"
+	"github.com/metalgate/metalgate/speaker/election"
+)
+
+// fakeBGP records the calls the announcer makes.
+type fakeBGP struct {
+	peerCalls, adCalls int
+	peers              []bgp.Peer
+	ads                []bgp.Advertisement
+	closed             bool
+}
+
+func (f *fakeBGP) SetPeers(_ context.Context, p []bgp.Peer) error {
+	f.peerCalls++
+	f.peers = p
+	return nil
+}
+func (f *fakeBGP) SetAdvertisements(_ context.Context, a []bgp.Advertisement) error {
+	f.adCalls++
+	f.ads = a
+	return nil
+}
+func (f *fakeBGP) Close(context.Context) error { f.closed = true; return nil }
+
+// TestBGPAnnouncer: every candidate advertises without election and without quorum, peers come
+// from the World, SetAdvertisements is called once even with nothing to advertise, and repeated
+// syncs with the same state call nothing.
+func TestBGPAnnouncer(t *testing.T) {
+	vip := netip.MustParseAddr("100.64.10.5")
+	ad := bgp.Advertisement{Prefix: netip.MustParsePrefix("100.64.10.5/32"), LocalPref: 100}
+	peers := []bgp.Peer{{Name: "r1", MyASN: 64512, PeerASN: 64500, Address: netip.MustParseAddr("198.51.100.1")}}
+	mk := func(vips ...speaker.VIP) speaker.World {
+		w := speaker.World{Speakers: []string{"n1", "n2", "n3"}, BGPPeers: peers}
+		for _, n := range w.Speakers {
+			w.Nodes = append(w.Nodes, election.Node{Name: n})
+		}
+		w.VIPs = vips
+		return w
+	}
+	bgpVIP := speaker.VIP{Request: election.Request{VIP: vip, AnyReady: true}, Mode: speaker.ModeBGP, Service: "ns/s", BGP: []bgp.Advertisement{ad}}
+
+	mu := &sync.Mutex{}
+	live := map[string]bool{"n1": true, "n2": true, "n3": true}
+	fakes := map[string]*fakeBGP{}
+	sps := map[string]*speaker.Speaker{}
+	mems := map[string]*fakeMembership{}
+	for _, name := range []string{"n1", "n2", "n3"} {
+		f := &fakeBGP{}
+		mems[name] = &fakeMembership{mu: mu, live: live, self: name}
+		sp, err := speaker.New(speaker.Options{Node: name, Membership: mems[name], Now: testClock.now,
+			Announcers: map[speaker.Mode]speaker.Announcer{speaker.ModeBGP: speaker.NewBGPAnnouncer(f)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fakes[name], sps[name] = f, sp
+	}
+	ctx := context.Background()
+
+	// Nothing to advertise yet: SetAdvertisements is still called once (sessions start).
+	for name, sp := range sps {
+		sp.SetWorld(mk())
+		if err := sp.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if f := fakes[name]; f.adCalls != 1 || len(f.ads) != 0 || f.peerCalls != 1 || len(f.peers) != 1 {
+			t.Fatalf("%s: %d SetAdvertisements (%v), %d SetPeers (%v); want 1 empty, 1 with r1", name, f.adCalls, f.ads, f.peerCalls, f.peers)
+		}
+	}
+	// One VIP: all three nodes advertise it (no election).
+	for name, sp := range sps {
+		sp.SetWorld(mk(bgpVIP))
+		for range 2 { // the second sync changes nothing and calls nothing
+			if err := sp.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if f := fakes[name]; f.adCalls != 2 || len(f.ads) != 1 || f.ads[0].Prefix != ad.Prefix || f.peerCalls != 1 {
+			t.Fatalf("%s: %d SetAdvertisements %v, %d SetPeers; want 2 calls, the /32, peers unchanged", name, f.adCalls, f.ads, f.peerCalls)
+		}
+	}
+	// n1 cut off (no quorum): it keeps advertising; BGP is not fenced.
+	mems["n1"].cut = true
+	if err := sps["n1"].Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f := fakes["n1"]; len(f.ads) != 1 {
+		t.Fatalf("n1 without quorum advertises %v, want the /32", f.ads)
+	}
+	mems["n1"].cut = false
+	// ETP Local with the endpoint on n2: only n2 advertises.
+	localVIP := bgpVIP
+	localVIP.Local, localVIP.ReadyNodes = true, map[string]bool{"n2": true}
+	for name, sp := range sps {
+		sp.SetWorld(mk(localVIP))
+		if err := sp.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if want := name == "n2"; (len(fakes[name].ads) == 1) != want {
+			t.Errorf("%s advertises %v, want advertising=%v", name, fakes[name].ads, want)
+		}
+	}
+}
