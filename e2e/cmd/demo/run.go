@@ -73,7 +73,7 @@ func run(ctx context.Context, out io.Writer, watch time.Duration) error {
 	}
 	d := &demo{l: l, cs: cs, out: out, start: time.Now(), vips: map[string]netip.Addr{}}
 	d.say("metalgate demo in lab %q (kubeconfig %s)", l.Prefix, l.KubeconfigPath())
-	d.say("BGP: not part of this demo — the BGP speaker is not integrated yet (speaker/bgp is a library); VIPs are announced at layer 2 (ARP) only")
+	d.say("BGP: not part of this demo (see e2e/speaker_bgp_test.go); VIPs are announced at layer 2 (ARP) only")
 	for _, step := range []struct {
 		name string
 		fn   func(context.Context) error
@@ -687,7 +687,7 @@ func (d *demo) finish(watch time.Duration, complete bool) error {
 		}
 		d.say("the misinstalled cluster-wide proxy (publish Service %s) wrote nothing for %s: no node IP, no flapping; it says why in Warning events", misPublish, watch)
 	}
-	d.say("BGP: not shown (the BGP speaker is not integrated yet); layer 2 (ARP) only")
+	d.say("BGP: not shown here (make e2e runs TestSpeakerAnnouncesBGP); layer 2 (ARP) only")
 	d.say("took %s", time.Since(d.start).Round(time.Second))
 	d.say("")
 	d.say("The lab stays up. Poke at it:")
