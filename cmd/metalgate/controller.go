@@ -54,24 +54,11 @@ func (o *controllerOptions) bind(fs *flag.FlagSet) {
 }
 
 func controllerCommand(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("metalgate controller", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var opts controllerOptions
-	opts.bind(fs)
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
-		}
-		return errUsage
+	if err := parseFlags("controller", args, stderr, opts.bind); err != nil {
+		return err
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "metalgate controller: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
-	}
-	opts.Zap.DestWriter = stderr
-	logger := zap.New(zap.UseFlagOptions(&opts.Zap))
-	ctrl.SetLogger(logger)
-	return runController(logr.NewContext(ctx, logger), opts)
+	return runController(withLogger(ctx, &opts.Zap, stderr), opts)
 }
 
 // runController runs the controller manager until ctx ends.

@@ -13,6 +13,10 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
 	"github.com/metalgate/metalgate/cmd/metalgate/internal/version"
 )
 
@@ -71,3 +75,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // errUsage marks an error in the command line; the flag package has already printed why.
 var errUsage = errors.New("usage error")
+
+// parseFlags parses the flags of `metalgate NAME`: -h prints them (flag.ErrHelp), a bad flag or
+// a stray argument is a usage error (errUsage) after saying why on stderr.
+func parseFlags(name string, args []string, stderr io.Writer, bind func(*flag.FlagSet)) error {
+	fs := flag.NewFlagSet("metalgate "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	bind(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "metalgate %s: unexpected argument %q\n", name, fs.Arg(0))
+		return errUsage
+	}
+	return nil
+}
+
+// withLogger sets up logging from the zap flags, writing to stderr, for controller-runtime and
+// in the returned context.
+func withLogger(ctx context.Context, opts *zap.Options, stderr io.Writer) context.Context {
+	opts.DestWriter = stderr
+	logger := zap.New(zap.UseFlagOptions(opts))
+	ctrl.SetLogger(logger)
+	return logr.NewContext(ctx, logger)
+}

@@ -118,24 +118,11 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 }
 
 func proxyCommand(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("metalgate proxy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var opts proxyOptions
-	opts.bind(fs)
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
-		}
-		return errUsage
+	if err := parseFlags("proxy", args, stderr, opts.bind); err != nil {
+		return err
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "metalgate proxy: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
-	}
-	opts.Zap.DestWriter = stderr
-	logger := zap.New(zap.UseFlagOptions(&opts.Zap))
-	ctrl.SetLogger(logger)
-	return runProxy(logr.NewContext(ctx, logger), opts)
+	return runProxy(withLogger(ctx, &opts.Zap, stderr), opts)
 }
 
 // dataplaneOptions translates flags into data-plane options.

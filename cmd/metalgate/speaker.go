@@ -82,28 +82,15 @@ func (o *speakerOptions) bind(fs *flag.FlagSet) {
 }
 
 func speakerCommand(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("metalgate speaker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var opts speakerOptions
-	opts.bind(fs)
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
-		}
-		return errUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "metalgate speaker: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
+	if err := parseFlags("speaker", args, stderr, opts.bind); err != nil {
+		return err
 	}
 	if opts.NodeName == "" {
 		fmt.Fprintln(stderr, "metalgate speaker: --node-name (or $NODE_NAME) is required")
 		return errUsage
 	}
-	opts.Zap.DestWriter = stderr
-	logger := zap.New(zap.UseFlagOptions(&opts.Zap))
-	ctrl.SetLogger(logger)
-	return runSpeaker(logr.NewContext(ctx, logger), opts)
+	return runSpeaker(withLogger(ctx, &opts.Zap, stderr), opts)
 }
 
 // staticConfig is the --static-config file: a fixed World for labs and benchmarks.
