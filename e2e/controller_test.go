@@ -11,9 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
@@ -51,16 +49,7 @@ func TestControllerAssignsVIP(t *testing.T) {
 		t.Fatalf("no running metalgate controller pod in %s: deploy it with make e2e (kubectl apply -k config/lab)", operatorNamespace)
 	}
 
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cl, err := l.Client(scheme)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := labClient(t, l)
 	pool := &v1alpha1.IPAddressPool{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-vips-", Namespace: operatorNamespace},
 		Spec:       v1alpha1.IPAddressPoolSpec{Addresses: []v1alpha1.AddressRange{v1alpha1.AddressRange(lab.VIPPool.String())}},

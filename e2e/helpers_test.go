@@ -16,9 +16,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/e2e/lab"
 )
 
@@ -179,4 +183,20 @@ func shortErr(out string) string {
 		out = out[:300] + "…"
 	}
 	return out
+}
+
+// labClient is a controller-runtime client of the lab that knows Kubernetes' and metalgate's types.
+func labClient(t *testing.T, l *lab.Lab) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl, err := l.Client(scheme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
 }

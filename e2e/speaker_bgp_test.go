@@ -14,9 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
@@ -45,16 +43,7 @@ func TestSpeakerAnnouncesBGP(t *testing.T) {
 	})
 	waitDaemonSetReady(t, cs, operatorNamespace, "metalgate-speaker", 3*time.Minute)
 
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cl, err := l.Client(scheme)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := labClient(t, l)
 	autoAssign := false
 	pool := &v1alpha1.IPAddressPool{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-bgp-", Namespace: operatorNamespace},

@@ -16,9 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
@@ -49,16 +47,7 @@ func TestSpeakerAnnouncesL2(t *testing.T) {
 	})
 	waitDaemonSetReady(t, cs, operatorNamespace, "metalgate-speaker", 3*time.Minute)
 
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cl, err := l.Client(scheme)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := labClient(t, l)
 	autoAssign := false
 	pool := &v1alpha1.IPAddressPool{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-l2-", Namespace: operatorNamespace},
