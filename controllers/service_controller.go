@@ -158,9 +158,6 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 
 	r.setPending(req.NamespacedName, false)
 	before := statusAddresses(&svc)
-	if err := r.writeStatus(ctx, &svc, asg.Addresses); err != nil {
-		return ctrl.Result{}, err
-	}
 	if svc.Annotations[AnnotationAllocatedFromPool] != asg.Pool {
 		patch := client.MergeFrom(svc.DeepCopy())
 		if svc.Annotations == nil {
@@ -170,6 +167,11 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if err := r.Client.Patch(ctx, &svc, patch); err != nil {
 			return ctrl.Result{}, fmt.Errorf("record pool on Service: %w", err)
 		}
+	}
+	// The pool is recorded before the address is published, so whoever sees the address (a
+	// speaker, a user) also sees where it came from.
+	if err := r.writeStatus(ctx, &svc, asg.Addresses); err != nil {
+		return ctrl.Result{}, err
 	}
 	if !slices.Equal(before, asg.Addresses) {
 		r.Metrics.Allocations.Inc()
