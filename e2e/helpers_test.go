@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -199,4 +200,52 @@ func labClient(t *testing.T, l *lab.Lab) client.Client {
 		t.Fatal(err)
 	}
 	return cl
+}
+
+// webService runs one echo pod (Deployment "web", port 8080) in ns behind a LoadBalancer Service
+// "web" (port 80) asking for pool, and waits for its address.
+func webService(t *testing.T, cs kubernetes.Interface, cl client.Client, ns, pool string) (*corev1.Service, netip.Addr) {
+	t.Helper()
+	ctx := context.Background()
+	labels := map[string]string{"app": "web"}
+	one := int32(1)
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{echoContainer(8080)}},
+			},
+		},
+	}
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitDeploymentReady(t, cs, ns, "web", 2*time.Minute)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns, Annotations: map[string]string{"metalgate.io/address-pool": pool}},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeLoadBalancer,
+			Selector: labels,
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+	if err := cl.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	var vip netip.Addr
+	eventually(t, 30*time.Second, "Service "+ns+"/web gets an address from pool "+pool, func() error {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+			return err
+		}
+		if len(svc.Status.LoadBalancer.Ingress) == 0 {
+			return fmt.Errorf("no address yet")
+		}
+		var err error
+		vip, err = netip.ParseAddr(svc.Status.LoadBalancer.Ingress[0].IP)
+		return err
+	})
+	return svc, vip
 }

@@ -12,11 +12,9 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
@@ -69,46 +67,7 @@ func TestSpeakerAnnouncesL2(t *testing.T) {
 	})
 
 	ns := testNamespace(t, cs, "e2e-speaker")
-	labels := map[string]string{"app": "web"}
-	one := int32(1)
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &one,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{echoContainer(8080)}},
-			},
-		},
-	}
-	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitDeploymentReady(t, cs, ns, "web", 2*time.Minute)
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns, Annotations: map[string]string{"metalgate.io/address-pool": pool.Name}},
-		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeLoadBalancer,
-			Selector: labels,
-			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
-		},
-	}
-	if err := cl.Create(ctx, svc); err != nil {
-		t.Fatal(err)
-	}
-	var vip netip.Addr
-	eventually(t, 30*time.Second, "Service gets an address from "+l2Pool, func() error {
-		if err := cl.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
-			return err
-		}
-		if len(svc.Status.LoadBalancer.Ingress) == 0 {
-			return fmt.Errorf("no address yet")
-		}
-		var err error
-		vip, err = netip.ParseAddr(svc.Status.LoadBalancer.Ingress[0].IP)
-		return err
-	})
+	svc, vip := webService(t, cs, cl, ns, pool.Name)
 
 	var names []string
 	for _, n := range lab.Nodes() {
