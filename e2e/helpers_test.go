@@ -249,3 +249,35 @@ func webService(t *testing.T, cs kubernetes.Interface, cl client.Client, ns, poo
 	})
 	return svc, vip
 }
+
+// deploySpeaker applies config/speaker, waits for a speaker on every node, and deletes it when
+// the test ends.
+func deploySpeaker(t *testing.T, l *lab.Lab, cs kubernetes.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	if out, err := l.Kubectl(ctx, "apply", "-k", "../config/speaker"); err != nil {
+		t.Fatalf("deploy speaker: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := l.Kubectl(context.Background(), "delete", "--ignore-not-found", "-k", "../config/speaker"); err != nil {
+			t.Logf("delete speaker: %v\n%s", err, out)
+		}
+	})
+	waitDaemonSetReady(t, cs, operatorNamespace, "metalgate-speaker", 3*time.Minute)
+}
+
+// manualPool creates an IPAddressPool (autoAssign false: only Services that name it use it) and
+// deletes it when the test ends.
+func manualPool(t *testing.T, cl client.Client, generateName string, addresses ...v1alpha1.AddressRange) *v1alpha1.IPAddressPool {
+	t.Helper()
+	autoAssign := false
+	pool := &v1alpha1.IPAddressPool{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: generateName, Namespace: operatorNamespace},
+		Spec:       v1alpha1.IPAddressPoolSpec{Addresses: addresses, AutoAssign: &autoAssign},
+	}
+	if err := cl.Create(context.Background(), pool); err != nil {
+		t.Fatalf("create IPAddressPool: %v", err)
+	}
+	t.Cleanup(func() { _ = cl.Delete(context.Background(), pool) })
+	return pool
+}

@@ -31,25 +31,10 @@ func TestSpeakerAnnouncesBGP(t *testing.T) {
 	cs := clientset(t, l)
 	ctx := context.Background()
 
-	if out, err := l.Kubectl(ctx, "apply", "-k", "../config/speaker"); err != nil {
-		t.Fatalf("deploy speaker: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := l.Kubectl(context.Background(), "delete", "--ignore-not-found", "-k", "../config/speaker"); err != nil {
-			t.Logf("delete speaker: %v\n%s", err, out)
-		}
-	})
-	waitDaemonSetReady(t, cs, operatorNamespace, "metalgate-speaker", 3*time.Minute)
+	deploySpeaker(t, l, cs)
 
 	cl := labClient(t, l)
-	autoAssign := false
-	pool := &v1alpha1.IPAddressPool{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-bgp-", Namespace: operatorNamespace},
-		Spec:       v1alpha1.IPAddressPoolSpec{Addresses: []v1alpha1.AddressRange{bgpPool}, AutoAssign: &autoAssign},
-	}
-	if err := cl.Create(ctx, pool); err != nil {
-		t.Fatalf("create IPAddressPool: %v", err)
-	}
+	pool := manualPool(t, cl, "e2e-bgp-", bgpPool)
 	peer := &v1alpha1.BGPPeer{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-router", Namespace: operatorNamespace},
 		Spec:       v1alpha1.BGPPeerSpec{Address: "198.51.100.1", MyASN: 64512, ASN: 64500},
@@ -67,7 +52,6 @@ func TestSpeakerAnnouncesBGP(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cl.Delete(context.Background(), adv)
 		_ = cl.Delete(context.Background(), peer)
-		_ = cl.Delete(context.Background(), pool)
 	})
 
 	ns := testNamespace(t, cs, "e2e-bgp")

@@ -35,25 +35,10 @@ func TestSpeakerAnnouncesL2(t *testing.T) {
 	cs := clientset(t, l)
 	ctx := context.Background()
 
-	if out, err := l.Kubectl(ctx, "apply", "-k", "../config/speaker"); err != nil {
-		t.Fatalf("deploy speaker: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := l.Kubectl(context.Background(), "delete", "--ignore-not-found", "-k", "../config/speaker"); err != nil {
-			t.Logf("delete speaker: %v\n%s", err, out)
-		}
-	})
-	waitDaemonSetReady(t, cs, operatorNamespace, "metalgate-speaker", 3*time.Minute)
+	deploySpeaker(t, l, cs)
 
 	cl := labClient(t, l)
-	autoAssign := false
-	pool := &v1alpha1.IPAddressPool{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-l2-", Namespace: operatorNamespace},
-		Spec:       v1alpha1.IPAddressPoolSpec{Addresses: []v1alpha1.AddressRange{l2Pool}, AutoAssign: &autoAssign},
-	}
-	if err := cl.Create(ctx, pool); err != nil {
-		t.Fatalf("create IPAddressPool: %v", err)
-	}
+	pool := manualPool(t, cl, "e2e-l2-", l2Pool)
 	adv := &v1alpha1.L2Advertisement{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-l2-", Namespace: operatorNamespace},
 		Spec:       v1alpha1.L2AdvertisementSpec{IPAddressPools: []string{pool.Name}},
@@ -63,7 +48,6 @@ func TestSpeakerAnnouncesL2(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		_ = cl.Delete(context.Background(), adv)
-		_ = cl.Delete(context.Background(), pool)
 	})
 
 	ns := testNamespace(t, cs, "e2e-speaker")
