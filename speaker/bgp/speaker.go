@@ -44,6 +44,7 @@ type Speaker struct {
 	opts      Options
 	srv       *server.BgpServer
 	metrics   *metrics
+	watchCtx  context.Context // cancelled by Close
 	stopWatch context.CancelFunc
 
 	mu        sync.Mutex // serialises SetPeers, SetAdvertisements and Close
@@ -153,7 +154,7 @@ func New(logger logr.Logger, opts Options) (*Speaker, error) {
 		return nil, fmt.Errorf("set GoBGP import policy: %w", err)
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	s.stopWatch = cancel
+	s.watchCtx, s.stopWatch = wctx, cancel
 	if err := srv.WatchEvent(wctx, server.WatchEventMessageCallbacks{OnPeerUpdate: s.onPeerUpdate}, server.WatchPeer()); err != nil {
 		cancel()
 		srv.Stop()
@@ -182,12 +183,49 @@ func (s *Speaker) onPeerUpdate(ev *apiutil.WatchEventMessage_PeerEvent, t time.T
 		ss.lastErr = ""
 		s.metrics.established.WithLabelValues(ss.name).Inc()
 		s.metrics.sessionUp.WithLabelValues(ss.name).Set(1)
+		go s.resendOnceEstablished(st.NeighborAddress.Unmap())
 	case wasUp:
 		s.metrics.flaps.WithLabelValues(ss.name).Inc()
 		s.metrics.sessionUp.WithLabelValues(ss.name).Set(0)
 	}
 	if st.DisconnectMessage != "" && st.SessionState != bgp.BGP_FSM_ESTABLISHED {
 		ss.lastErr = st.DisconnectMessage
+	}
+}
+
+// resendOnceEstablished works around a race in GoBGP v4.8.0: a session
+// turns Established in two steps — the server sends the RIB to the peer,
+// then the FSM stores its new state — and a path added between the two is
+// neither in that first dump nor sent afterwards (GoBGP skips peers whose
+// FSM is not Established yet). Seen as a router that never received a VIP
+// added right after the session came up. Once ListPeer (which reads the
+// FSM's state) reports Established, a soft reset out sends the whole RIB
+// again; nothing can be lost after that point.
+func (s *Speaker) resendOnceEstablished(addr netip.Addr) {
+	ctx, cancel := context.WithTimeout(s.watchCtx, 10*time.Second)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		up := false
+		err := s.srv.ListPeer(ctx, &api.ListPeerRequest{Address: addr.String()}, func(p *api.Peer) {
+			up = p.State != nil && p.State.SessionState == api.PeerState_SESSION_STATE_ESTABLISHED
+		})
+		if err != nil {
+			return // removed or closed meanwhile
+		}
+		if up {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+	err := s.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: addr.String(), Soft: true, Direction: api.ResetPeerRequest_DIRECTION_OUT})
+	if err != nil {
+		s.log.V(1).Info("Resending the RIB after session up failed", "address", addr, "error", err.Error())
 	}
 }
 
