@@ -56,6 +56,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 		return
+	case isWebSocket(r):
+		h.serveWebSocket(w, r)
+		return
 	case h.labEndpoints && r.URL.Path == "/interfaces":
 		w.Header().Set("Content-Type", "application/json")
 		if err := writeInterfaces(w); err != nil {

@@ -9,7 +9,9 @@
 //	echo interfaces                           print the interfaces as JSON and exit
 //
 // Endpoints: /healthz answers "ok"; with -lab-endpoints, /interfaces lists the network
-// interfaces the process sees (a hostNetwork pod sees its node's); every other path echoes.
+// interfaces the process sees (a hostNetwork pod sees its node's); a WebSocket upgrade (any
+// path) becomes an echo: every message comes back unchanged, the 101 names the pod in
+// X-Echo-Pod; every other request is echoed as JSON.
 //
 // Environment: POD_NAME, POD_NAMESPACE, NODE_NAME (set them from the downward API).
 package main
