@@ -279,7 +279,7 @@ func TestKindClusterConfig(t *testing.T) {
 // need to exist (dry-run does not create them).
 var kustomizations = []string{
 	"default", "lab", "proxy", "kind",
-	"demo/pool", "demo/one", "demo/two", "demo/three", "demo/misinstalled-proxy",
+	"demo/pool", "demo/l2", "demo/bgp", "demo/one", "demo/two", "demo/three", "demo/misinstalled-proxy",
 	"kind/samples", "samples",
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,9 +15,11 @@ import (
 )
 
 // TestDemo runs make demo's driver (e2e/cmd/demo) against the lab with a short watch
-// (DEMO_WATCH=20s unless set): three tenants with their own proxies and VIPs, curl through each
-// VIP from the client, a misinstalled cluster-wide proxy that must not change any Ingress
-// address and must say why. On success everything the demo added is removed again.
+// (DEMO_WATCH=20s unless set), once per announcement mode: three tenants with their own
+// proxies and VIPs, curl through each VIP from the client (on its segment at layer 2, through
+// the FRR router with BGP, which must have every VIP from all three nodes), a misinstalled
+// cluster-wide proxy that must not change any Ingress address and must say why. On success
+// everything the demo added is removed again.
 func TestDemo(t *testing.T) {
 	l := openLab(t)
 	bin := filepath.Join(t.TempDir(), "demo")
@@ -28,26 +31,35 @@ func TestDemo(t *testing.T) {
 			return // left for inspection until lab-down
 		}
 		ctx := context.Background()
-		for _, dir := range []string{"misinstalled-proxy", "one", "two", "three", "pool"} {
+		for _, dir := range []string{"misinstalled-proxy", "one", "two", "three", "l2", "bgp", "pool"} {
 			if out, err := l.Kubectl(ctx, "delete", "--ignore-not-found", "--wait=false", "-k", "../config/demo/"+dir); err != nil {
 				t.Logf("delete config/demo/%s: %v\n%s", dir, err, out)
 			}
 		}
-		if _, err := l.Exec(ctx, "client", "ip", "route", "del", lab.VIPPool.String(), "dev", "eth0"); err != nil {
-			t.Logf("remove the client's route: %v", err)
+		if out, _ := l.Exec(ctx, "client", "ip", "route", "show", lab.VIPPool.String()); strings.TrimSpace(out) != "" {
+			if _, err := l.Exec(ctx, "client", "ip", "route", "del", lab.VIPPool.String()); err != nil {
+				t.Logf("remove the client's route: %v", err)
+			}
 		}
 	})
 	watch := os.Getenv("DEMO_WATCH")
 	if watch == "" {
 		watch = "20s"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "run")
-	cmd.Env = append(os.Environ(), "DEMO_WATCH="+watch)
-	out, err := cmd.CombinedOutput()
-	t.Logf("demo output:\n%s", out)
-	if err != nil {
-		t.Fatalf("demo run: %v", err)
+	for _, mode := range []string{"l2", "bgp"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, "run")
+			cmd.Env = append(os.Environ(), "DEMO_WATCH="+watch, "DEMO_MODE="+mode)
+			out, err := cmd.CombinedOutput()
+			t.Logf("demo output:\n%s", out)
+			if err != nil {
+				t.Fatalf("demo run (DEMO_MODE=%s): %v", mode, err)
+			}
+			if mode == "bgp" && !strings.Contains(string(out), "paths, one per node") {
+				t.Errorf("the BGP demo did not show the router's paths per node")
+			}
+		})
 	}
 }

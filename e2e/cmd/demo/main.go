@@ -2,7 +2,8 @@
 //
 //	demo run          deploy the operator and three tenants into the running lab (LAB_* env),
 //	                  curl each tenant's VIP from the client, mis-install a fourth proxy and
-//	                  watch for DEMO_WATCH (default 2m) that no Ingress address ever changes
+//	                  watch for DEMO_WATCH (default 2m) that no Ingress address ever changes;
+//	                  DEMO_MODE=l2 (default: ARP) or bgp (the nodes peer with the lab router)
 //	demo kind-pool    print an IPAddressPool + L2Advertisement for the top of the given IPv4
 //	                  network(s) (make cluster: the kind Docker network)
 //
@@ -38,7 +39,11 @@ func main() {
 			}
 			watch = d
 		}
-		if err := run(ctx, os.Stdout, watch); err != nil {
+		mode := os.Getenv("DEMO_MODE")
+		if mode == "" {
+			mode = modeL2
+		}
+		if err := run(ctx, os.Stdout, mode, watch); err != nil {
 			fmt.Fprintf(os.Stderr, "demo: %v\n", err)
 			os.Exit(1)
 		}

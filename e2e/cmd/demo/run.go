@@ -39,7 +39,14 @@ const (
 var proxyReasons = []string{"NoLoadBalancerAddress", "StatusConflict", "PathConflict", "MissingService",
 	"MissingServicePort", "InvalidTLSSecret", "InvalidAnnotation", "InvalidRule"}
 
+// Announcement modes (DEMO_MODE): how the VIPs reach the client.
+const (
+	modeL2  = "l2"  // ARP from one elected node; the client has the pool on its segment
+	modeBGP = "bgp" // every node advertises each VIP to the lab router; the client goes through it
+)
+
 type demo struct {
+	mode     string // modeL2 or modeBGP
 	l        *lab.Lab
 	cs       *kubernetes.Clientset
 	out      io.Writer
@@ -53,7 +60,7 @@ type demo struct {
 func host(ns string) string { return ns + ".demo.test" }
 
 // run is `demo run`.
-func run(ctx context.Context, out io.Writer, watch time.Duration) error {
+func run(ctx context.Context, out io.Writer, mode string, watch time.Duration) error {
 	root, err := repoRoot()
 	if err != nil {
 		return err
@@ -71,19 +78,32 @@ func run(ctx context.Context, out io.Writer, watch time.Duration) error {
 	if err != nil {
 		return err
 	}
-	d := &demo{l: l, cs: cs, out: out, start: time.Now(), vips: map[string]netip.Addr{}}
+	d := &demo{mode: mode, l: l, cs: cs, out: out, start: time.Now(), vips: map[string]netip.Addr{}}
 	d.say("metalgate demo in lab %q (kubeconfig %s)", l.Prefix, l.KubeconfigPath())
-	d.say("BGP: not part of this demo (see e2e/speaker_bgp_test.go); VIPs are announced at layer 2 (ARP) only")
-	for _, step := range []struct {
+	type step struct {
 		name string
 		fn   func(context.Context) error
-	}{
-		{"operator: controller, a speaker per node, IngressClass metalgate (kubectl apply -k config/lab)", d.operator},
-		{"layer 2: the client reaches the VIP range on its segment", d.clientRoute},
-		{"pool 100.64.0.0/16 + L2Advertisement, three tenants one/two/three with their own proxies (config/demo)", d.tenants},
-		{"kubectl get svc,ingress -A", d.show},
-		{"curl through each VIP from the client", d.curlAll},
-	} {
+	}
+	steps := []step{{"operator: controller, a speaker per node, IngressClass metalgate (kubectl apply -k config/lab)", d.operator}}
+	switch mode {
+	case modeL2:
+		d.say("announcing at layer 2 (ARP); the BGP variant: make demo DEMO_MODE=bgp")
+		steps = append(steps,
+			step{"layer 2: the client reaches the VIP range on its segment", d.clientRoute},
+			step{"pool 100.64.0.0/16 + L2Advertisement, three tenants one/two/three with their own proxies (config/demo)", d.tenants})
+	case modeBGP:
+		d.say("announcing by BGP to the lab router (FRR, AS 64500); the layer-2 variant: make demo")
+		steps = append(steps,
+			step{"BGP: the client reaches the VIP range through the router only", d.clientViaRouter},
+			step{"pool 100.64.0.0/16 + BGPPeer (the lab router) + BGPAdvertisement, three tenants one/two/three with their own proxies (config/demo)", d.tenants},
+			step{"the router learns each VIP from all three nodes (ECMP)", d.routerPaths})
+	default:
+		return fmt.Errorf("DEMO_MODE=%q: want %s or %s", mode, modeL2, modeBGP)
+	}
+	steps = append(steps,
+		step{"kubectl get svc,ingress -A", d.show},
+		step{"curl through each VIP from the client", d.curlAll})
+	for _, step := range steps {
 		d.step(step.name)
 		if err := step.fn(ctx); err != nil {
 			d.fail("%s: %v", step.name, err)
@@ -248,9 +268,109 @@ func (d *demo) clientRoute(ctx context.Context) error {
 	return nil
 }
 
-func (d *demo) tenants(ctx context.Context) error {
-	if err := d.apply(ctx, "config/demo/pool"); err != nil {
+// clientViaRouter removes the on-link route the layer-2 variant gives the client: in BGP mode
+// its packets to the pool follow its default route, through the router, which knows the VIPs
+// only from the nodes' BGP advertisements.
+func (d *demo) clientViaRouter(ctx context.Context) error {
+	out, err := d.l.Exec(ctx, "client", "ip", "route", "show", lab.VIPPool.String())
+	if err != nil {
 		return err
+	}
+	if strings.TrimSpace(out) != "" {
+		if _, err := d.l.Exec(ctx, "client", "ip", "route", "del", lab.VIPPool.String()); err != nil {
+			return err
+		}
+		d.ok("removed the client's on-link route for %s (left by a layer-2 run)", lab.VIPPool)
+	}
+	first := lab.VIPPool.Addr().Next()
+	out, err = d.l.Exec(ctx, "client", "ip", "route", "get", first.String())
+	if err != nil {
+		return err
+	}
+	d.say("$ ip -n %sclient route get %s", d.l.Prefix, first)
+	d.indent(strings.TrimSpace(out))
+	return nil
+}
+
+// routerPaths waits until FRR has every tenant's VIP/32 from all three nodes and shows the
+// router's view (BGP table and the ECMP route in its kernel).
+func (d *demo) routerPaths(ctx context.Context) error {
+	want := map[string]string{}
+	for _, n := range lab.Nodes() {
+		want[n.IPv4.String()] = n.Name
+	}
+	for _, ns := range tenants {
+		vip := d.vips[ns]
+		if err := d.waitFor(ctx, fmt.Sprintf("router has %s/32 from %d nodes", vip, len(want)), time.Minute, func() error {
+			hops, err := d.bgpNextHops(ctx, vip)
+			if err != nil {
+				return err
+			}
+			if len(hops) != len(want) {
+				return fmt.Errorf("next hops %v", hops)
+			}
+			for _, h := range hops {
+				if _, ok := want[h]; !ok {
+					return fmt.Errorf("next hop %s is not a node (next hops %v)", h, hops)
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		d.ok("%s's VIP %s/32: %d paths, one per node", ns, vip, len(want))
+	}
+	vip := d.vips[tenants[0]]
+	d.say("$ ip netns exec %srouter vtysh --vty_socket %s/frr -c 'show ip bgp %s/32'", d.l.Prefix, d.l.Dir, vip)
+	if out, err := d.l.Vtysh(ctx, "show ip bgp "+vip.String()+"/32"); err == nil {
+		d.indent(strings.TrimRight(out, "\n"))
+	}
+	d.say("$ ip -n %srouter route show %s/32", d.l.Prefix, vip)
+	if out, err := d.l.Exec(ctx, "router", "ip", "route", "show", vip.String()+"/32"); err == nil {
+		d.indent(strings.TrimRight(out, "\n"))
+	}
+	return nil
+}
+
+// bgpNextHops returns the next hops of the router's BGP paths for vip/32.
+func (d *demo) bgpNextHops(ctx context.Context, vip netip.Addr) ([]string, error) {
+	out, err := d.l.Vtysh(ctx, "show ip bgp "+vip.String()+"/32 json")
+	if err != nil {
+		return nil, fmt.Errorf("vtysh: %w", err)
+	}
+	var r struct {
+		Paths []struct {
+			Nexthops []struct {
+				IP string `json:"ip"`
+			} `json:"nexthops"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		return nil, fmt.Errorf("parse vtysh output %.200q: %w", out, err)
+	}
+	var hops []string
+	for _, p := range r.Paths {
+		for _, nh := range p.Nexthops {
+			hops = append(hops, nh.IP)
+		}
+	}
+	sort.Strings(hops)
+	return hops, nil
+}
+
+func (d *demo) tenants(ctx context.Context) error {
+	// Replaying in the other mode: its announcements go first.
+	use, other := "config/demo/l2", "config/demo/bgp"
+	if d.mode == modeBGP {
+		use, other = other, use
+	}
+	if _, err := d.kubectl(ctx, "delete", "--ignore-not-found", "-k", other); err != nil {
+		return err
+	}
+	for _, dir := range []string{"config/demo/pool", use} {
+		if err := d.apply(ctx, dir); err != nil {
+			return err
+		}
 	}
 	for _, ns := range tenants {
 		if err := d.apply(ctx, "config/demo/"+ns); err != nil {
@@ -687,7 +807,11 @@ func (d *demo) finish(watch time.Duration, complete bool) error {
 		}
 		d.say("the misinstalled cluster-wide proxy (publish Service %s) wrote nothing for %s: no node IP, no flapping; it says why in Warning events", misPublish, watch)
 	}
-	d.say("BGP: not shown here (make e2e runs TestSpeakerAnnouncesBGP); layer 2 (ARP) only")
+	if d.mode == modeBGP {
+		d.say("announced by BGP: every node advertises each VIP to the lab router, which spreads the traffic over them (ECMP)")
+	} else {
+		d.say("announced at layer 2: one elected node answers ARP for each VIP (make demo DEMO_MODE=bgp shows BGP)")
+	}
 	d.say("took %s", time.Since(d.start).Round(time.Second))
 	d.say("")
 	d.say("The lab stays up. Poke at it:")
@@ -699,6 +823,9 @@ func (d *demo) finish(watch time.Duration, complete bool) error {
 		vip = v.String()
 	}
 	d.say("  ip netns exec %sclient curl -s http://%s/ -H 'Host: %s'", d.l.Prefix, vip, host(tenants[0]))
+	if d.mode == modeBGP {
+		d.say("  ip netns exec %srouter vtysh --vty_socket %s/frr -c 'show ip bgp'", d.l.Prefix, d.l.Dir)
+	}
 	d.say("Take it down: make demo-down%s", prefixArgs(d.l))
 	if len(d.failures) > 0 {
 		fmt.Fprintf(d.out, "\nDEMO FAILED: %d check(s) failed:\n", len(d.failures))
