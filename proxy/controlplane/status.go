@@ -211,7 +211,10 @@ func (p *publisher) conflict(log logr.Logger, ing *networkingv1.Ingress, classes
 		return
 	}
 	p.opts.Recorder.Eventf(ing, nil, corev1.EventTypeWarning, ReasonStatusConflict, "PublishStatus", "%s", msg)
-	if ing.Spec.IngressClassName != nil {
+	// The class is cluster-scoped: its Events go to the default namespace, where a proxy
+	// scoped to its own namespaces may not write (config/proxy/namespaced), so only a
+	// cluster-wide proxy reports there.
+	if ing.Spec.IngressClassName != nil && len(p.opts.WatchNamespaces) == 0 {
 		if c := classes[*ing.Spec.IngressClassName]; c != nil {
 			p.opts.Recorder.Eventf(c, ing, corev1.EventTypeWarning, ReasonStatusConflict, "PublishStatus",
 				"Ingress %s/%s: status overwritten by %s; is another controller serving this class?", ing.Namespace, ing.Name, other)
