@@ -1,7 +1,10 @@
 package dataplane
 
 import (
+	"bufio"
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -34,4 +37,104 @@ func BenchmarkProxyGET(b *testing.B) {
 			resp.Body.Close()
 		}
 	})
+}
+
+// cannedBackend answers every HTTP/1.1 request on a keep-alive connection with the same small
+// response, without allocating, so that allocs/op in BenchmarkServeHTTP are the proxy's own.
+func cannedBackend(b *testing.B) string {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	resp := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}")
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReaderSize(c, 16<<10)
+				for {
+					line, err := br.ReadSlice('\n')
+					if err != nil {
+						return
+					}
+					if len(line) <= 2 { // the blank line ends a request without a body
+						if _, err := c.Write(resp); err != nil {
+							return
+						}
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// discardWriter is the cheapest http.ResponseWriter: headers are kept (and cleared per
+// request), the body is counted and dropped.
+type discardWriter struct {
+	h    http.Header
+	code int
+	n    int
+}
+
+func (w *discardWriter) Header() http.Header { return w.h }
+func (w *discardWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+func (w *discardWriter) Write(p []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	w.n += len(p)
+	return len(p), nil
+}
+
+// BenchmarkServeHTTP is the proxy's hot path alone: ServeHTTP called directly (no client
+// connection, no net/http server) for a GET like wrk's, forwarded to a backend that answers
+// from a canned buffer. allocs/op is what the data plane allocates per request.
+func BenchmarkServeHTTP(b *testing.B) {
+	addr := cannedBackend(b)
+	tab := buildTable(b, route{host: "b.test", path: "/", endpoints: []string{addr}})
+	for _, fast := range []bool{true, false} {
+		name := "fast"
+		if !fast {
+			name = "transport"
+		}
+		b.Run(name, func(b *testing.B) {
+			s, err := New(Options{DisableFastPath: !fast})
+			if err != nil {
+				b.Fatal(err)
+			}
+			s.Swap(tab)
+			defer s.h1.CloseIdleConnections()
+			la := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80}
+			ctx := context.WithValue(context.Background(), http.LocalAddrContextKey, net.Addr(la))
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				req := httptest.NewRequest(http.MethodGet, "http://b.test/", nil).WithContext(ctx)
+				req.RemoteAddr = "127.0.0.1:40000"
+				req.Header.Set("User-Agent", "wrk")
+				req.Header.Set("Accept", "*/*")
+				w := &discardWriter{h: http.Header{}}
+				for pb.Next() {
+					clear(w.h)
+					w.code, w.n = 0, 0
+					s.ServeHTTP(w, req)
+					if w.code != http.StatusOK || w.n != 11 {
+						b.Errorf("status %d, %d bytes", w.code, w.n)
+						return
+					}
+				}
+			})
+		})
+	}
 }
