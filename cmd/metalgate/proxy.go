@@ -84,7 +84,7 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Default: in-cluster config, else $KUBECONFIG, else ~/.kube/config.")
 	fs.StringVar(&o.HTTPAddr, "http-bind-address", ":80", "Address of plain HTTP traffic; \"0\" disables it.")
 	fs.StringVar(&o.HTTPSAddr, "https-bind-address", ":443", "Address of HTTPS traffic (TLS, HTTP/2 by ALPN); \"0\" disables it.")
-	fs.StringVar(&o.AdminAddr, "admin-bind-address", ":10254", "Address of /healthz, /readyz and /metrics; \"0\" disables it.")
+	fs.StringVar(&o.AdminAddr, "admin-bind-address", ":10254", "Address of /healthz, /readyz, /metrics and /debug/backends; \"0\" disables it.")
 	fs.StringVar(&o.Controller, "controller-name", table.ControllerName, "IngressClass spec.controller served.")
 	fs.Var(&o.WatchNamespaces, "watch-namespace", "Serve only Ingresses in this namespace (repeatable, or comma-separated). Default: all namespaces.")
 	fs.BoolVar(&o.WatchDefaultClass, "watch-ingress-without-class", false, "Also serve Ingresses without a class when the default IngressClass is ours.")
@@ -191,6 +191,8 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 	if err != nil {
 		return err
 	}
+	// Tables go through dbg, which counts them for /debug/backends on the admin port.
+	dbg := dataplane.NewDebug(dp)
 	listen := func(addr string) (net.Listener, error) {
 		if addr == "0" || addr == "" {
 			return nil, nil
@@ -234,17 +236,17 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 		for _, p := range problems {
 			logger.Info("ingress problem", "ingress", p.Ingress.String(), "reason", p.Reason, "message", p.Message)
 		}
-		dp.Swap(t)
+		dbg.Swap(t)
 		logger.Info("serving static config", "file", opts.StaticConfig, "ingresses", t.Ingresses, "backends", len(t.Backends))
 	} else {
-		cp, err := startControlPlane(ctx, opts, dp, logger, errs)
+		cp, err := startControlPlane(ctx, opts, dbg.Swap, logger, errs)
 		if err != nil {
 			return err
 		}
 		ready = cp.Ready
 	}
 	if adminLn != nil {
-		admin := &http.Server{Handler: dataplane.AdminHandler(reg, ready), ReadHeaderTimeout: 10 * time.Second}
+		admin := &http.Server{Handler: dataplane.AdminHandler(reg, ready, dbg.Route()), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errs <- admin.Serve(adminLn) }()
 		defer admin.Close()
 	}
@@ -264,7 +266,7 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 }
 
 // startControlPlane starts the manager with the proxy's control plane; its end is sent to errs.
-func startControlPlane(ctx context.Context, opts proxyOptions, dp *dataplane.Server, logger logr.Logger, errs chan<- error) (*controlplane.ControlPlane, error) {
+func startControlPlane(ctx context.Context, opts proxyOptions, swap func(*table.Table), logger logr.Logger, errs chan<- error) (*controlplane.ControlPlane, error) {
 	cfg, err := restConfig(opts.Kubeconfig)
 	if err != nil {
 		return nil, err
@@ -282,7 +284,7 @@ func startControlPlane(ctx context.Context, opts proxyOptions, dp *dataplane.Ser
 		PodName:           os.Getenv("POD_NAME"),
 		PodNamespace:      os.Getenv("POD_NAMESPACE"),
 		StaleAfter:        opts.StaleAfter,
-		Swap:              dp.Swap,
+		Swap:              swap,
 		Metrics:           controlplane.NewMetrics(metrics.Registry),
 		Logger:            logger.WithName("controlplane"),
 	}

@@ -7,10 +7,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// AdminHandler serves /healthz (the process is up), /readyz (ready returns nil) and /metrics
-// (from g). It belongs on its own port, away from client traffic.
-func AdminHandler(g prometheus.Gatherer, ready func() error) http.Handler {
+// AdminRoute is one more handler on the admin listener, e.g. Debug.Route().
+type AdminRoute struct {
+	Pattern string // an http.ServeMux pattern: "GET /debug/backends"
+	Handler http.Handler
+}
+
+// AdminHandler serves /healthz (the process is up), /readyz (ready returns nil), /metrics
+// (from g) and the extra routes. It belongs on its own port, away from client traffic.
+func AdminHandler(g prometheus.Gatherer, ready func() error, extra ...AdminRoute) http.Handler {
 	mux := http.NewServeMux()
+	for _, r := range extra {
+		mux.Handle(r.Pattern, r.Handler)
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})

@@ -130,6 +130,10 @@ func Build(in Input) (*Table, []Problem) {
 		b.ingress(ing)
 	}
 	b.t.Ingresses = len(owned)
+	b.t.Owned = make([]types.NamespacedName, len(owned))
+	for i, ing := range owned {
+		b.t.Owned[i] = types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
+	}
 	for _, be := range b.backends {
 		b.t.Backends = append(b.t.Backends, be)
 	}
@@ -334,15 +338,16 @@ func (b *builder) backend(id types.NamespacedName, ns string, ib *networkingv1.I
 		b.problem(id, ReasonMissingPort, "Service %s has no port %s", svcID, port)
 		return be
 	}
-	be.Endpoints = endpoints(b.slices[svcID], sp)
+	be.Endpoints, be.States = endpoints(b.slices[svcID], sp)
 	return be
 }
 
 // endpoints lists "ip:port" of the ready endpoints of a Service port, or, when none is
 // ready, of those serving while terminating (they still finish requests during a rollout).
-func endpoints(slices []*discoveryv1.EndpointSlice, sp *corev1.ServicePort) []string {
+// states lists every endpoint of the port with its conditions, sorted by address.
+func endpoints(slices []*discoveryv1.EndpointSlice, sp *corev1.ServicePort) (routed []string, states []EndpointState) {
 	var ready, serving []string
-	seen := map[string]bool{}
+	seen, listed := map[string]bool{}, map[string]bool{}
 	for _, s := range slices {
 		var port int32 = -1
 		for _, p := range s.Ports {
@@ -360,12 +365,14 @@ func endpoints(slices []*discoveryv1.EndpointSlice, sp *corev1.ServicePort) []st
 			c := e.Conditions
 			isReady := c.Ready == nil || *c.Ready // nil means unknown: ready, says the API
 			isServing := c.Serving != nil && *c.Serving
-			if !isReady && !isServing {
-				continue
-			}
 			for _, a := range e.Addresses {
 				hp := net.JoinHostPort(a, strconv.Itoa(int(port)))
-				if seen[hp] {
+				if !listed[hp] { // the first slice listing an address describes it
+					listed[hp] = true
+					states = append(states, EndpointState{Addr: hp, Ready: isReady, Serving: isServing || isReady && c.Serving == nil,
+						Terminating: c.Terminating != nil && *c.Terminating})
+				}
+				if (!isReady && !isServing) || seen[hp] {
 					continue
 				}
 				seen[hp] = true
@@ -382,7 +389,8 @@ func endpoints(slices []*discoveryv1.EndpointSlice, sp *corev1.ServicePort) []st
 		out = serving
 	}
 	sort.Strings(out)
-	return out
+	sort.Slice(states, func(i, j int) bool { return states[i].Addr < states[j].Addr })
+	return out, states
 }
 
 // p2proto is the protocol of a slice's first port; slices carry one protocol in practice.

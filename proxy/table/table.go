@@ -24,6 +24,9 @@ type Table struct {
 	Backends []*Backend
 	// Ingresses counts the Ingresses the table was built from (owned ones only).
 	Ingresses int
+	// Owned lists those Ingresses in build order (oldest first), for debugging: an owned
+	// Ingress may have no route at all (every rule invalid).
+	Owned []types.NamespacedName
 }
 
 // Route is where a matched request goes, with the settings of the Ingress that defined it.
@@ -50,6 +53,17 @@ type Backend struct {
 	// Endpoints are pod "ip:port" addresses, sorted: the ready ones, or when none is ready the
 	// serving-and-terminating ones. Empty means 503.
 	Endpoints []string
+	// States lists every endpoint of the port in the EndpointSlices, routed or not, with its
+	// conditions, sorted by address. Only debugging reads it (why is a pod not in Endpoints?).
+	States []EndpointState
+}
+
+// EndpointState is one endpoint address of a backend with its EndpointSlice conditions.
+type EndpointState struct {
+	Addr        string // "ip:port"
+	Ready       bool
+	Serving     bool
+	Terminating bool
 }
 
 type hostRules struct {

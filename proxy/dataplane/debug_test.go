@@ -1,0 +1,216 @@
+package dataplane
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/metalgate/metalgate/proxy/table"
+)
+
+// debugInput is what TestDebugBackends builds its table from: Ingress shop/web routes a.test/
+// to Service web (one ready endpoint that blocks, one not ready, one terminating) and
+// a.test/api (Exact) to Service api (one ready endpoint where nothing listens); shop/other
+// routes b.test to web too; other/foreign is of another controller's class.
+func debugInput(blocking, closed string) table.Input {
+	bp := func(b bool) *bool { return &b }
+	pt := func(p networkingv1.PathType) *networkingv1.PathType { return &p }
+	class := func(c string) *string { return &c }
+	path := func(p string, t networkingv1.PathType, svc string, port networkingv1.ServiceBackendPort) networkingv1.HTTPIngressPath {
+		return networkingv1.HTTPIngressPath{Path: p, PathType: pt(t),
+			Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svc, Port: port}}}
+	}
+	rule := func(host string, paths ...networkingv1.HTTPIngressPath) networkingv1.IngressRule {
+		return networkingv1.IngressRule{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: paths}}}
+	}
+	ingress := func(ns, name, cls string, created int64, rules ...networkingv1.IngressRule) *networkingv1.Ingress {
+		return &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.NewTime(time.Unix(created, 0))},
+			Spec: networkingv1.IngressSpec{IngressClassName: class(cls), Rules: rules}}
+	}
+	slice := func(svc, port string, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+		n, _ := strconv.Atoi(port)
+		p := int32(n)
+		var name *string
+		if svc == "web" {
+			name = class("http")
+		}
+		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: svc + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+			AddressType: discoveryv1.AddressTypeIPv4, Ports: []discoveryv1.EndpointPort{{Name: name, Port: &p}}, Endpoints: eps}
+	}
+	ep := func(addr string, ready, serving, terminating bool) discoveryv1.Endpoint {
+		return discoveryv1.Endpoint{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: bp(ready), Serving: bp(serving), Terminating: bp(terminating)}}
+	}
+	bh, bport, _ := net.SplitHostPort(blocking)
+	ch, cport, _ := net.SplitHostPort(closed)
+	return table.Input{
+		Classes: []*networkingv1.IngressClass{
+			{ObjectMeta: metav1.ObjectMeta{Name: "mg"}, Spec: networkingv1.IngressClassSpec{Controller: table.ControllerName}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "nginx"}, Spec: networkingv1.IngressClassSpec{Controller: "k8s.io/ingress-nginx"}},
+		},
+		Ingresses: []*networkingv1.Ingress{
+			ingress("shop", "web", "mg", 1, rule("a.test",
+				path("/", networkingv1.PathTypePrefix, "web", networkingv1.ServiceBackendPort{Name: "http"}),
+				path("/api", networkingv1.PathTypeExact, "api", networkingv1.ServiceBackendPort{Number: 80}))),
+			ingress("shop", "other", "mg", 2, rule("b.test", path("/", networkingv1.PathTypePrefix, "web", networkingv1.ServiceBackendPort{Name: "http"}))),
+			ingress("other", "foreign", "nginx", 3, rule("c.test", path("/", networkingv1.PathTypePrefix, "web", networkingv1.ServiceBackendPort{Name: "http"}))),
+		},
+		Services: []*corev1.Service{
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "api"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}},
+		},
+		Slices: []*discoveryv1.EndpointSlice{
+			slice("web", bport, ep(bh, true, true, false), ep("127.0.0.2", false, false, false), ep("127.0.0.3", false, true, true)),
+			slice("api", cport, ep(ch, true, true, false)),
+		},
+	}
+}
+
+// TestDebugBackends builds a table from objects, serves real requests through the data plane
+// (one held open at its backend, one to an endpoint where nothing listens, which ejects it)
+// and reads /debug/backends from the admin handler.
+func TestDebugBackends(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	blocking := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		entered <- struct{}{}
+		<-release
+		_, _ = io.WriteString(w, "done")
+	}))
+	t.Cleanup(blocking.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close() // nothing listens here: connections are refused
+
+	s, err := New(Options{Retries: -1, FailureThreshold: 1, EjectFor: time.Hour, Logger: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDebug(s)
+	admin := httptest.NewServer(AdminHandler(prometheus.NewRegistry(), nil, d.Route()))
+	t.Cleanup(admin.Close)
+	get := func(query string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(admin.URL + DebugBackendsPath + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("?ingress=shop/web"); code != http.StatusServiceUnavailable {
+		t.Errorf("before the first table: %d %q, want 503", code, body)
+	}
+
+	tab, problems := table.Build(debugInput(blocking.Listener.Addr().String(), closed))
+	if len(problems) != 0 {
+		t.Fatalf("build: %v", problems)
+	}
+	d.Swap(tab)
+	d.Swap(tab) // the second install is generation 2
+	proxy := httptest.NewServer(s)
+	t.Cleanup(proxy.Close)
+	send := func(host, path string) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodGet, proxy.URL+path, nil)
+		req.Host = host
+		return http.DefaultClient.Do(req)
+	}
+	resp, err := send("a.test", "/api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("request to the closed endpoint: %d, want 502", resp.StatusCode)
+	}
+	held := make(chan error, 1)
+	go func() {
+		resp, err := send("a.test", "/shop")
+		if err == nil {
+			resp.Body.Close()
+		}
+		held <- err
+	}()
+	<-entered // the request is at the backend: in flight
+	defer func() {
+		close(release)
+		if err := <-held; err != nil {
+			t.Errorf("held request: %v", err)
+		}
+	}()
+
+	code, body := get("?ingress=shop/web")
+	if code != http.StatusOK {
+		t.Fatalf("shop/web: %d %s", code, body)
+	}
+	var got Backends
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatalf("decode %s: %v", body, err)
+	}
+	if got.Applied.IsZero() || time.Since(got.Applied) > time.Minute {
+		t.Errorf("applied = %v, want about now", got.Applied)
+	}
+	got.Applied = time.Time{}
+	want := Backends{Ingress: "shop/web", Generation: 2, Routes: []Route{
+		{Host: "a.test", Path: "/", PathType: "Prefix", Service: "shop/web", Port: "http", Protocol: "http", Balance: "round-robin",
+			Endpoints: []Endpoint{
+				{Address: blocking.Listener.Addr().String(), Ready: true, Serving: true, Routed: true, Healthy: true, InFlight: 1},
+				{Address: "127.0.0.2:" + portOf(blocking.Listener.Addr().String())},
+				{Address: "127.0.0.3:" + portOf(blocking.Listener.Addr().String()), Serving: true, Terminating: true},
+			}},
+		{Host: "a.test", Path: "/api", PathType: "Exact", Service: "shop/api", Port: "80", Protocol: "http", Balance: "round-robin",
+			Endpoints: []Endpoint{{Address: closed, Ready: true, Serving: true, Routed: true, Healthy: false}}},
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("shop/web (-want +got):\n%s", diff)
+	}
+
+	for _, tc := range []struct {
+		name, query string
+		code        int
+		body        string
+	}{
+		{"other Ingress of ours", "?ingress=shop/other", http.StatusOK, `"host": "b.test"`},
+		{"another controller's class", "?ingress=other/foreign", http.StatusNotFound, "does not serve Ingress other/foreign"},
+		{"no such Ingress", "?ingress=shop/nope", http.StatusNotFound, "does not serve Ingress shop/nope"},
+		{"no parameter", "", http.StatusBadRequest, "want ?ingress=<namespace>/<name>"},
+		{"no namespace", "?ingress=web", http.StatusBadRequest, "want ?ingress="},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := get(tc.query)
+			if code != tc.code || !strings.Contains(body, tc.body) {
+				t.Errorf("GET %s = %d %q, want %d containing %q", tc.query, code, body, tc.code, tc.body)
+			}
+		})
+	}
+	if resp, err := http.Post(admin.URL+DebugBackendsPath+"?ingress=shop/web", "text/plain", nil); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST: %d, want 405", resp.StatusCode)
+	}
+}
+
+func portOf(hostport string) string {
+	_, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		panic(fmt.Sprintf("split %q: %v", hostport, err))
+	}
+	return p
+}
