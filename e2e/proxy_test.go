@@ -45,6 +45,7 @@ import (
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/e2e/lab"
+	"github.com/metalgate/metalgate/speaker/election"
 )
 
 // proxyPool is on the lab segment (the client ARPs for it directly), clear of the hosts and of
@@ -181,6 +182,18 @@ func (p *proxyLab) testHTTP(t *testing.T) {
 	if err := p.cl.Create(ctx, ing); err != nil {
 		t.Fatalf("create Ingress: %v", err)
 	}
+	// The VIP is announced by the speaker the election picks: it alone answers ARP.
+	var names []string
+	for _, n := range lab.Nodes() {
+		names = append(names, n.Name)
+	}
+	owner, err := lab.NodeByName(election.Owner(p.vip, names))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, fmt.Sprintf("arping %s answered by %s only", p.vip, owner.Name), func() error {
+		return arpingOnly(ctx, p.l, p.vip, owner.MAC)
+	})
 	url := "http://" + p.vip.String() + "/hello/world"
 	for _, be := range []string{"alpha", "beta"} {
 		host := p.host(be)
@@ -419,7 +432,7 @@ func (p *proxyLab) testWebSocket(t *testing.T) {
 		if err != nil {
 			t.Fatalf("change %d (%s): %v", i, what, err)
 		}
-		eventually(t, 20*time.Second, fmt.Sprintf("change %d (%s) served", i, what), check)
+		pollFast(t, 20*time.Second, fmt.Sprintf("change %d (%s) served", i, what), check)
 		roundTrip(i)
 	}
 	took := time.Since(begin)
@@ -441,6 +454,23 @@ func (p *proxyLab) testWebSocket(t *testing.T) {
 		t.Errorf("close handshake: %v", err)
 	}
 	t.Logf("WebSocket to %s via %s held across %d changes (%d table swaps) in %s", ws.pod, p.vip, proxyChanges, swaps, took.Round(time.Millisecond))
+}
+
+// pollFast is eventually with a 20 ms interval, for the many short waits of one test (the
+// proxy applies a change within tens of milliseconds).
+func pollFast(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true within %s: %v", what, timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // patchRules replaces the rules of an Ingress (a merge patch: the proxy writes the status
