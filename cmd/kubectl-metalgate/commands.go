@@ -23,10 +23,10 @@ import (
 const annotationPool = "metalgate.io/ip-allocated-from-pool"
 
 // pools prints each pool's usage per family, from the status the controller writes.
-func pools(ctx context.Context, c client.Reader, o options, out io.Writer) error {
+func pools(ctx context.Context, e *env, out io.Writer) error {
 	var list v1alpha1.IPAddressPoolList
-	if err := c.List(ctx, &list, client.InNamespace(o.namespace)); err != nil {
-		return fmt.Errorf("list IPAddressPools in %s: %w", o.namespace, err)
+	if err := e.c.List(ctx, &list, client.InNamespace(e.o.namespace)); err != nil {
+		return fmt.Errorf("list IPAddressPools in %s: %w", e.o.namespace, err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -83,14 +83,21 @@ func joinRanges(addrs []v1alpha1.AddressRange, v4 bool) string {
 	return strings.Join(out, ",")
 }
 
-// allocations prints Service → address → pool for every LoadBalancer Service.
-func allocations(ctx context.Context, c client.Reader, _ options, out io.Writer) error {
+// allocations prints Service → address → pool → announcer for every LoadBalancer Service.
+// The announcer comes from the speakers (as in announcers); "-" when none says it announces
+// the address or they cannot be asked.
+func allocations(ctx context.Context, e *env, out io.Writer) error {
 	var list corev1.ServiceList
-	if err := c.List(ctx, &list); err != nil {
+	if err := e.c.List(ctx, &list); err != nil {
 		return fmt.Errorf("list Services: %w", err)
 	}
+	announcer := map[string]string{}
+	if answers, err := askSpeakers(ctx, e); err == nil {
+		rows, _ := announcerView(answers, nil, nil)
+		announcer = announcerOf(rows)
+	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAMESPACE\tSERVICE\tADDRESS\tPOOL\tCLASS\tTRAFFIC-POLICY")
+	fmt.Fprintln(w, "NAMESPACE\tSERVICE\tADDRESS\tPOOL\tANNOUNCER\tCLASS\tTRAFFIC-POLICY")
 	for _, s := range sortedLoadBalancers(list.Items) {
 		class := "-"
 		if s.Spec.LoadBalancerClass != nil {
@@ -105,7 +112,11 @@ func allocations(ctx context.Context, c client.Reader, _ options, out io.Writer)
 			pool = "-"
 		}
 		for _, a := range addrs {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Namespace, s.Name, a, pool, class, s.Spec.ExternalTrafficPolicy)
+			ann := announcer[canonicalIP(a)]
+			if ann == "" {
+				ann = unknownAnnouncer
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Namespace, s.Name, a, pool, ann, class, s.Spec.ExternalTrafficPolicy)
 		}
 	}
 	return w.Flush()
@@ -135,70 +146,6 @@ func ingressIPs(s *corev1.Service) []string {
 		}
 	}
 	return out
-}
-
-// check lists configuration problems, one per line, and fails when there is any.
-func check(ctx context.Context, c client.Reader, o options, out io.Writer) error {
-	problems, err := findProblems(ctx, c, o.namespace)
-	if err != nil {
-		return err
-	}
-	if len(problems) == 0 {
-		fmt.Fprintln(out, "no problems found")
-		return nil
-	}
-	for _, p := range problems {
-		fmt.Fprintln(out, p)
-	}
-	return fmt.Errorf("%d problem(s) found", len(problems))
-}
-
-// findProblems gathers what check reports, sorted.
-func findProblems(ctx context.Context, c client.Reader, namespace string) ([]string, error) {
-	var pools v1alpha1.IPAddressPoolList
-	if err := c.List(ctx, &pools, client.InNamespace(namespace)); err != nil {
-		return nil, fmt.Errorf("list IPAddressPools in %s: %w", namespace, err)
-	}
-	var l2 v1alpha1.L2AdvertisementList
-	if err := c.List(ctx, &l2, client.InNamespace(namespace)); err != nil {
-		return nil, fmt.Errorf("list L2Advertisements: %w", err)
-	}
-	var bgp v1alpha1.BGPAdvertisementList
-	if err := c.List(ctx, &bgp, client.InNamespace(namespace)); err != nil {
-		return nil, fmt.Errorf("list BGPAdvertisements: %w", err)
-	}
-	var problems []string
-	if len(pools.Items) == 0 {
-		problems = append(problems, fmt.Sprintf("no IPAddressPool in namespace %s: no Service can get an address", namespace))
-	}
-	for _, p := range pools.Items {
-		for _, t := range []string{v1alpha1.ConditionOverlap, v1alpha1.ConditionValid} {
-			cond := meta.FindStatusCondition(p.Status.Conditions, t)
-			bad := cond != nil && ((t == v1alpha1.ConditionOverlap && cond.Status == "True") || (t == v1alpha1.ConditionValid && cond.Status == "False"))
-			if bad {
-				problems = append(problems, fmt.Sprintf("pool %s: %s: %s", p.Name, cond.Reason, cond.Message))
-			}
-		}
-		if !advertised(&p, l2.Items, bgp.Items) {
-			problems = append(problems, fmt.Sprintf("pool %s: no L2Advertisement or BGPAdvertisement selects it: its addresses are assigned but not announced", p.Name))
-		}
-	}
-	var svcs corev1.ServiceList
-	if err := c.List(ctx, &svcs); err != nil {
-		return nil, fmt.Errorf("list Services: %w", err)
-	}
-	for _, s := range sortedLoadBalancers(svcs.Items) {
-		if len(ingressIPs(&s)) == 0 && s.Spec.LoadBalancerClass == nil {
-			problems = append(problems, fmt.Sprintf("service %s/%s: no address yet (kubectl describe service -n %s %s shows why)", s.Namespace, s.Name, s.Namespace, s.Name))
-		}
-		for _, ip := range ingressIPs(&s) {
-			if a, err := netip.ParseAddr(ip); err == nil && !inAnyPool(a, pools.Items) {
-				problems = append(problems, fmt.Sprintf("service %s/%s: address %s is in no pool", s.Namespace, s.Name, ip))
-			}
-		}
-	}
-	sort.Strings(problems)
-	return problems, nil
 }
 
 // advertised reports whether any advertisement selects the pool: by name, by label selector,

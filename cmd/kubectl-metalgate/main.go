@@ -1,5 +1,6 @@
 // Command kubectl-metalgate is the kubectl plugin of metalgate: `kubectl metalgate pools`,
-// `allocations` and `check` read the cluster and explain what metalgate did and why.
+// `allocations`, `announcers`, `backends` and `check` read the cluster (and, through the API
+// server's pod proxy, the speakers and ingress proxies) and explain what metalgate did and why.
 package main
 
 import (
@@ -11,8 +12,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,17 +23,25 @@ import (
 	"github.com/metalgate/metalgate/api/v1alpha1"
 )
 
-const usage = `kubectl metalgate: what metalgate allocated and why.
+const usage = `kubectl metalgate: what metalgate allocated, announces and routes, and why.
 
 Usage:
-  kubectl metalgate pools         usage of every IPAddressPool, per family
-  kubectl metalgate allocations   Service -> address -> pool
-  kubectl metalgate check         configuration problems (overlapping or invalid pools, pending Services)
+  kubectl metalgate pools             usage of every IPAddressPool, per family
+  kubectl metalgate allocations       Service -> address -> pool -> announcer
+  kubectl metalgate announcers        per VIP: the node announcing it by layer 2 (and interface)
+                                      or the nodes announcing it by BGP (and peers), from the speakers
+  kubectl metalgate backends INGRESS  the live routing table of the proxies serving INGRESS
+                                      (namespace/name, or name with -n): rules, endpoints, health
+  kubectl metalgate check             configuration problems: overlapping or invalid pools, pools
+                                      nothing announces, pending Services, Ingresses no proxy
+                                      serves, Ingress status conflicts; exits 1 when it finds any
 
 Flags (before or after the command):
   --kubeconfig PATH   kubeconfig (default: $KUBECONFIG, else ~/.kube/config)
   --context NAME      kubeconfig context
-  -n, --namespace NS  metalgate's namespace, where pools live (default metalgate-system)
+  -n, --namespace NS  metalgate's namespace, where pools and speakers live (default
+                      metalgate-system); for backends, the Ingress's namespace (default:
+                      the kubeconfig context's)
 `
 
 func main() {
@@ -42,9 +53,33 @@ func main() {
 // options are the plugin's global flags.
 type options struct {
 	kubeconfig, context, namespace string
+	// namespaceSet says -n was given (backends then takes it as the Ingress's namespace).
+	namespaceSet bool
+}
+
+// env is what a command works with: the cluster, the pod proxy, flags and arguments.
+type env struct {
+	c    client.Reader
+	pods podProxy
+	o    options
+	args []string
+	// contextNamespace is the kubeconfig context's namespace ("default" when it sets none).
+	contextNamespace string
+	now              func() time.Time
+}
+
+// command is one subcommand; nargs is how many arguments it takes.
+type command struct {
+	run   func(context.Context, *env, io.Writer) error
+	nargs int
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runWith(ctx, args, stdout, stderr, newEnv)
+}
+
+// runWith is run with the connection made by connect (tests swap the pod proxy).
+func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, connect func(options) (*env, error)) int {
 	fs := flag.NewFlagSet("kubectl metalgate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
@@ -53,8 +88,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.context, "context", "", "kubeconfig context")
 	fs.StringVar(&o.namespace, "namespace", "metalgate-system", "metalgate's namespace")
 	fs.StringVar(&o.namespace, "n", "metalgate-system", "metalgate's namespace")
-	// Accept flags before and after the command name, as kubectl does.
+	commands := map[string]command{
+		"pools":       {run: pools},
+		"allocations": {run: allocations},
+		"announcers":  {run: announcers},
+		"backends":    {run: backends, nargs: 1},
+		"check":       {run: check},
+	}
+	// Accept flags before and after the command name and its arguments, as kubectl does.
 	var cmd string
+	var cmdArgs []string
 	rest := args
 	for {
 		if err := fs.Parse(rest); err != nil {
@@ -66,18 +109,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if fs.NArg() == 0 {
 			break
 		}
-		if cmd != "" {
+		switch {
+		case cmd == "":
+			cmd = fs.Arg(0)
+		case len(cmdArgs) < commands[cmd].nargs:
+			cmdArgs = append(cmdArgs, fs.Arg(0))
+		default:
 			fmt.Fprintf(stderr, "kubectl metalgate: unexpected argument %q\n", fs.Arg(0))
 			return 2
 		}
-		cmd, rest = fs.Arg(0), fs.Args()[1:]
+		rest = fs.Args()[1:]
 	}
-	commands := map[string]func(context.Context, client.Reader, options, io.Writer) error{
-		"pools":       pools,
-		"allocations": allocations,
-		"check":       check,
-	}
-	f, ok := commands[cmd]
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "n" || f.Name == "namespace" {
+			o.namespaceSet = true
+		}
+	})
+	c, ok := commands[cmd]
 	if !ok {
 		if cmd != "" {
 			fmt.Fprintf(stderr, "kubectl metalgate: unknown command %q\n\n", cmd)
@@ -85,38 +133,53 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	c, err := newClient(o)
+	if len(cmdArgs) != c.nargs {
+		fmt.Fprintf(stderr, "kubectl metalgate %s: want %d argument(s), got %d\n\n", cmd, c.nargs, len(cmdArgs))
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	e, err := connect(o)
 	if err != nil {
 		fmt.Fprintf(stderr, "kubectl metalgate: %v\n", err)
 		return 1
 	}
-	if err := f(ctx, c, o, stdout); err != nil {
+	e.args = cmdArgs
+	if err := c.run(ctx, e, stdout); err != nil {
 		fmt.Fprintf(stderr, "kubectl metalgate %s: %v\n", cmd, err)
 		return 1
 	}
 	return 0
 }
 
-func newClient(o options) (client.Client, error) {
+// newEnv connects to the cluster of the kubeconfig.
+func newEnv(o options) (*env, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if o.kubeconfig != "" {
 		rules.ExplicitPath = o.kubeconfig
 	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-		&clientcmd.ConfigOverrides{CurrentContext: o.context}).ClientConfig()
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
+	cfg, err := cc.ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
+	ns, _, err := cc.Namespace()
+	if err != nil || ns == "" {
+		ns = "default"
+	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("register Kubernetes types: %w", err)
 	}
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("register metalgate types: %w", err)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	return c, nil
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	return &env{c: c, pods: apiPodProxy{rest: cs.CoreV1().RESTClient()}, o: o, contextNamespace: ns, now: time.Now}, nil
 }

@@ -3,18 +3,31 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/proxy/dataplane"
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 func TestUsageErrors(t *testing.T) {
@@ -27,6 +40,8 @@ func TestUsageErrors(t *testing.T) {
 		{"no command", nil, 2, "Usage:"},
 		{"unknown", []string{"frob"}, 2, `unknown command "frob"`},
 		{"two commands", []string{"pools", "check"}, 2, `unexpected argument "check"`},
+		{"backends without an Ingress", []string{"backends"}, 2, "backends: want 1 argument(s), got 0"},
+		{"backends with two", []string{"backends", "a/b", "-n", "x", "c"}, 2, `unexpected argument "c"`},
 		{"bad kubeconfig", []string{"pools", "--kubeconfig", "/nonexistent"}, 1, "load kubeconfig"},
 	}
 	for _, tc := range tests {
@@ -42,28 +57,59 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// httpPods is a podProxy that sends each request to a test server standing in for a pod's
+// port ("namespace/pod:port"); a pod without one is unreachable, as when the API server
+// cannot reach a kubelet.
+type httpPods map[string]*httptest.Server
+
+func (h httpPods) Get(ctx context.Context, namespace, pod string, port int, path string, query url.Values) (int, []byte, error) {
+	srv := h[fmt.Sprintf("%s/%s:%d", namespace, pod, port)]
+	if srv == nil {
+		return 0, nil, fmt.Errorf("pod %s/%s port %d: no route to host", namespace, pod, port)
+	}
+	u := srv.URL + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
 // TestAgainstAPIServer runs each command against a real API server holding pools, an
-// advertisement and Services whose status is written as the controller would.
+// advertisement, Services whose status is written as the controller would, speaker and proxy
+// pods (their HTTP answers served by test servers: the speaker's fixed JSON, the proxy's by a
+// real data plane with a table built from the same objects), Ingresses and a StatusConflict
+// event.
 func TestAgainstAPIServer(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Skip("needs a real kube-apiserver + etcd: set KUBEBUILDER_ASSETS or run 'make test-integration'")
 	}
-	env := &envtest.Environment{
+	testEnv := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
-	if _, err := env.Start(); err != nil {
+	if _, err := testEnv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.Stop() })
+	t.Cleanup(func() { _ = testEnv.Stop() })
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+	if err := os.WriteFile(kubeconfig, testEnv.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := newClient(options{kubeconfig: kubeconfig})
+	e, err := newEnv(options{kubeconfig: kubeconfig})
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := e.c.(client.Client)
 	ctx := context.Background()
 	must := func(err error) {
 		t.Helper()
@@ -71,46 +117,194 @@ func TestAgainstAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "metalgate-system"}}))
+	for _, ns := range []string{"metalgate-system", "shop", "tenant"} {
+		must(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	}
 	announced := &v1alpha1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: "metalgate-system", Name: "announced"},
 		Spec: v1alpha1.IPAddressPoolSpec{Addresses: []v1alpha1.AddressRange{"100.64.0.0/16", "2001:db8:100::/64"}}}
 	silent := &v1alpha1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: "metalgate-system", Name: "silent"},
 		Spec: v1alpha1.IPAddressPoolSpec{Addresses: []v1alpha1.AddressRange{"192.0.2.0/28"}}}
 	must(c.Create(ctx, announced))
 	must(c.Create(ctx, silent))
-	announced.Status = v1alpha1.IPAddressPoolStatus{AssignedIPv4: 1, AvailableIPv4: 65535, AvailableIPv6: 1000}
+	announced.Status = v1alpha1.IPAddressPoolStatus{AssignedIPv4: 3, AvailableIPv4: 65533, AvailableIPv6: 1000}
 	must(c.Status().Update(ctx, announced))
 	must(c.Create(ctx, &v1alpha1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Namespace: "metalgate-system", Name: "l2"},
 		Spec: v1alpha1.L2AdvertisementSpec{IPAddressPools: []string{"announced"}}}))
-	for _, name := range []string{"web", "stuck"} {
-		must(c.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
-				Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80)}}}}))
+
+	// LoadBalancer Services: web and the proxy's own are announced, dark is not, stuck has no
+	// address.
+	proxyLabels := map[string]string{"app.kubernetes.io/name": "metalgate", "app.kubernetes.io/component": "proxy"}
+	lb := func(ns, name, ip string, selector map[string]string) {
+		t.Helper()
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: selector,
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
+		must(c.Create(ctx, s))
+		if ip == "" {
+			return
+		}
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
+		must(c.Status().Update(ctx, s))
+		s.Annotations = map[string]string{annotationPool: "announced"}
+		must(c.Update(ctx, s))
 	}
-	var web corev1.Service
-	must(c.Get(ctx, clientKey("default", "web"), &web))
-	web.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "100.64.0.0"}}
-	must(c.Status().Update(ctx, &web))
-	web.Annotations = map[string]string{annotationPool: "announced"}
-	must(c.Update(ctx, &web))
+	lb("default", "web", "100.64.0.0", nil)
+	lb("default", "stuck", "", nil)
+	lb("default", "dark", "100.64.0.1", nil)
+	lb("metalgate-system", "metalgate-proxy", "100.64.0.2", proxyLabels)
+
+	// Pods: no kubelet runs them, so their status is written here as a kubelet would.
+	pod := func(ns, name, node string, labels map[string]string, phase corev1.PodPhase, args ...string) {
+		t.Helper()
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "metalgate", Args: args}}}}
+		must(c.Create(ctx, p))
+		p.Status.Phase = phase
+		if phase == corev1.PodRunning {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		}
+		must(c.Status().Update(ctx, p))
+	}
+	speaker := map[string]string{"app.kubernetes.io/name": "metalgate", "app.kubernetes.io/component": "speaker"}
+	pod("metalgate-system", "speaker-1", "n1", speaker, corev1.PodRunning, "speaker")
+	pod("metalgate-system", "speaker-2", "n2", speaker, corev1.PodRunning, "speaker") // unreachable
+	pod("metalgate-system", "speaker-3", "n3", speaker, corev1.PodPending, "speaker")
+	pod("metalgate-system", "metalgate-proxy-1", "n2", proxyLabels, corev1.PodRunning, "proxy", "--admin-bind-address=:10254")
+	// A tenant's proxy of its own class that is not running.
+	pod("tenant", "metalgate-proxy-t", "n3", proxyLabels, corev1.PodPending, "proxy", "--controller-name=example.com/tenant", "--watch-namespace=tenant")
+
+	// Ingresses: web is served and holds the proxy's VIP; rival holds a node IP; lost names a
+	// class that does not exist; t is of the tenant's class that no running proxy serves.
+	classes := []*networkingv1.IngressClass{
+		{ObjectMeta: metav1.ObjectMeta{Name: "metalgate"}, Spec: networkingv1.IngressClassSpec{Controller: table.ControllerName}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}, Spec: networkingv1.IngressClassSpec{Controller: "example.com/tenant"}},
+	}
+	for _, cl := range classes {
+		must(c.Create(ctx, cl))
+	}
+	prefix := networkingv1.PathTypePrefix
+	ingress := func(name, class, ip string) *networkingv1.Ingress {
+		t.Helper()
+		i := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name},
+			Spec: networkingv1.IngressSpec{IngressClassName: &class, Rules: []networkingv1.IngressRule{{Host: name + ".test",
+				IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
+					Path: "/", PathType: &prefix, Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "shop", Port: networkingv1.ServiceBackendPort{Name: "http"}}},
+				}}}}}}}}
+		if class == "tenant" {
+			i.Namespace = "tenant"
+		}
+		must(c.Create(ctx, i))
+		if ip != "" {
+			i.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{{IP: ip}}
+			must(c.Status().Update(ctx, i))
+		}
+		return i
+	}
+	web := ingress("web", "metalgate", "100.64.0.2")
+	ingress("rival", "metalgate", "198.51.100.11")
+	ingress("lost", "nope", "")
+	ingress("t", "tenant", "")
+	shopSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "shop"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
+	must(c.Create(ctx, shopSvc))
+	ready, notReady := true, false
+	port := int32(8080)
+	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "shop-1", Labels: map[string]string{discoveryv1.LabelServiceName: "shop"}},
+		AddressType: discoveryv1.AddressTypeIPv4, Ports: []discoveryv1.EndpointPort{{Name: ptrTo("http"), Port: &port}},
+		Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"10.244.1.5"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}},
+			{Addresses: []string{"10.244.2.6"}, Conditions: discoveryv1.EndpointConditions{Ready: &notReady}},
+		}}
+	must(c.Create(ctx, slice))
+	now := time.Now()
+	must(c.Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web.conflict"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Ingress", APIVersion: "networking.k8s.io/v1", Namespace: "shop", Name: "web", UID: web.UID},
+		Reason:         "StatusConflict", Type: corev1.EventTypeWarning, Count: 1, Source: corev1.EventSource{Component: "metalgate-proxy"},
+		Message:        `status.loadBalancer of this Ingress is being overwritten by field manager "rival"`,
+		FirstTimestamp: metav1.NewTime(now), LastTimestamp: metav1.NewTime(now)}))
+
+	// The speaker on n1 announces web and the proxy by layer 2; the proxy serves a table built
+	// from the objects above.
+	speakerSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != speakerDebugPath {
+			http.NotFound(w, r)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(nodeAnnouncements{Node: "n1", Announcements: []announcement{
+			{Service: "default/web", VIP: "100.64.0.0", Mode: modeLayer2, Interfaces: []string{"eth0"}},
+			{Service: "metalgate-system/metalgate-proxy", VIP: "100.64.0.2", Mode: modeLayer2, Interfaces: []string{"eth0"}},
+		}})
+	}))
+	t.Cleanup(speakerSrv.Close)
+	dp, err := dataplane.New(dataplane.Options{Logger: logr.Discard()})
+	must(err)
+	dbg := dataplane.NewDebug(dp)
+	var ings networkingv1.IngressList
+	must(c.List(ctx, &ings))
+	in := table.Input{Classes: classes, Services: []*corev1.Service{shopSvc}, Slices: []*discoveryv1.EndpointSlice{slice}}
+	for i := range ings.Items {
+		in.Ingresses = append(in.Ingresses, &ings.Items[i])
+	}
+	tab, _ := table.Build(in)
+	dbg.Swap(tab)
+	proxySrv := httptest.NewServer(dataplane.AdminHandler(prometheus.NewRegistry(), nil, dbg.Route()))
+	t.Cleanup(proxySrv.Close)
+	pods := httpPods{"metalgate-system/speaker-1:7472": speakerSrv, "metalgate-system/metalgate-proxy-1:10254": proxySrv}
+	connect := func(o options) (*env, error) {
+		e, err := newEnv(o)
+		if err == nil {
+			e.pods = pods
+		}
+		return e, err
+	}
 
 	tests := []struct {
+		name     string
 		args     []string
 		wantCode int
 		want     []string
+		dontWant []string
 	}{
-		{[]string{"pools"}, 0, []string{"announced  IPv4    1", "announced  IPv6    0", "silent"}},
-		{[]string{"allocations"}, 0, []string{"default    stuck    <pending>", "default    web      100.64.0.0  announced"}},
-		{[]string{"check"}, 1, []string{
-			"pool silent: no L2Advertisement or BGPAdvertisement selects it",
-			"service default/stuck: no address yet",
-		}},
+		{"pools", []string{"pools"}, 0, []string{"announced  IPv4    3", "announced  IPv6    0", "silent"}, nil},
+		{"allocations", []string{"allocations"}, 0, []string{
+			"default           dark             100.64.0.1  announced  -          -",
+			"default           stuck            <pending>   -          -",
+			"default           web              100.64.0.0  announced  layer2 n1",
+			"metalgate-system  metalgate-proxy  100.64.0.2  announced  layer2 n1",
+		}, nil},
+		{"announcers", []string{"announcers"}, 0, []string{
+			"100.64.0.0  default/web                       layer2  n1       eth0",
+			"100.64.0.2  metalgate-system/metalgate-proxy  layer2  n1       eth0",
+			"warning: speaker speaker-2 on node n2 did not answer: pod metalgate-system/speaker-2 port 7472: no route to host",
+			"warning: speaker speaker-3 on node n3 did not answer: pod is pending",
+			"warning: VIP 100.64.0.1 of Service default/dark is announced by no node that answered (2 speaker(s) did not)",
+		}, nil},
+		{"backends", []string{"backends", "web", "-n", "shop"}, 0, []string{
+			"proxy metalgate-system/metalgate-proxy-1 (node n2): table generation 1, applied",
+			"web.test  / (Prefix)  shop/shop:http  10.244.1.5:8080  yes    yes             0",
+			"web.test  / (Prefix)  shop/shop:http  10.244.2.6:8080  no     - (not routed)  -",
+		}, []string{"rival.test"}},
+		{"backends of an Ingress no proxy serves", []string{"backends", "tenant/t"}, 1, []string{
+			"proxy metalgate-system/metalgate-proxy-1: this proxy does not serve Ingress tenant/t",
+			"proxy tenant/metalgate-proxy-t did not answer: pod is pending",
+		}, nil},
+		{"check", []string{"check"}, 1, []string{
+			"error: IPAddressPool metalgate-system/silent: no L2Advertisement or BGPAdvertisement selects it",
+			"warning: Service default/stuck: no address yet",
+			`error: Ingress shop/lost: its class "nope" (spec.ingressClassName) names no IngressClass`,
+			"error: Ingress shop/rival: status.loadBalancer holds 198.51.100.11, which is the VIP of no metalgate proxy Service",
+			`error: Ingress shop/web: status conflict: 1 StatusConflict event(s), last`,
+			"error: IngressClass tenant: no ready metalgate proxy serves its controller example.com/tenant",
+			"  hint: ",
+		}, []string{"IPAddressPool metalgate-system/announced", "Ingress shop/web: status.loadBalancer", "Ingress tenant/t"}},
 	}
 	for _, tc := range tests {
-		t.Run(tc.args[0], func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
 			args := append(tc.args, "--kubeconfig", kubeconfig)
-			if code := run(ctx, args, &out, &errOut); code != tc.wantCode {
+			code := runWith(ctx, args, &out, &errOut, connect)
+			t.Logf("kubectl metalgate %s: exit %d\n%s%s", strings.Join(tc.args, " "), code, out.String(), errOut.String())
+			if code != tc.wantCode {
 				t.Errorf("exit = %d, want %d; stderr %q", code, tc.wantCode, errOut.String())
 			}
 			for _, w := range tc.want {
@@ -118,13 +312,13 @@ func TestAgainstAPIServer(t *testing.T) {
 					t.Errorf("output lacks %q:\n%s", w, out.String())
 				}
 			}
-			if strings.Contains(out.String(), "pool announced: no") {
-				t.Errorf("announced pool reported as not advertised:\n%s", out.String())
+			for _, w := range tc.dontWant {
+				if strings.Contains(out.String(), w) {
+					t.Errorf("output has %q:\n%s", w, out.String())
+				}
 			}
 		})
 	}
 }
 
-func clientKey(namespace, name string) client.ObjectKey {
-	return client.ObjectKey{Namespace: namespace, Name: name}
-}
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/metalgate/metalgate/api/v1alpha1"
+)
+
+// speakerLabels select the speaker pods: the DaemonSet selector of config/speaker.
+func speakerLabels() client.MatchingLabels {
+	return client.MatchingLabels{"app.kubernetes.io/name": "metalgate", "app.kubernetes.io/component": "speaker"}
+}
+
+// The speakers' debug endpoint: every speaker pod serves, on its metrics port, what its node
+// announces now.
+const (
+	speakerPort          = 7472
+	speakerDebugPath     = "/debug/announcements"
+	modeLayer2, modeBGP  = "layer2", "bgp"
+	unknownAnnouncer     = "-"
+	maxAnnouncerListSize = 4
+)
+
+// nodeAnnouncements is the answer of GET /debug/announcements on a speaker.
+type nodeAnnouncements struct {
+	Node          string         `json:"node"`
+	Announcements []announcement `json:"announcements"`
+}
+
+// announcement is one VIP a node announces: by layer 2 on interfaces, or by BGP to peers
+// (BGPPeer names).
+type announcement struct {
+	Service    string   `json:"service"` // namespace/name
+	VIP        string   `json:"vip"`
+	Mode       string   `json:"mode"` // layer2 or bgp
+	Interfaces []string `json:"interfaces,omitempty"`
+	Peers      []string `json:"peers,omitempty"`
+}
+
+// speakerAnswer is what one speaker pod said, or why it said nothing.
+type speakerAnswer struct {
+	pod, node string
+	got       *nodeAnnouncements
+	err       error
+}
+
+// askSpeakers lists the speaker pods in namespace and asks each for its announcements.
+// Only listing the pods can fail; a speaker that does not answer is an answer with err.
+func askSpeakers(ctx context.Context, e *env) ([]speakerAnswer, error) {
+	var pods corev1.PodList
+	if err := e.c.List(ctx, &pods, client.InNamespace(e.o.namespace), speakerLabels()); err != nil {
+		return nil, fmt.Errorf("list speaker pods in %s: %w", e.o.namespace, err)
+	}
+	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Spec.NodeName < pods.Items[j].Spec.NodeName })
+	var out []speakerAnswer
+	for _, p := range pods.Items {
+		a := speakerAnswer{pod: p.Name, node: p.Spec.NodeName}
+		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			a.err = fmt.Errorf("pod is %s", podState(&p))
+			out = append(out, a)
+			continue
+		}
+		code, body, err := e.pods.Get(ctx, p.Namespace, p.Name, speakerPort, speakerDebugPath, nil)
+		switch {
+		case err != nil:
+			a.err = err
+		case code != http.StatusOK:
+			a.err = fmt.Errorf("GET %s: HTTP %d: %s", speakerDebugPath, code, shortBody(body))
+		default:
+			var na nodeAnnouncements
+			if err := json.Unmarshal(body, &na); err != nil {
+				a.err = fmt.Errorf("decode %s: %w", speakerDebugPath, err)
+			} else {
+				if na.Node == "" {
+					na.Node = p.Spec.NodeName
+				}
+				a.node, a.got = na.Node, &na
+			}
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func podState(p *corev1.Pod) string {
+	if p.DeletionTimestamp != nil {
+		return "terminating"
+	}
+	return strings.ToLower(string(p.Status.Phase))
+}
+
+// announcerRow is one VIP of one Service in one mode, with every node announcing it.
+type announcerRow struct {
+	vip, service, mode string
+	nodes              []string
+	via                []string // interfaces (layer2) or BGPPeers (bgp), sorted and unique
+}
+
+// announcerView joins the speakers' answers into rows, sorted by VIP, and lists what looks
+// wrong: a layer-2 VIP answered by two nodes, a metalgate VIP announced by no node, speakers
+// that did not answer.
+func announcerView(answers []speakerAnswer, services []corev1.Service, pools []v1alpha1.IPAddressPool) (rows []announcerRow, warnings []string) {
+	byKey := map[[3]string]*announcerRow{}
+	announced := map[string]bool{}
+	silent := 0
+	for _, a := range answers {
+		if a.got == nil {
+			silent++
+			warnings = append(warnings, fmt.Sprintf("speaker %s on node %s did not answer: %v", a.pod, a.node, a.err))
+			continue
+		}
+		for _, an := range a.got.Announcements {
+			vip := canonicalIP(an.VIP)
+			k := [3]string{vip, an.Service, an.Mode}
+			r := byKey[k]
+			if r == nil {
+				r = &announcerRow{vip: vip, service: an.Service, mode: an.Mode}
+				byKey[k] = r
+			}
+			r.nodes = appendUnique(r.nodes, a.got.Node)
+			r.via = appendUnique(r.via, an.Interfaces...)
+			r.via = appendUnique(r.via, an.Peers...)
+			announced[vip] = true
+		}
+	}
+	for _, r := range byKey {
+		sort.Strings(r.nodes)
+		sort.Strings(r.via)
+		rows = append(rows, *r)
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if a.vip != b.vip {
+			return ipLess(a.vip, b.vip)
+		}
+		if a.service != b.service {
+			return a.service < b.service
+		}
+		return a.mode < b.mode
+	})
+	for _, r := range rows {
+		if r.mode == modeLayer2 && len(r.nodes) > 1 {
+			warnings = append(warnings, fmt.Sprintf("VIP %s (%s) is announced by layer 2 from %d nodes at once (%s): clients flap between them; do the speakers reach each other (memberlist port 7946)?",
+				r.vip, r.service, len(r.nodes), strings.Join(r.nodes, ", ")))
+		}
+	}
+	var missing []string
+	for _, s := range sortedLoadBalancers(services) {
+		for _, ip := range ingressIPs(&s) {
+			a, err := netip.ParseAddr(ip)
+			if err != nil || !inAnyPool(a, pools) || announced[a.String()] {
+				continue
+			}
+			msg := fmt.Sprintf("VIP %s of Service %s/%s is announced by no node", a, s.Namespace, s.Name)
+			if silent > 0 {
+				msg += fmt.Sprintf(" that answered (%d speaker(s) did not)", silent)
+			}
+			missing = append(missing, msg+"; kubectl metalgate check, and the Service's events, say why")
+		}
+	}
+	return rows, append(warnings, missing...)
+}
+
+// announcers prints, per VIP, who announces it, from the speakers themselves.
+func announcers(ctx context.Context, e *env, out io.Writer) error {
+	answers, err := askSpeakers(ctx, e)
+	if err != nil {
+		return err
+	}
+	var svcs corev1.ServiceList
+	if err := e.c.List(ctx, &svcs); err != nil {
+		return fmt.Errorf("list Services: %w", err)
+	}
+	var pools v1alpha1.IPAddressPoolList
+	if err := e.c.List(ctx, &pools, client.InNamespace(e.o.namespace)); err != nil {
+		return fmt.Errorf("list IPAddressPools in %s: %w", e.o.namespace, err)
+	}
+	rows, warnings := announcerView(answers, svcs.Items, pools.Items)
+	if len(answers) == 0 {
+		warnings = append([]string{fmt.Sprintf("no speaker pods in namespace %s (label app.kubernetes.io/component=speaker)", e.o.namespace)}, warnings...)
+	}
+	return writeAnnouncers(out, rows, warnings)
+}
+
+func writeAnnouncers(out io.Writer, rows []announcerRow, warnings []string) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "VIP\tSERVICE\tMODE\tNODE(S)\tINTERFACE/PEERS")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.vip, r.service, r.mode, orDash(strings.Join(r.nodes, ",")), orDash(strings.Join(r.via, ",")))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, m := range warnings {
+		fmt.Fprintf(out, "warning: %s\n", m)
+	}
+	return nil
+}
+
+// announcerOf summarises rows per VIP for the allocations table: "layer2 node1" or
+// "bgp node1,node2,node3" (past a few nodes, "bgp 5 nodes").
+func announcerOf(rows []announcerRow) map[string]string {
+	out := map[string]string{}
+	for _, r := range rows {
+		nodes := strings.Join(r.nodes, ",")
+		if len(r.nodes) > maxAnnouncerListSize {
+			nodes = fmt.Sprintf("%d nodes", len(r.nodes))
+		}
+		s := r.mode + " " + nodes
+		if prev := out[r.vip]; prev != "" && prev != s {
+			s = prev + "; " + s
+		}
+		out[r.vip] = s
+	}
+	return out
+}
+
+func canonicalIP(s string) string {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.String()
+	}
+	return s
+}
+
+// ipLess orders addresses numerically (IPv4 first), anything unparsable last.
+func ipLess(a, b string) bool {
+	x, errx := netip.ParseAddr(a)
+	y, erry := netip.ParseAddr(b)
+	if errx != nil || erry != nil {
+		if (errx == nil) != (erry == nil) {
+			return errx == nil
+		}
+		return a < b
+	}
+	return x.Less(y)
+}
+
+func appendUnique(list []string, more ...string) []string {
+	for _, m := range more {
+		if m != "" && !slices.Contains(list, m) {
+			list = append(list, m)
+		}
+	}
+	return list
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,316 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/proxy/dataplane"
+	"github.com/metalgate/metalgate/proxy/table"
+)
+
+func lbService(ns, name string, ips ...string) corev1.Service {
+	s := corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+	for _, ip := range ips {
+		s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
+	}
+	return s
+}
+
+func testPool(name string, addrs ...v1alpha1.AddressRange) v1alpha1.IPAddressPool {
+	return v1alpha1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: "metalgate-system", Name: name}, Spec: v1alpha1.IPAddressPoolSpec{Addresses: addrs}}
+}
+
+func TestAnnouncerView(t *testing.T) {
+	l2 := func(svc, vip string, ifaces ...string) announcement {
+		return announcement{Service: svc, VIP: vip, Mode: modeLayer2, Interfaces: ifaces}
+	}
+	bgp := func(svc, vip string, peers ...string) announcement {
+		return announcement{Service: svc, VIP: vip, Mode: modeBGP, Peers: peers}
+	}
+	node := func(name string, anns ...announcement) speakerAnswer {
+		return speakerAnswer{pod: "speaker-" + name, node: name, got: &nodeAnnouncements{Node: name, Announcements: anns}}
+	}
+	pools := []v1alpha1.IPAddressPool{testPool("p", "100.64.0.0/16", "2001:db8:100::/64")}
+	tests := []struct {
+		name         string
+		answers      []speakerAnswer
+		services     []corev1.Service
+		wantRows     []announcerRow
+		wantWarnings []string
+	}{
+		{
+			name:     "one layer-2 owner, BGP from every node, IPv6 sorted after IPv4",
+			answers:  []speakerAnswer{node("n1", l2("a/web", "100.64.0.10", "eth0"), bgp("a/api", "2001:db8:100::1", "router")), node("n2", bgp("a/api", "2001:db8:100::1", "router", "backup")), node("n3")},
+			services: []corev1.Service{lbService("a", "web", "100.64.0.10"), lbService("a", "api", "2001:db8:100:0::1")},
+			wantRows: []announcerRow{
+				{vip: "100.64.0.10", service: "a/web", mode: modeLayer2, nodes: []string{"n1"}, via: []string{"eth0"}},
+				{vip: "2001:db8:100::1", service: "a/api", mode: modeBGP, nodes: []string{"n1", "n2"}, via: []string{"backup", "router"}},
+			},
+		},
+		{
+			name:     "layer-2 VIP answered by two nodes",
+			answers:  []speakerAnswer{node("n2", l2("a/web", "100.64.0.10", "eth1")), node("n1", l2("a/web", "100.64.0.10", "eth0"))},
+			services: []corev1.Service{lbService("a", "web", "100.64.0.10")},
+			wantRows: []announcerRow{{vip: "100.64.0.10", service: "a/web", mode: modeLayer2, nodes: []string{"n1", "n2"}, via: []string{"eth0", "eth1"}}},
+			wantWarnings: []string{"VIP 100.64.0.10 (a/web) is announced by layer 2 from 2 nodes at once (n1, n2): clients flap between them; do the speakers reach each other (memberlist port 7946)?"},
+		},
+		{
+			name:     "a VIP nobody announces, a foreign address ignored, a silent speaker",
+			answers:  []speakerAnswer{node("n1"), {pod: "speaker-n2", node: "n2", err: errors.New("connection refused")}},
+			services: []corev1.Service{lbService("a", "web", "100.64.0.10"), lbService("a", "other-lb", "203.0.113.7"), lbService("a", "pending")},
+			wantWarnings: []string{
+				"speaker speaker-n2 on node n2 did not answer: connection refused",
+				"VIP 100.64.0.10 of Service a/web is announced by no node that answered (1 speaker(s) did not); kubectl metalgate check, and the Service's events, say why",
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rows, warnings := announcerView(tc.answers, tc.services, pools)
+			if diff := cmp.Diff(tc.wantRows, rows, cmp.AllowUnexported(announcerRow{})); diff != "" {
+				t.Errorf("rows (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantWarnings, warnings); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestWriteAnnouncersAndAnnouncerOf(t *testing.T) {
+	rows := []announcerRow{
+		{vip: "100.64.0.10", service: "a/web", mode: modeLayer2, nodes: []string{"n1"}, via: []string{"eth0"}},
+		{vip: "100.64.0.11", service: "a/api", mode: modeBGP, nodes: []string{"n1", "n2", "n3", "n4", "n5"}, via: []string{"router"}},
+		{vip: "100.64.0.12", service: "a/x", mode: modeBGP, nodes: []string{"n1"}},
+	}
+	var out bytes.Buffer
+	if err := writeAnnouncers(&out, rows, []string{"something"}); err != nil {
+		t.Fatal(err)
+	}
+	want := `VIP          SERVICE  MODE    NODE(S)         INTERFACE/PEERS
+100.64.0.10  a/web    layer2  n1              eth0
+100.64.0.11  a/api    bgp     n1,n2,n3,n4,n5  router
+100.64.0.12  a/x      bgp     n1              -
+warning: something
+`
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+	wantOf := map[string]string{"100.64.0.10": "layer2 n1", "100.64.0.11": "bgp 5 nodes", "100.64.0.12": "bgp n1"}
+	if diff := cmp.Diff(wantOf, announcerOf(rows)); diff != "" {
+		t.Errorf("announcerOf (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseProxyPod(t *testing.T) {
+	pod := func(args ...string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "one", Name: "p"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "proxy", Args: args,
+			Env: []corev1.EnvVar{{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}, {Name: "X", Value: "x"}},
+		}}}}
+	}
+	tests := []struct {
+		name   string
+		pod    *corev1.Pod
+		want   proxyPod
+		wantOK bool
+	}{
+		{"defaults", pod("proxy", "--http-bind-address=:8080"), proxyPod{controller: table.ControllerName, adminPort: 10254}, true},
+		{"namespaced, as config/proxy/namespaced", pod("proxy", "--admin-bind-address=:9000", "--watch-namespace=$(POD_NAMESPACE)"),
+			proxyPod{controller: table.ControllerName, namespaces: []string{"one"}, adminPort: 9000}, true},
+		{"separate values, lists, bool flag", pod("proxy", "--controller-name", "example.com/$(X)", "-watch-namespace", "a, b", "--watch-namespace=c", "--watch-ingress-without-class", "--publish-service=one/lb"),
+			proxyPod{controller: "example.com/x", namespaces: []string{"a", "b", "c"}, classless: true, publish: "one/lb", adminPort: 10254}, true},
+		{"bool flag false", pod("proxy", "--watch-ingress-without-class=false"), proxyPod{controller: table.ControllerName, adminPort: 10254}, true},
+		{"not a proxy", pod("speaker"), proxyPod{}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := parseProxyPod(tc.pod)
+			if ok != tc.wantOK {
+				t.Fatalf("ok = %t, want %t", ok, tc.wantOK)
+			}
+			got.pod = nil
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(proxyPod{})); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// readyProxy is a running, ready proxy pod in ns with the given flags, labelled as
+// config/proxy/base labels it.
+func readyProxy(ns, name string, ready bool, args ...string) proxyPod {
+	status := corev1.ConditionTrue
+	if !ready {
+		status = corev1.ConditionFalse
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app.kubernetes.io/name": "metalgate", "app.kubernetes.io/component": "proxy"}},
+		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "proxy", Args: append([]string{"proxy"}, args...)}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}}}
+	p, _ := parseProxyPod(pod)
+	return p
+}
+
+func TestFindings(t *testing.T) {
+	now := time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
+	class := func(name, controller string, isDefault bool) networkingv1.IngressClass {
+		c := networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: networkingv1.IngressClassSpec{Controller: controller}}
+		if isDefault {
+			c.Annotations = map[string]string{annotationDefaultClass: "true"}
+		}
+		return c
+	}
+	ingress := func(ns, name, class string, ips ...string) networkingv1.Ingress {
+		i := networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		if class != "" {
+			i.Spec.IngressClassName = &class
+		}
+		for _, ip := range ips {
+			i.Status.LoadBalancer.Ingress = append(i.Status.LoadBalancer.Ingress, networkingv1.IngressLoadBalancerIngress{IP: ip})
+		}
+		return i
+	}
+	conflict := func(ns, name string, at time.Time) corev1.Event {
+		return corev1.Event{Reason: "StatusConflict", Type: corev1.EventTypeWarning, Message: "overwritten by field manager \"rival\"", Count: 2,
+			InvolvedObject: corev1.ObjectReference{Kind: "Ingress", Namespace: ns, Name: name}, LastTimestamp: metav1.NewTime(at)}
+	}
+	proxySvc := lbService("metalgate-system", "metalgate-proxy", "100.64.0.1")
+	proxySvc.Spec.Selector = map[string]string{"app.kubernetes.io/component": "proxy"}
+	base := clusterState{
+		namespace: "metalgate-system",
+		pools:     []v1alpha1.IPAddressPool{testPool("p", "100.64.0.0/16")},
+		l2:        []v1alpha1.L2Advertisement{{ObjectMeta: metav1.ObjectMeta{Name: "all"}}},
+		services:  []corev1.Service{proxySvc},
+		classes:   []networkingv1.IngressClass{class("metalgate", table.ControllerName, false), class("nginx", "k8s.io/ingress-nginx", false)},
+		proxies:   []proxyPod{readyProxy("metalgate-system", "metalgate-proxy-1", true)},
+	}
+	with := func(f func(*clusterState)) clusterState {
+		s := base
+		f(&s)
+		return s
+	}
+	tests := []struct {
+		name  string
+		state clusterState
+		want  []string // "severity: object: message" prefixes, in order
+	}{
+		{"healthy: our Ingress with the proxy's VIP, another controller's with a node IP", with(func(s *clusterState) {
+			s.ingresses = []networkingv1.Ingress{ingress("a", "web", "metalgate", "100.64.0.1"), ingress("a", "n", "nginx", "198.51.100.11")}
+			s.conflicts = []corev1.Event{conflict("a", "web", now.Add(-2*time.Hour))} // too old to count
+		}), nil},
+		{"unknown class, no class without a default", with(func(s *clusterState) {
+			s.ingresses = []networkingv1.Ingress{ingress("a", "typo", "metalgat"), ingress("a", "bare", "")}
+		}), []string{
+			"warning: Ingress a/bare: no class and no default IngressClass",
+			`error: Ingress a/typo: its class "metalgat" (spec.ingressClassName) names no IngressClass`,
+		}},
+		{"class from the deprecated annotation names nothing", with(func(s *clusterState) {
+			i := ingress("a", "old", "")
+			i.Annotations = map[string]string{annotationIngressClass: "gone"}
+			s.ingresses = []networkingv1.Ingress{i}
+		}), []string{`error: Ingress a/old: its class "gone" (annotation kubernetes.io/ingress.class) names no IngressClass`}},
+		{"no ready proxy for the class", with(func(s *clusterState) {
+			s.proxies = []proxyPod{readyProxy("metalgate-system", "metalgate-proxy-1", false)}
+			s.ingresses = []networkingv1.Ingress{ingress("a", "web", "metalgate")}
+		}), []string{"error: IngressClass metalgate: no ready metalgate proxy serves its controller metalgate.io/ingress-controller"}},
+		{"proxies watch other namespaces only", with(func(s *clusterState) {
+			s.proxies = []proxyPod{readyProxy("one", "p", true, "--watch-namespace=one")}
+			s.ingresses = []networkingv1.Ingress{ingress("one", "ok", "metalgate"), ingress("two", "web", "metalgate")}
+		}), []string{"error: Ingress two/web: no ready metalgate proxy of class metalgate serves namespace two"}},
+		{"default class is ours but no proxy takes classless Ingresses", with(func(s *clusterState) {
+			s.classes = []networkingv1.IngressClass{class("metalgate", table.ControllerName, true)}
+			s.ingresses = []networkingv1.Ingress{ingress("a", "bare", "")}
+		}), []string{"error: Ingress a/bare: it has no class and no ready metalgate proxy takes Ingresses without a class"}},
+		{"two default classes", with(func(s *clusterState) {
+			s.classes = []networkingv1.IngressClass{class("metalgate", table.ControllerName, true), class("nginx", "k8s.io/ingress-nginx", true)}
+		}), []string{"warning: IngressClass metalgate, nginx: more than one IngressClass is the default"}},
+		{"a rival's node IP in our Ingress's status, and recent conflict events", with(func(s *clusterState) {
+			s.ingresses = []networkingv1.Ingress{ingress("a", "web", "metalgate", "100.64.0.1", "198.51.100.11")}
+			s.conflicts = []corev1.Event{conflict("a", "web", now.Add(-5*time.Minute)), conflict("a", "web", now.Add(-time.Minute))}
+		}), []string{
+			"error: Ingress a/web: status conflict: 4 StatusConflict event(s), last 1m0s ago: overwritten by field manager \"rival\"",
+			"error: Ingress a/web: status.loadBalancer holds 198.51.100.11, which is the VIP of no metalgate proxy Service",
+		}},
+		{"pool problems", with(func(s *clusterState) {
+			s.l2 = nil
+			s.services = append(s.services, lbService("a", "pending"), lbService("a", "foreign", "203.0.113.9"))
+		}), []string{
+			"error: IPAddressPool metalgate-system/p: no L2Advertisement or BGPAdvertisement selects it",
+			"warning: Service a/foreign: address 203.0.113.9 is in no pool",
+			"warning: Service a/pending: no address yet",
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := findings(tc.state, now)
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d findings, want %d:\n%v", len(got), len(tc.want), got)
+			}
+			for i, f := range got {
+				if !strings.HasPrefix(f.String(), tc.want[i]) {
+					t.Errorf("finding %d = %q, want prefix %q", i, f.String(), tc.want[i])
+				}
+				if f.hint == "" {
+					t.Errorf("finding %d has no hint: %s", i, f)
+				}
+			}
+		})
+	}
+}
+
+func TestWriteBackends(t *testing.T) {
+	now := time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
+	proxy := readyProxy("one", "metalgate-proxy-x", true)
+	proxy.pod.Spec.NodeName = "n2"
+	other := readyProxy("metalgate-system", "metalgate-proxy-y", true)
+	b := &dataplane.Backends{Ingress: "one/echo", Generation: 7, Applied: now.Add(-90 * time.Second), Routes: []dataplane.Route{
+		{Host: "one.demo.test", Path: "/", PathType: "Prefix", Service: "one/echo", Port: "http", Endpoints: []dataplane.Endpoint{
+			{Address: "10.244.1.5:8080", Ready: true, Serving: true, Routed: true, Healthy: true, InFlight: 3},
+			{Address: "10.244.2.9:8080", Ready: true, Serving: true, Routed: true},
+			{Address: "10.244.3.2:8080", Serving: true, Terminating: true},
+			{Address: "10.244.3.3:8080"},
+		}},
+		{Path: "/empty", PathType: "Exact", Service: "one/none", Port: "80"},
+	}}
+	tests := []struct {
+		name     string
+		answers  []proxyAnswer
+		want     string
+		wantFail bool
+	}{
+		{"one proxy serves it", []proxyAnswer{{proxy: proxy, backends: b}, {proxy: other, notOurs: "this proxy does not serve Ingress one/echo"}},
+			`proxy one/metalgate-proxy-x (node n2): table generation 7, applied 1m30s ago
+HOST           PATH            SERVICE:PORT   ENDPOINT         READY        HEALTHY         IN-FLIGHT
+one.demo.test  / (Prefix)      one/echo:http  10.244.1.5:8080  yes          yes             3
+one.demo.test  / (Prefix)      one/echo:http  10.244.2.9:8080  yes          no (ejected)    0
+one.demo.test  / (Prefix)      one/echo:http  10.244.3.2:8080  terminating  - (not routed)  -
+one.demo.test  / (Prefix)      one/echo:http  10.244.3.3:8080  no           - (not routed)  -
+*              /empty (Exact)  one/none:80    <none>           -            -               -
+`, false},
+		{"nobody serves it", []proxyAnswer{{proxy: other, notOurs: "this proxy does not serve Ingress one/echo"}, {proxy: proxy, err: errors.New("HTTP 503")}},
+			`proxy metalgate-system/metalgate-proxy-y: this proxy does not serve Ingress one/echo
+proxy one/metalgate-proxy-x did not answer: HTTP 503
+`, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := writeBackends(&out, "one/echo", tc.answers, now)
+			if (err != nil) != tc.wantFail {
+				t.Errorf("err = %v, want failure %t", err, tc.wantFail)
+			}
+			if diff := cmp.Diff(tc.want, out.String()); diff != "" {
+				t.Errorf("output (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
