@@ -57,10 +57,10 @@ func TestAnnouncerView(t *testing.T) {
 			},
 		},
 		{
-			name:     "layer-2 VIP answered by two nodes",
-			answers:  []speakerAnswer{node("n2", l2("a/web", "100.64.0.10", "eth1")), node("n1", l2("a/web", "100.64.0.10", "eth0"))},
-			services: []corev1.Service{lbService("a", "web", "100.64.0.10")},
-			wantRows: []announcerRow{{vip: "100.64.0.10", service: "a/web", mode: modeLayer2, nodes: []string{"n1", "n2"}, via: []string{"eth0", "eth1"}}},
+			name:         "layer-2 VIP answered by two nodes",
+			answers:      []speakerAnswer{node("n2", l2("a/web", "100.64.0.10", "eth1")), node("n1", l2("a/web", "100.64.0.10", "eth0"))},
+			services:     []corev1.Service{lbService("a", "web", "100.64.0.10")},
+			wantRows:     []announcerRow{{vip: "100.64.0.10", service: "a/web", mode: modeLayer2, nodes: []string{"n1", "n2"}, via: []string{"eth0", "eth1"}}},
 			wantWarnings: []string{"VIP 100.64.0.10 (a/web) is announced by layer 2 from 2 nodes at once (n1, n2): clients flap between them; do the speakers reach each other (memberlist port 7946)?"},
 		},
 		{
