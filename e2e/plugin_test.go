@@ -1,0 +1,198 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/e2e/lab"
+	"github.com/metalgate/metalgate/speaker/election"
+)
+
+// pluginPool is on the lab segment (layer 2), clear of its hosts and of the other tests' pools.
+const pluginPool = "198.51.100.224/29"
+
+// TestPlugin runs the built kubectl-metalgate against the lab, with the speakers of
+// config/speaker and a namespaced proxy (config/proxy/namespaced) serving an echo backend:
+//   - announcers shows the proxy's VIP announced by layer 2 from the node the election picks;
+//   - allocations shows that node as the VIP's announcer;
+//   - backends shows the echo pod's endpoint, ready and healthy, in the proxy's live table;
+//   - check flags an Ingress whose class names no IngressClass (exit 1), and nothing about the
+//     served Ingress once the proxy has written its VIP into the status.
+//
+// Speakers and proxies are reached through the API server's pods/proxy, as a user's kubectl
+// would.
+func TestPlugin(t *testing.T) {
+	l := openLab(t)
+	cs := clientset(t, l)
+	cl := labClient(t, l)
+	ctx := context.Background()
+
+	bin := filepath.Join(t.TempDir(), "kubectl-metalgate")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kubectl-metalgate").CombinedOutput(); err != nil {
+		t.Fatalf("build the plugin: %v\n%s", err, out)
+	}
+	plugin := func(args ...string) (string, int, error) {
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", l.KubeconfigPath())...)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return string(out), exit.ExitCode(), nil
+		}
+		return string(out), 0, err
+	}
+
+	deploySpeaker(t, l, cs)
+	pool := manualPool(t, cl, "e2e-plugin-", pluginPool)
+	adv := &v1alpha1.L2Advertisement{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-plugin-", Namespace: operatorNamespace},
+		Spec:       v1alpha1.L2AdvertisementSpec{IPAddressPools: []string{pool.Name}},
+	}
+	if err := cl.Create(ctx, adv); err != nil {
+		t.Fatalf("create L2Advertisement: %v", err)
+	}
+	t.Cleanup(func() { _ = cl.Delete(context.Background(), adv) })
+
+	ns := testNamespace(t, cs, "e2e-plugin")
+	// A class of its own, so no other proxy serves these Ingresses (as in TestProxy).
+	controller := "metalgate.io/e2e-" + ns
+	ic := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: ns}, Spec: networkingv1.IngressClassSpec{Controller: controller}}
+	if err := cl.Create(ctx, ic); err != nil {
+		t.Fatalf("create IngressClass: %v", err)
+	}
+	t.Cleanup(func() { _ = cl.Delete(context.Background(), ic) })
+	deployNamespacedProxy(t, l, cl, ns, pool.Name, controller)
+	echoBackend(t, cl, ns, "echo")
+	for _, name := range []string{"metalgate-proxy", "echo"} {
+		waitDeploymentReady(t, cs, ns, name, 2*time.Minute)
+	}
+	vip := serviceVIP(t, cl, ns, "metalgate-proxy")
+
+	prefix := networkingv1.PathTypePrefix
+	ingress := func(name, class string) {
+		t.Helper()
+		ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: networkingv1.IngressSpec{IngressClassName: &class, Rules: []networkingv1.IngressRule{{Host: name + "." + ns + ".test",
+				IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
+					Path: "/", PathType: &prefix,
+					Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "echo", Port: networkingv1.ServiceBackendPort{Name: "http"}}},
+				}}}}}}}}
+		if err := cl.Create(ctx, ing); err != nil {
+			t.Fatalf("create Ingress %s: %v", name, err)
+		}
+	}
+	ingress("echo", ns)
+	lostClass := "no-such-class-" + ns
+	ingress("lost", lostClass)
+
+	var names []string
+	for _, n := range lab.Nodes() {
+		names = append(names, n.Name)
+	}
+	owner := election.Owner(vip, names)
+
+	t.Run("announcers", func(t *testing.T) {
+		row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(vip.String()) + `\s+` + regexp.QuoteMeta(ns+"/metalgate-proxy") + `\s+layer2\s+` + regexp.QuoteMeta(owner) + `\s+eth0\s*$`)
+		var out string
+		eventually(t, 30*time.Second, fmt.Sprintf("announcers shows %s announced by %s alone", vip, owner), func() error {
+			var code int
+			var err error
+			out, code, err = plugin("announcers")
+			if err != nil || code != 0 {
+				return fmt.Errorf("exit %d, %v: %s", code, err, out)
+			}
+			if !row.MatchString(out) {
+				return fmt.Errorf("no row %q in:\n%s", row, out)
+			}
+			if strings.Contains(out, "did not answer") {
+				return fmt.Errorf("a speaker did not answer:\n%s", out)
+			}
+			return nil
+		})
+		t.Logf("kubectl metalgate announcers:\n%s", out)
+	})
+
+	t.Run("allocations", func(t *testing.T) {
+		row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(ns) + `\s+metalgate-proxy\s+` + regexp.QuoteMeta(vip.String()) + `\s+` + regexp.QuoteMeta(pool.Name) + `\s+layer2 ` + regexp.QuoteMeta(owner) + `\s`)
+		out, code, err := plugin("allocations")
+		if err != nil || code != 0 {
+			t.Fatalf("exit %d, %v: %s", code, err, out)
+		}
+		if !row.MatchString(out) {
+			t.Errorf("no row %q in:\n%s", row, out)
+		}
+		t.Logf("kubectl metalgate allocations:\n%s", out)
+	})
+
+	t.Run("backends", func(t *testing.T) {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=echo"})
+		if err != nil || len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
+			t.Fatalf("the echo pod: %v %+v", err, pods)
+		}
+		endpoint := pods.Items[0].Status.PodIP + ":8080"
+		row := regexp.MustCompile(`(?m)^echo\.` + regexp.QuoteMeta(ns) + `\.test\s+/ \(Prefix\)\s+` + regexp.QuoteMeta(ns+"/echo:http") + `\s+` + regexp.QuoteMeta(endpoint) + `\s+yes\s+yes\s+\d+\s*$`)
+		var out string
+		eventually(t, 30*time.Second, "backends shows the echo pod "+endpoint, func() error {
+			var code int
+			out, code, err = plugin("backends", "echo", "-n", ns)
+			if err != nil || code != 0 {
+				return fmt.Errorf("exit %d, %v: %s", code, err, out)
+			}
+			if !row.MatchString(out) {
+				return fmt.Errorf("no row %q in:\n%s", row, out)
+			}
+			return nil
+		})
+		t.Logf("kubectl metalgate backends echo -n %s:\n%s", ns, out)
+		out, code, err := plugin("backends", ns+"/lost")
+		if err != nil || code != 1 || !strings.Contains(out, "does not serve Ingress "+ns+"/lost") {
+			t.Errorf("backends of an Ingress no proxy serves: exit %d, %v:\n%s", code, err, out)
+		}
+	})
+
+	t.Run("check", func(t *testing.T) {
+		var out string
+		eventually(t, 30*time.Second, "check flags the unknown class and nothing about the served Ingress", func() error {
+			var ing networkingv1.Ingress
+			if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "echo"}, &ing); err != nil {
+				return err
+			}
+			if lbs := ing.Status.LoadBalancer.Ingress; len(lbs) != 1 || lbs[0].IP != vip.String() {
+				return fmt.Errorf("Ingress %s/echo status %+v, want the VIP %s", ns, lbs, vip)
+			}
+			var code int
+			var err error
+			out, code, err = plugin("check")
+			if err != nil || code != 1 {
+				return fmt.Errorf("exit %d (want 1), %v: %s", code, err, out)
+			}
+			want := fmt.Sprintf(`error: Ingress %s/lost: its class %q (spec.ingressClassName) names no IngressClass`, ns, lostClass)
+			if !strings.Contains(out, want) {
+				return fmt.Errorf("no %q in:\n%s", want, out)
+			}
+			if bad := "Ingress " + ns + "/echo"; strings.Contains(out, bad) {
+				return fmt.Errorf("a finding about the served %s:\n%s", bad, out)
+			}
+			if bad := "IngressClass " + ns; strings.Contains(out, bad+":") {
+				return fmt.Errorf("a finding about the served %s:\n%s", bad, out)
+			}
+			return nil
+		})
+		t.Logf("kubectl metalgate check:\n%s", out)
+	})
+}
