@@ -360,6 +360,7 @@ func (p *proxyLab) testWebSocket(t *testing.T) {
 		}
 	}
 	web := p.webClient()
+	defer web.hc.CloseIdleConnections()
 	eventually(t, 30*time.Second, "routes for "+wsHost+" and flip", func() error {
 		if err := web.expect(ctx, wsHost, "/", "alpha"); err != nil {
 			return err
