@@ -145,10 +145,10 @@ type proxyEchoReply struct {
 	Headers   http.Header `json:"headers"`
 }
 
-// curl runs curl in the client namespace with a 3 s limit; -w output follows the body after a
+// curl runs curl in the client namespace with a 5 s limit; -w output follows the body after a
 // line "@@@".
 func (p *proxyLab) curl(ctx context.Context, args ...string) (body, info string, err error) {
-	full := append([]string{"curl", "-sS", "--max-time", "3", "-w", "\n@@@\n" + "%{http_code} %{http_version}\n%{certs}"}, args...)
+	full := append([]string{"curl", "-sS", "--max-time", "5", "-w", "\n@@@\n" + "%{http_code} %{http_version}\n%{certs}"}, args...)
 	out, err := p.l.Exec(ctx, "client", full...)
 	if err != nil {
 		return "", "", fmt.Errorf("curl %s: %w: %s", strings.Join(args, " "), err, shortErr(out))
@@ -213,13 +213,16 @@ func (p *proxyLab) testHTTP(t *testing.T) {
 		})
 	}
 	// A host no Ingress names: 404 from the proxy, not a backend.
-	body, info, err := p.curl(ctx, "-H", "Host: "+p.host("nobody"), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(info, "404 ") {
-		t.Errorf("unknown host: %q, want 404: %s", info, shortErr(body))
-	}
+	eventually(t, 30*time.Second, "a host no Ingress names gets 404", func() error {
+		body, info, err := p.curl(ctx, "-H", "Host: "+p.host("nobody"), url)
+		if err != nil {
+			return err
+		}
+		if !strings.HasPrefix(info, "404 ") {
+			return fmt.Errorf("%q, want 404: %s", info, shortErr(body))
+		}
+		return nil
+	})
 
 	// The Ingress status holds the proxy Service's VIP and nothing else (never a node IP).
 	eventually(t, 30*time.Second, "Ingress web status is the VIP "+p.vip.String(), func() error {
@@ -312,10 +315,13 @@ func (p *proxyLab) testTLS(t *testing.T) {
 	// A name no Ingress has a certificate for gets the proxy's default certificate, which the
 	// test CA did not sign: verification fails (curl exit 60).
 	other := p.host("c")
-	_, _, err = p.curl(ctx, "--cacert", p.caPEM, "--resolve", other+":443:"+p.vip.String(), "https://"+other+"/")
-	if err == nil || !strings.Contains(err.Error(), "exit status 60") {
-		t.Errorf("SNI %s (no certificate): %v, want curl exit 60 (certificate not verified)", other, err)
-	}
+	eventually(t, 30*time.Second, "SNI "+other+" (no certificate) fails verification", func() error {
+		_, _, err := p.curl(ctx, "--cacert", p.caPEM, "--resolve", other+":443:"+p.vip.String(), "https://"+other+"/")
+		if err == nil || !strings.Contains(err.Error(), "exit status 60") {
+			return fmt.Errorf("%v, want curl exit 60 (certificate not verified)", err)
+		}
+		return nil
+	})
 	eventually(t, 30*time.Second, "Ingress tls status is the VIP", func() error { return p.statusIsVIP(ctx, "tls") })
 }
 
@@ -335,17 +341,20 @@ func (p *proxyLab) testHTTP2(t *testing.T) {
 	ctx := context.Background()
 	host := p.host("a")
 	for _, c := range []struct{ flag, want string }{{"--http2", "2"}, {"--http1.1", "1.1"}} {
-		body, info, err := p.curl(ctx, c.flag, "--cacert", p.caPEM, "--resolve", host+":443:"+p.vip.String(), "https://"+host+"/h2")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.expectEcho(body, info, "alpha", host, "/h2"); err != nil {
-			t.Fatalf("curl %s: %v", c.flag, err)
-		}
-		line, _, _ := strings.Cut(info, "\n")
-		if got := strings.Fields(line); len(got) != 2 || got[1] != c.want {
-			t.Errorf("curl %s: http_code/http_version %q, want version %s", c.flag, line, c.want)
-		}
+		eventually(t, 30*time.Second, fmt.Sprintf("curl %s https://%s/h2 reports HTTP version %s", c.flag, host, c.want), func() error {
+			body, info, err := p.curl(ctx, c.flag, "--cacert", p.caPEM, "--resolve", host+":443:"+p.vip.String(), "https://"+host+"/h2")
+			if err != nil {
+				return err
+			}
+			if _, err := p.expectEcho(body, info, "alpha", host, "/h2"); err != nil {
+				return err
+			}
+			line, _, _ := strings.Cut(info, "\n")
+			if got := strings.Fields(line); len(got) != 2 || got[1] != c.want {
+				return fmt.Errorf("http_code/http_version %q, want version %s", line, c.want)
+			}
+			return nil
+		})
 	}
 }
 
@@ -728,7 +737,7 @@ func (p *proxyLab) webClient() *webClient {
 		},
 		MaxIdleConnsPerHost: 4,
 	}
-	return &webClient{p: p, hc: &http.Client{Transport: tr, Timeout: 3 * time.Second}}
+	return &webClient{p: p, hc: &http.Client{Transport: tr, Timeout: 5 * time.Second}}
 }
 
 func (w *webClient) get(ctx context.Context, host, path string) (int, []byte, error) {
@@ -776,7 +785,7 @@ type wsConn struct {
 
 // dialWebSocket opens a WebSocket from the lab client to vip:80 for host and path.
 func dialWebSocket(ctx context.Context, l *lab.Lab, vip netip.Addr, host, path string) (*wsConn, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	conn, err := dialInNetns(ctx, clientNetns(l), "tcp", net.JoinHostPort(vip.String(), "80"))
 	if err != nil {
@@ -785,7 +794,7 @@ func dialWebSocket(ctx context.Context, l *lab.Lab, vip netip.Addr, host, path s
 	var nonce [16]byte
 	_, _ = rand.Read(nonce[:])
 	key := base64.StdEncoding.EncodeToString(nonce[:])
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	req := "GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
 		"Sec-WebSocket-Key: " + key + "\r\nSec-WebSocket-Version: 13\r\n\r\n"
 	if _, err := io.WriteString(conn, req); err != nil {
@@ -862,9 +871,9 @@ func (c *wsConn) read() (op byte, payload []byte, err error) {
 	return hdr[0] & 0x0f, payload, nil
 }
 
-// exchange sends one frame and reads the answer within 5 s.
+// exchange sends one frame and reads the answer within 10 s.
 func (c *wsConn) exchange(op byte, payload []byte) (byte, []byte, error) {
-	_ = c.conn.SetDeadline(time.Now().Add(5 * time.Second))
+	_ = c.conn.SetDeadline(time.Now().Add(10 * time.Second))
 	defer func() { _ = c.conn.SetDeadline(time.Time{}) }()
 	if err := c.write(op, payload); err != nil {
 		return 0, nil, fmt.Errorf("send: %w", err)
