@@ -37,6 +37,16 @@ type Announcer interface {
 	Close() error
 }
 
+// CloseOnly is implemented by an Announcer for which Close alone is the way to stop: the BGP
+// announcer. Closing its sessions withdraws its routes at the routers (a NOTIFICATION), or,
+// with graceful restart, deliberately leaves them in place while the speaker restarts (RFC
+// 4724); withdrawing everything first, as the Speaker does for the others on shutdown, would
+// defeat graceful restart. The Speaker's shutdown calls only Close on it.
+type CloseOnly interface {
+	Announcer
+	CloseOnly()
+}
+
 // AnnouncerFunc adapts a function to Announcer (Close does nothing); handy in tests.
 type AnnouncerFunc func(ctx context.Context, desired []Announcement) error
 

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"sync"
 
+	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/speaker/bgp"
 )
 
@@ -68,7 +69,36 @@ func (a *BGPAnnouncer) Announce(ctx context.Context, desired []Announcement) err
 	return err
 }
 
-// Close withdraws everything and closes the sessions.
+// Peers returns the names of the peers of the last successful SetPeers that the session
+// accepted: when S reports Status, the refused ones (state Unknown) are left out.
+func (a *BGPAnnouncer) Peers() []string {
+	a.mu.Lock()
+	peers := a.peers
+	a.mu.Unlock()
+	refused := map[string]bool{}
+	if st, ok := a.S.(interface{ Status() []bgp.PeerStatus }); ok {
+		for _, s := range st.Status() {
+			if s.SessionState == v1alpha1.SessionStateUnknown {
+				refused[s.Name] = true
+			}
+		}
+	}
+	var out []string
+	for _, p := range peers {
+		if !refused[p.Name] {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// CloseOnly marks BGPAnnouncer as a CloseOnly announcer: on shutdown the Speaker does not
+// withdraw its advertisements before Close.
+func (a *BGPAnnouncer) CloseOnly() {}
+
+// Close closes the sessions: without graceful restart the routers withdraw the node's routes at
+// once (NOTIFICATION); with it, the sessions end with the process and the routers keep the
+// routes until the restarted speaker sends its End-of-RIB (bgp.Speaker.Close).
 func (a *BGPAnnouncer) Close() error {
 	return a.S.Close(context.Background())
 }

@@ -3,8 +3,10 @@ package speaker_test
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/metalgate/metalgate/speaker"
 	"github.com/metalgate/metalgate/speaker/bgp"
@@ -107,5 +109,45 @@ func TestBGPAnnouncer(t *testing.T) {
 		if want := name == "n2"; (len(fakes[name].ads) == 1) != want {
 			t.Errorf("%s advertises %v, want advertising=%v", name, fakes[name].ads, want)
 		}
+	}
+}
+
+// TestBGPShutdownKeepsRoutes: on shutdown the Speaker withdraws layer-2 announcements first,
+// but only closes the BGP announcer — withdrawing the routes before Close would defeat
+// graceful restart (bgp.Speaker.Close decides: NOTIFICATION, or sessions left to the exit).
+func TestBGPShutdownKeepsRoutes(t *testing.T) {
+	f := &fakeBGP{}
+	l2 := &recorder{got: make(chan []speaker.Announcement, 100)}
+	sp, err := speaker.New(speaker.Options{Node: "n1", Membership: l2,
+		Announcers: map[speaker.Mode]speaker.Announcer{speaker.ModeBGP: speaker.NewBGPAnnouncer(f), speaker.ModeLayer2: l2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vip := netip.MustParseAddr("100.64.10.5")
+	sp.SetWorld(speaker.World{Speakers: []string{"n1"}, Nodes: []election.Node{{Name: "n1"}},
+		VIPs: []speaker.VIP{{Request: election.Request{VIP: vip, AnyReady: true}, Mode: speaker.ModeBGP, Service: "ns/s",
+			BGP: []bgp.Advertisement{{Prefix: netip.PrefixFrom(vip, 32)}}}}})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- sp.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(sp.Announcements().Announcements) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the BGP VIP was never announced")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !f.closed || len(f.ads) != 1 || f.adCalls != 1 {
+		t.Errorf("BGP on shutdown: closed %v, %d SetAdvertisements, last %v; want closed with the /32 still set", f.closed, f.adCalls, f.ads)
+	}
+	if !slices.Contains(l2.steps, "announce nothing") || !slices.Contains(l2.steps, "close") {
+		t.Errorf("layer 2 on shutdown: %v, want withdrawn then closed", l2.steps)
+	}
+	if n := len(sp.Announcements().Announcements); n != 0 {
+		t.Errorf("debug snapshot still lists %d announcements after Run returned", n)
 	}
 }

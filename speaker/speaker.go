@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -88,6 +89,8 @@ type Speaker struct {
 
 	mu    sync.Mutex
 	world *World
+
+	snapshot atomic.Pointer[[]AnnouncementStatus] // what the last Sync announced (Announcements)
 
 	// Owned by the goroutine calling Sync.
 	elected    map[netip.Addr]string    // layer-2 election result per address in the last sync
@@ -216,9 +219,13 @@ func (s *Speaker) stop() error {
 	ctx := context.Background()
 	for _, mode := range slices.Sorted(maps.Keys(s.opts.Announcers)) {
 		a := s.opts.Announcers[mode]
-		err = errors.Join(err, a.Announce(ctx, nil), a.Close())
+		if _, ok := a.(CloseOnly); !ok {
+			err = errors.Join(err, a.Announce(ctx, nil))
+		}
+		err = errors.Join(err, a.Close())
 	}
 	s.m.Announced.Reset()
+	s.snapshot.Store(nil)
 	return err
 }
 
@@ -356,6 +363,7 @@ func (s *Speaker) Sync(ctx context.Context) error {
 	}
 	s.elected, s.announcing, s.pending = elected, announcing, pending
 	s.updateAnnounced(desired, loc)
+	s.updateSnapshot(w, taken, desired[ModeBGP], loc)
 	return errors.Join(errs...)
 }
 

@@ -31,6 +31,18 @@ type World struct {
 	Peers []string
 	// BGPPeers are the BGP sessions this node opens (BGPPeers whose node selectors match it).
 	BGPPeers []bgp.Peer
+	// InvalidBGPPeers are the BGPPeers that select this node (or whose node selectors do not
+	// parse) but cannot be configured, sorted by name. They open no session; their errors are
+	// reported in BGPPeer.status and Events.
+	InvalidBGPPeers []InvalidBGPPeer
+}
+
+// InvalidBGPPeer is a BGPPeer that cannot be configured on this node.
+type InvalidBGPPeer struct {
+	// Name is the BGPPeer's name.
+	Name string
+	// Err names the offending field and why ("spec.passwordSecret: no Secret \"x\" in namespace …").
+	Err error
 }
 
 // VIP is one address and how it may be announced.

@@ -152,6 +152,9 @@ func runSpeaker(ctx context.Context, opts speakerOptions) error {
 		staticWorld speaker.World
 		nodeIPs     []netip.Addr
 		mgr         manager.Manager
+		spRef       atomic.Pointer[speaker.Speaker]
+		statusRef   atomic.Pointer[kube.BGPStatus]
+		bgpSrc      *bgp.Speaker
 	)
 	if opts.StaticConfig != "" {
 		var err error
@@ -163,7 +166,16 @@ func runSpeaker(ctx context.Context, opts speakerOptions) error {
 		reg = r
 	} else {
 		var err error
-		if mgr, nodeIPs, err = newSpeakerManager(ctx, &opts); err != nil {
+		// The debug endpoint shares the metrics listener; the Speaker exists only later.
+		debug := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			sp := spRef.Load()
+			if sp == nil {
+				http.Error(w, "speaker not started yet", http.StatusServiceUnavailable)
+				return
+			}
+			sp.DebugHandler().ServeHTTP(w, r)
+		})
+		if mgr, nodeIPs, err = newSpeakerManager(ctx, &opts, debug); err != nil {
 			return err
 		}
 	}
@@ -178,7 +190,6 @@ func runSpeaker(ctx context.Context, opts speakerOptions) error {
 	}
 
 	sm, l2m := speaker.NewMetrics(reg), layer2.NewMetrics(reg)
-	var spRef atomic.Pointer[speaker.Speaker]
 	mem, err := membership.New(membership.Options{
 		Name: opts.NodeName, BindAddr: opts.NodeIP, BindPort: opts.MemberlistPort, Logger: logger.WithName("memberlist"),
 		OnChange: func() {
@@ -215,12 +226,18 @@ func runSpeaker(ctx context.Context, opts speakerOptions) error {
 		if !rid.IsValid() {
 			logger.Info("BGP disabled: the node has no IPv4 InternalIP for the router ID")
 		} else {
-			bs, err := bgp.New(logger.WithName("bgp"), bgp.Options{RouterID: rid, ListenPort: -1, Registerer: reg})
+			bs, err := bgp.New(logger.WithName("bgp"), bgp.Options{RouterID: rid, ListenPort: -1, Registerer: reg,
+				OnStateChange: func(string) {
+					if st := statusRef.Load(); st != nil {
+						st.Kick() // a session changed state: report it now
+					}
+				}})
 			if err != nil {
 				_ = mem.Shutdown()
 				return fmt.Errorf("bgp: %w", err)
 			}
 			spOpts.Announcers[speaker.ModeBGP] = speaker.NewBGPAnnouncer(bs)
+			bgpSrc = bs
 		}
 	}
 	if mgr != nil {
@@ -237,12 +254,28 @@ func runSpeaker(ctx context.Context, opts speakerOptions) error {
 
 	if mgr == nil {
 		sp.SetWorld(staticWorld)
-		stopMetrics := serveMetrics(opts.MetricsAddr, reg, logger)
+		stopMetrics := serveMetrics(opts.MetricsAddr, reg, sp.DebugHandler(), logger)
 		defer stopMetrics()
 		return sp.Run(ctx)
 	}
+	var bgpStatus *kube.BGPStatus
+	if bgpSrc != nil {
+		// Each speaker writes its own node's entry of BGPPeer.status.nodes.
+		bgpStatus, err = kube.NewBGPStatus(kube.BGPStatusOptions{
+			Node: opts.NodeName, Namespace: opts.Namespace, Client: mgr.GetClient(), Source: bgpSrc,
+			Recorder: mgr.GetEventRecorder("metalgate-speaker"), Logger: logger.WithName("bgp-status"), Registerer: reg,
+		})
+		if err == nil {
+			err = mgr.Add(bgpStatus)
+		}
+		if err != nil {
+			_ = mem.Shutdown()
+			return fmt.Errorf("bgp status: %w", err)
+		}
+		statusRef.Store(bgpStatus)
+	}
 	sel, _ := labels.Parse(opts.SpeakerSelector) // validated in newSpeakerManager
-	if err := kube.Setup(mgr, &kube.Reconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Speaker: sp, Opts: kube.Options{
+	if err := kube.Setup(mgr, &kube.Reconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Speaker: sp, BGPStatus: bgpStatus, Opts: kube.Options{
 		Namespace: opts.Namespace, SpeakerSelector: sel,
 		Build: config.Options{LBClass: opts.LBClass, MemberlistPort: opts.MemberlistPort, Node: opts.NodeName},
 	}}); err != nil {
@@ -263,7 +296,7 @@ func runSpeaker(ctx context.Context, opts speakerOptions) error {
 
 // newSpeakerManager creates the controller-runtime manager (no leader election: every node
 // runs) and returns the node's InternalIPs, read once with an uncached client.
-func newSpeakerManager(ctx context.Context, opts *speakerOptions) (manager.Manager, []netip.Addr, error) {
+func newSpeakerManager(ctx context.Context, opts *speakerOptions, debug http.Handler) (manager.Manager, []netip.Addr, error) {
 	sel, err := labels.Parse(opts.SpeakerSelector)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--speaker-selector: %w", err)
@@ -282,9 +315,10 @@ func newSpeakerManager(ctx context.Context, opts *speakerOptions) (manager.Manag
 		return nil, nil, fmt.Errorf("register metalgate types: %w", err)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Logger:                 logr.FromContextOrDiscard(ctx),
-		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Scheme: scheme,
+		Logger: logr.FromContextOrDiscard(ctx),
+		Metrics: metricsserver.Options{BindAddress: opts.MetricsAddr,
+			ExtraHandlers: map[string]http.Handler{speaker.DebugAnnouncementsPath: debug}},
 		HealthProbeBindAddress: opts.HealthAddr,
 		Cache:                  kube.CacheOptions(kube.Options{Namespace: opts.Namespace, SpeakerSelector: sel}),
 	})
@@ -313,13 +347,15 @@ func newSpeakerManager(ctx context.Context, opts *speakerOptions) (manager.Manag
 	return mgr, ips, nil
 }
 
-// serveMetrics serves /metrics from reg on addr (static mode); the returned func stops it.
-func serveMetrics(addr string, reg prometheus.Gatherer, log logr.Logger) func() {
+// serveMetrics serves /metrics from reg and the debug endpoint on addr (static mode); the
+// returned func stops it.
+func serveMetrics(addr string, reg prometheus.Gatherer, debug http.Handler, log logr.Logger) func() {
 	if addr == "" || addr == "0" {
 		return func() {}
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle(speaker.DebugAnnouncementsPath, debug)
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -191,6 +191,9 @@ func (s *Speaker) onPeerUpdate(ev *apiutil.WatchEventMessage_PeerEvent, t time.T
 	if st.DisconnectMessage != "" && st.SessionState != bgp.BGP_FSM_ESTABLISHED {
 		ss.lastErr = st.DisconnectMessage
 	}
+	if f := s.opts.OnStateChange; f != nil {
+		f(ss.name)
+	}
 }
 
 // resendOnceEstablished works around a race in GoBGP v4.8.0: a session

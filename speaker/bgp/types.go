@@ -105,4 +105,8 @@ type Options struct {
 	// BindToDevice binds GoBGP's listener and BFD socket to an interface
 	// (empty: none).
 	BindToDevice string
+	// OnStateChange, if set, is called after a peer's session state changed
+	// (Status reports the new state). It runs on GoBGP's event goroutine: it
+	// must not block and must not call the Speaker.
+	OnStateChange func(peer string)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/metalgate/metalgate/allocator"
 	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/speaker"
 	"github.com/metalgate/metalgate/speaker/bgp"
 )
 
@@ -194,10 +195,11 @@ func parseBGPAd(ad v1alpha1.BGPAdvertisement, aliases map[string]string) (bgpAd,
 	return r, nil
 }
 
-// bgpPeers returns the sessions of the node with labels myLabels, sorted by name. A peer with
-// an error is skipped and reported; the others are still returned.
-func bgpPeers(s Snapshot, myLabels map[string]string) ([]bgp.Peer, []error) {
-	var errs []error
+// bgpPeers returns the sessions of the node with labels myLabels, sorted by name, and the peers
+// that select the node but cannot be configured (a peer whose node selectors do not parse is
+// reported on every node). An invalid peer never stops the others.
+func bgpPeers(s Snapshot, myLabels map[string]string) ([]bgp.Peer, []speaker.InvalidBGPPeer) {
+	var invalid []speaker.InvalidBGPPeer
 	bfd := map[string]*v1alpha1.BFDProfile{}
 	for i := range s.BFDProfiles {
 		bfd[s.BFDProfiles[i].Name] = &s.BFDProfiles[i]
@@ -205,12 +207,18 @@ func bgpPeers(s Snapshot, myLabels map[string]string) ([]bgp.Peer, []error) {
 	peers := slices.Clone(s.BGPPeers)
 	slices.SortFunc(peers, func(a, b v1alpha1.BGPPeer) int { return cmp.Compare(a.Name, b.Name) })
 	var out []bgp.Peer
+peers:
 	for i := range peers {
 		p := &peers[i]
-		sels, err := selectors("BGPPeer", p.Name, "nodeSelectors", p.Spec.NodeSelectors)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		bad := func(err error) { invalid = append(invalid, speaker.InvalidBGPPeer{Name: p.Name, Err: err}) }
+		var sels []labels.Selector
+		for j := range p.Spec.NodeSelectors {
+			sel, err := metav1.LabelSelectorAsSelector(&p.Spec.NodeSelectors[j])
+			if err != nil {
+				bad(fmt.Errorf("spec.nodeSelectors[%d]: %w", j, err))
+				continue peers
+			}
+			sels = append(sels, sel)
 		}
 		if !matches(sels, myLabels) {
 			continue
@@ -219,17 +227,21 @@ func bgpPeers(s Snapshot, myLabels map[string]string) ([]bgp.Peer, []error) {
 		if ref := p.Spec.PasswordSecret.Name; ref != "" {
 			pw, ok := s.Passwords[ref]
 			if !ok {
-				errs = append(errs, fmt.Errorf("BGPPeer %s: passwordSecret: Secret %q has no key \"password\" or does not exist", p.Name, ref))
+				why := s.PasswordErrors[ref]
+				if why == nil {
+					why = fmt.Errorf("no password from Secret %q", ref)
+				}
+				bad(fmt.Errorf("spec.passwordSecret: %w", why))
 				continue
 			}
 			password = pw
 		}
 		bp, err := bgp.PeerFromCRD(p, bfd, password)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("BGPPeer %s: %w", p.Name, err))
+			bad(err)
 			continue
 		}
 		out = append(out, bp)
 	}
-	return out, errs
+	return out, invalid
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
@@ -207,10 +208,49 @@ func TestBuildBGPPeers(t *testing.T) {
 			t.Errorf("r2 = %+v, want password from the Secret, BFD, ASNs", p)
 		}
 	}
-	checkErrs(t, errs, []string{"BGPPeer bad-addr: spec.peerAddress", "BGPPeer no-bfd:", "BGPPeer no-secret: passwordSecret"})
+	checkErrs(t, errs, []string{"BGPPeer bad-addr: spec.peerAddress", "BGPPeer no-bfd:", `BGPPeer no-secret: spec.passwordSecret: no password from Secret "missing"`})
+	var invalid []string
+	for _, p := range w.InvalidBGPPeers {
+		invalid = append(invalid, p.Name+": "+p.Err.Error())
+	}
+	wantInvalid := []string{
+		`bad-addr: spec.peerAddress: ParseAddr("not-an-ip"): unable to parse IP`,
+		`no-bfd: spec.bfdProfile: BFDProfile "nosuch" not found`,
+		`no-secret: spec.passwordSecret: no password from Secret "missing"`,
+	}
+	if diff := cmp.Diff(wantInvalid, invalid); diff != "" {
+		t.Errorf("n1 invalid peers (-want +got):\n%s", diff)
+	}
 
 	w, _ = Build(s, Options{Node: "n2"})
 	if len(w.BGPPeers) != 1 || w.BGPPeers[0].Name != "r1" {
 		t.Errorf("n2 peers = %+v, want r1 only (r2 selects rack a)", w.BGPPeers)
+	}
+	if len(w.InvalidBGPPeers) != 3 {
+		t.Errorf("n2 invalid peers = %v, want the three that select every node", w.InvalidBGPPeers)
+	}
+
+	// A Secret that was read but has no "password" key, and a node selector that does not parse
+	// (reported on every node: nobody can tell whom it selects).
+	s.Passwords = nil
+	s.PasswordErrors = map[string]error{"r2-pw": errors.New(`no key "password" in Secret "r2-pw"`)}
+	s.BGPPeers = append(s.BGPPeers, peer("bad-sel", "198.51.100.4", func(s *v1alpha1.BGPPeerSpec) {
+		s.NodeSelectors = []metav1.LabelSelector{{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "rack", Operator: "Bogus"}}}}
+	}))
+	for _, n := range []string{"n1", "n2"} {
+		w, _ = Build(s, Options{Node: n})
+		got := map[string]string{}
+		for _, p := range w.InvalidBGPPeers {
+			got[p.Name] = p.Err.Error()
+		}
+		if !strings.HasPrefix(got["bad-sel"], "spec.nodeSelectors[0]: ") {
+			t.Errorf("%s: bad-sel error = %q, want spec.nodeSelectors[0]: …", n, got["bad-sel"])
+		}
+		if want := `spec.passwordSecret: no key "password" in Secret "r2-pw"`; n == "n1" && got["r2"] != want {
+			t.Errorf("n1: r2 error = %q, want %q", got["r2"], want)
+		}
+		if _, ok := got["r2"]; n == "n2" && ok {
+			t.Errorf("n2: r2 reported invalid, but it does not select n2")
+		}
 	}
 }

@@ -46,6 +46,10 @@ type Snapshot struct {
 	Communities       []v1alpha1.Community
 	// Passwords maps a Secret name to its "password" key, for BGPPeer passwordSecret.
 	Passwords map[string]string
+	// PasswordErrors maps a Secret name that could not be read (or has no "password" key) to
+	// why; a peer naming it is invalid with that error. A Secret in neither map is reported as
+	// missing.
+	PasswordErrors map[string]error
 }
 
 // Options for Build.
@@ -74,8 +78,10 @@ func Build(s Snapshot, o Options) (speaker.World, []error) {
 	errs = append(errs, berrs...)
 
 	var w speaker.World
-	w.BGPPeers, berrs = bgpPeers(s, myLabels)
-	errs = append(errs, berrs...)
+	w.BGPPeers, w.InvalidBGPPeers = bgpPeers(s, myLabels)
+	for _, p := range w.InvalidBGPPeers {
+		errs = append(errs, fmt.Errorf("BGPPeer %s: %w", p.Name, p.Err))
+	}
 	notReady := map[string]bool{}
 	for _, n := range s.Nodes {
 		w.Nodes = append(w.Nodes, election.Node{Name: n.Name, Labels: n.Labels, Excluded: excluded(n)})

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -73,7 +74,9 @@ type Reconciler struct {
 	// not list or watch them; mgr.GetAPIReader()). Nil: passwordSecret is not resolved.
 	Secrets client.Reader
 	Speaker *speaker.Speaker
-	Opts    Options
+	// BGPStatus, if set, gets every World too: it writes this node's BGPPeer.status entries.
+	BGPStatus *BGPStatus
+	Opts      Options
 }
 
 var _ reconcile.Reconciler = &Reconciler{}
@@ -127,18 +130,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			return reconcile.Result{}, fmt.Errorf("list %T: %w", l.list, err)
 		}
 	}
+	pws, pwErrs := r.passwords(ctx, peers.Items)
 	w, errs := config.Build(config.Snapshot{
 		Services: svcs.Items, EndpointSlices: eps.Items, Nodes: nodes.Items, SpeakerPods: pods.Items,
 		Pools: pools.Items, L2Advertisements: ads.Items,
 		BGPPeers: peers.Items, BGPAdvertisements: bads.Items, BFDProfiles: bfds.Items, Communities: comms.Items,
-		Passwords: r.passwords(ctx, peers.Items),
+		Passwords: pws, PasswordErrors: pwErrs,
 	}, r.Opts.Build)
 	for _, err := range errs {
 		log.FromContext(ctx).Info("ignoring invalid configuration", "error", err.Error())
 	}
 	r.Speaker.SetWorld(w)
-	if len(w.BGPPeers) > 0 && r.Secrets != nil {
-		// Secrets are not watched: pick up a changed password within a minute.
+	if r.BGPStatus != nil {
+		r.BGPStatus.SetWorld(w)
+	}
+	if r.Secrets != nil {
+		// Secrets are not watched: pick up a created Secret within seconds and a changed
+		// password within a minute.
+		if len(pwErrs) > 0 {
+			return reconcile.Result{RequeueAfter: 10 * time.Second}, nil
+		}
 		for _, p := range peers.Items {
 			if p.Spec.PasswordSecret.Name != "" {
 				return reconcile.Result{RequeueAfter: time.Minute}, nil
@@ -149,11 +160,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 }
 
 // passwords reads the "password" key of the Secrets named by the peers' passwordSecret. A
-// missing Secret or key is left out; config.Build then reports the peer.
-func (r *Reconciler) passwords(ctx context.Context, peers []v1alpha1.BGPPeer) map[string]string {
-	out := map[string]string{}
+// Secret that cannot be read, or has no such key, goes to the errors; config.Build then reports
+// the peer with it.
+func (r *Reconciler) passwords(ctx context.Context, peers []v1alpha1.BGPPeer) (map[string]string, map[string]error) {
+	out, bad := map[string]string{}, map[string]error{}
 	if r.Secrets == nil {
-		return out
+		return out, bad
 	}
 	for _, p := range peers {
 		name := p.Spec.PasswordSecret.Name
@@ -163,16 +175,26 @@ func (r *Reconciler) passwords(ctx context.Context, peers []v1alpha1.BGPPeer) ma
 		if _, done := out[name]; done {
 			continue
 		}
-		var sec corev1.Secret
-		if err := r.Secrets.Get(ctx, client.ObjectKey{Namespace: r.Opts.Namespace, Name: name}, &sec); err != nil {
-			log.FromContext(ctx).Info("cannot read BGP password Secret", "secret", name, "error", err.Error())
+		if _, done := bad[name]; done {
 			continue
 		}
-		if pw, ok := sec.Data["password"]; ok {
+		var sec corev1.Secret
+		err := r.Secrets.Get(ctx, client.ObjectKey{Namespace: r.Opts.Namespace, Name: name}, &sec)
+		switch {
+		case apierrors.IsNotFound(err):
+			bad[name] = fmt.Errorf("no Secret %q in namespace %s", name, r.Opts.Namespace)
+		case err != nil:
+			bad[name] = fmt.Errorf("read Secret %q: %w", name, err)
+		default:
+			pw, ok := sec.Data["password"]
+			if !ok {
+				bad[name] = fmt.Errorf("no key \"password\" in Secret %q", name)
+				continue
+			}
 			out[name] = string(pw)
 		}
 	}
-	return out
+	return out, bad
 }
 
 // TakeoverEvents returns a speaker.Options.OnTakeover that records an Event on the Service:
