@@ -100,13 +100,19 @@ func (t *h1Transport) CloseIdleConnections() { t.retain(nil) }
 var longAgo = time.Unix(1, 0)
 
 func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx := req.Context()
+	return t.do(req.Context(), req.URL.Host, req, nil)
+}
+
+// do sends a request to addr over a pooled connection and reads the response. The request
+// head is written by head, or by req.Write when head is nil; req gives the method for reading
+// the response (HEAD has no body).
+func (t *h1Transport) do(ctx context.Context, addr string, req *http.Request, head func(*bufio.Writer) error) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
-		c, reused, err := t.get(ctx, req.URL.Host)
+		c, reused, err := t.get(ctx, addr)
 		if err != nil {
 			return nil, err
 		}
-		resp, err := t.exchange(ctx, c, req)
+		resp, err := t.exchange(ctx, c, req, head)
 		if err == nil {
 			return resp, nil
 		}
@@ -120,13 +126,19 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-func (t *h1Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request) (*http.Response, error) {
+func (t *h1Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request, head func(*bufio.Writer) error) (*http.Response, error) {
 	if t.responseTimeout > 0 {
 		_ = c.SetDeadline(time.Now().Add(t.responseTimeout))
 	}
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(longAgo) })
 	defer stop()
-	if err := req.Write(c.bw); err != nil {
+	var err error
+	if head != nil {
+		err = head(c.bw)
+	} else {
+		err = req.Write(c.bw)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if err := c.bw.Flush(); err != nil {

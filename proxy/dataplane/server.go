@@ -202,7 +202,8 @@ type attempt struct {
 	pool      *pool
 	key       string
 	pinned    *balancer.Endpoint
-	tried     []*balancer.Endpoint
+	tried     []*balancer.Endpoint // in triedBuf unless retried more than its length
+	triedBuf  [3]*balancer.Endpoint
 	chosen    *balancer.Endpoint
 	setCookie bool
 	clientIP  string
@@ -270,6 +271,7 @@ func (s *Server) serve(w *responseWriter, r *http.Request) {
 		return
 	}
 	a := &attempt{pool: p}
+	a.tried = a.triedBuf[:0]
 	a.clientIP, a.trusted = s.client(r)
 	a.reqID = r.Header.Get("X-Request-Id")
 	if a.reqID == "" || !a.trusted && !validRequestID(a.reqID) {
@@ -291,6 +293,10 @@ func (s *Server) serve(w *responseWriter, r *http.Request) {
 		if c, err := r.Cookie(bal.AffinityCookie); err == nil {
 			a.pinned = p.byCookie[c.Value]
 		}
+	}
+	if s.direct(r, p) {
+		s.forward(w, r, a)
+		return
 	}
 	s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), attemptKey{}, a)))
 }
@@ -355,53 +361,86 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 	out.Header.Del("X-Forwarded-Port")
 	out.Header.Set("X-Request-Id", a.reqID)
 
-	proto := "http"
-	if in.TLS != nil {
-		proto = "https"
-	}
-	host := in.Host
-	port := ""
-	if la, ok := in.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
-		if _, p, err := net.SplitHostPort(la.String()); err == nil {
-			port = p
-		}
-	}
+	f := s.forwarded(in, a)
 	xff := a.clientIP
-	realIP := a.clientIP
-	forwarded := ""
-	if a.trusted {
-		if prior := in.Header.Values("X-Forwarded-For"); len(prior) > 0 {
-			xff = strings.Join(prior, ", ") + ", " + a.clientIP
-		}
-		if v := in.Header.Get("X-Forwarded-Proto"); v != "" {
-			proto = v
-		}
-		if v := in.Header.Get("X-Forwarded-Host"); v != "" {
-			host = v
-		}
-		if v := in.Header.Get("X-Forwarded-Port"); v != "" {
-			port = v
-		}
-		if v := in.Header.Get("X-Real-Ip"); v != "" {
-			realIP = v
-		}
-		if prior := in.Header.Values("Forwarded"); len(prior) > 0 {
-			forwarded = strings.Join(prior, ", ") + ", "
-		}
+	if f.priorFor != "" {
+		xff = f.priorFor + ", " + a.clientIP
 	}
 	h := out.Header
 	h["X-Forwarded-For"] = []string{xff}
-	h["X-Forwarded-Proto"] = []string{proto}
-	h["X-Forwarded-Host"] = []string{host}
-	if port != "" {
-		h["X-Forwarded-Port"] = []string{port}
+	h["X-Forwarded-Proto"] = []string{f.proto}
+	h["X-Forwarded-Host"] = []string{f.host}
+	if f.port != "" {
+		h["X-Forwarded-Port"] = []string{f.port}
 	}
-	h["X-Real-Ip"] = []string{realIP}
-	forIP := a.clientIP
-	if strings.Contains(forIP, ":") {
-		forIP = `"[` + forIP + `]"` // RFC 7239 §6: IPv6 is quoted and bracketed
+	h["X-Real-Ip"] = []string{f.realIP}
+	forwarded := ""
+	if f.priorForwarded != "" {
+		forwarded = f.priorForwarded + ", "
 	}
-	h["Forwarded"] = []string{forwarded + "for=" + forIP + ";host=" + quoteForwarded(in.Host) + ";proto=" + proto}
+	h["Forwarded"] = []string{forwarded + "for=" + forwardedFor(a.clientIP) + ";host=" + quoteForwarded(in.Host) + ";proto=" + f.proto}
+}
+
+// forwarding is what the forwarding headers of a request say: the values of a trusted
+// proxy's headers extended with this hop, else this hop's alone.
+type forwarding struct {
+	priorFor       string // X-Forwarded-For from a trusted proxy, joined; empty otherwise
+	priorForwarded string // Forwarded from a trusted proxy, joined; empty otherwise
+	proto          string
+	host           string
+	port           string
+	realIP         string
+}
+
+func (s *Server) forwarded(in *http.Request, a *attempt) forwarding {
+	f := forwarding{proto: "http", host: in.Host, realIP: a.clientIP}
+	if in.TLS != nil {
+		f.proto = "https"
+	}
+	f.port = localPort(in.Context())
+	if a.trusted {
+		if prior := in.Header.Values("X-Forwarded-For"); len(prior) > 0 {
+			f.priorFor = strings.Join(prior, ", ")
+		}
+		if v := in.Header.Get("X-Forwarded-Proto"); v != "" {
+			f.proto = v
+		}
+		if v := in.Header.Get("X-Forwarded-Host"); v != "" {
+			f.host = v
+		}
+		if v := in.Header.Get("X-Forwarded-Port"); v != "" {
+			f.port = v
+		}
+		if v := in.Header.Get("X-Real-Ip"); v != "" {
+			f.realIP = v
+		}
+		if prior := in.Header.Values("Forwarded"); len(prior) > 0 {
+			f.priorForwarded = strings.Join(prior, ", ")
+		}
+	}
+	return f
+}
+
+// localPort is the port of the listener that accepted the request, or "".
+func localPort(ctx context.Context) string {
+	switch la := ctx.Value(http.LocalAddrContextKey).(type) {
+	case *net.TCPAddr:
+		return strconv.Itoa(la.Port)
+	case net.Addr:
+		if _, p, err := net.SplitHostPort(la.String()); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// forwardedFor is the client address as a Forwarded for= value: RFC 7239 §6 quotes and
+// brackets IPv6.
+func forwardedFor(ip string) string {
+	if strings.Contains(ip, ":") {
+		return `"[` + ip + `]"`
+	}
+	return ip
 }
 
 func quoteForwarded(v string) string {
@@ -429,20 +468,27 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 		rt = s.fast
 	}
 	retryable := isIdempotent(req.Method) && (req.Body == nil || req.Body == http.NoBody) && req.Header.Get("Upgrade") == ""
-	skip := func(e *balancer.Endpoint) bool {
-		for _, t := range a.tried {
-			if t == e {
-				return true
-			}
+	return s.send(req.Context(), a, retryable, func(e *balancer.Endpoint, try int) (*http.Response, error) {
+		out := req
+		if try > 0 {
+			out = req.Clone(req.Context())
 		}
-		return false
-	}
+		out.URL.Host = e.Addr
+		return rt.RoundTrip(out)
+	})
+}
+
+// send makes the attempts of one request: it picks the endpoint (affinity, then the
+// balancer), calls exchange with it, counts the outcome (passive health), and after a
+// connection failure tries another endpoint when retryable. A successful response's body
+// ends the endpoint's in-flight count when closed.
+func (s *Server) send(ctx context.Context, a *attempt, retryable bool, exchange func(e *balancer.Endpoint, try int) (*http.Response, error)) (*http.Response, error) {
 	for try := 0; ; try++ {
 		var e *balancer.Endpoint
 		if try == 0 && a.pinned != nil && a.pinned.Healthy(time.Now()) {
 			e = a.pinned
 		} else {
-			e = a.pool.bal.Pick(a.key, skip)
+			e = a.pool.bal.Pick(a.key, a.skip)
 			if e == nil {
 				a.upstream = "no_endpoints"
 				return nil, errNoEndpoint
@@ -451,14 +497,9 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		a.tried = append(a.tried, e)
 		a.chosen = e
-		out := req
-		if try > 0 {
-			out = req.Clone(req.Context())
-		}
-		out.URL.Host = e.Addr
 		start := time.Now()
 		end := e.Begin()
-		resp, err := rt.RoundTrip(out)
+		resp, err := exchange(e, try)
 		if err == nil {
 			e.Succeeded()
 			if resp.StatusCode == http.StatusSwitchingProtocols {
@@ -482,13 +523,23 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 		if e.Failed(s.opts.FailureThreshold, s.opts.EjectFor, time.Now()) {
 			s.ejected(e)
 		}
-		if !retryable || try >= s.opts.Retries || req.Context().Err() != nil {
+		if !retryable || try >= s.opts.Retries || ctx.Err() != nil {
 			return nil, err
 		}
 		if s.opts.Metrics != nil {
 			s.opts.Metrics.Retries.Inc()
 		}
 	}
+}
+
+// skip reports an endpoint this request already tried.
+func (a *attempt) skip(e *balancer.Endpoint) bool {
+	for _, t := range a.tried {
+		if t == e {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) ejected(e *balancer.Endpoint) {
@@ -536,17 +587,28 @@ func (b *endBody) Close() error {
 
 func (s *Server) modifyResponse(resp *http.Response) error {
 	a, _ := resp.Request.Context().Value(attemptKey{}).(*attempt)
-	if a != nil && a.setCookie && a.chosen != nil {
-		c := &http.Cookie{Name: a.pool.backend.Balance.AffinityCookie, Value: cookieValue(a.chosen.Addr), Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode}
-		resp.Header.Add("Set-Cookie", c.String())
-	}
+	affinityCookie(resp.Header, a)
 	return nil
 }
 
-// upstreamError is the one error path for backend failures: 503 when no endpoint is left,
-// 504 on a timeout, else 502.
+// affinityCookie adds the cookie that pins the client to the endpoint chosen, when the
+// backend wants one and the endpoint was chosen by the balancer.
+func affinityCookie(h http.Header, a *attempt) {
+	if a != nil && a.setCookie && a.chosen != nil {
+		c := &http.Cookie{Name: a.pool.backend.Balance.AffinityCookie, Value: cookieValue(a.chosen.Addr), Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode}
+		h.Add("Set-Cookie", c.String())
+	}
+}
+
+// upstreamError is ReverseProxy's ErrorHandler.
 func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	a, _ := r.Context().Value(attemptKey{}).(*attempt)
+	s.failed(w, r, a, err)
+}
+
+// failed is the one error path for backend failures: 503 when no endpoint is left, 504 on a
+// timeout, else 502.
+func (s *Server) failed(w http.ResponseWriter, r *http.Request, a *attempt, err error) {
 	reason := "other"
 	if a != nil && a.upstream != "" {
 		reason = a.upstream

@@ -1,0 +1,136 @@
+package dataplane
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestStreamingAndTrailers: a chunked response is passed on as the backend writes it (the
+// client reads the first part while the backend waits for it to), and its trailers, announced
+// or not, reach the client; hop-by-hop response headers do not. On the direct path (GET) and
+// through ReverseProxy (the reference transport).
+func TestStreamingAndTrailers(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		reference bool
+	}{{"direct", false}, {"reference", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			clientGotFirst := make(chan struct{})
+			be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Trailer", "X-Sum")
+				w.Header().Set("Connection", "X-Secret")
+				w.Header().Set("X-Secret", "hop")
+				w.Header().Set("X-Kept", "yes")
+				_, _ = io.WriteString(w, "first\n")
+				w.(http.Flusher).Flush()
+				select {
+				case <-clientGotFirst:
+				case <-r.Context().Done():
+					return
+				}
+				_, _ = io.WriteString(w, "second\n")
+				w.Header().Set("X-Sum", "42")
+				w.Header().Set(http.TrailerPrefix+"X-Late", "unannounced")
+			}))
+			defer be.Close()
+			tab := buildTable(t, route{host: "s.test", path: "/", endpoints: []string{hostport(be)}})
+			_, addr, _ := startProxy(t, Options{DisableFastPath: tc.reference}, tab)
+			req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = "s.test"
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if got := resp.Header.Get("X-Secret"); got != "" {
+				t.Errorf("header named in Connection forwarded: X-Secret: %q", got)
+			}
+			if got := resp.Header.Get("X-Kept"); got != "yes" {
+				t.Errorf("X-Kept: %q, want yes", got)
+			}
+			br := bufio.NewReader(resp.Body)
+			line, err := br.ReadString('\n')
+			if err != nil || line != "first\n" {
+				t.Fatalf("first part: %q, %v", line, err)
+			}
+			close(clientGotFirst)
+			rest, err := io.ReadAll(br)
+			if err != nil || string(rest) != "second\n" {
+				t.Fatalf("rest: %q, %v", rest, err)
+			}
+			if got := resp.Trailer.Get("X-Sum"); got != "42" {
+				t.Errorf("announced trailer X-Sum: %q, want 42 (trailers %v)", got, resp.Trailer)
+			}
+			if got := resp.Trailer.Get("X-Late"); got != "unannounced" {
+				t.Errorf("unannounced trailer X-Late: %q (trailers %v)", got, resp.Trailer)
+			}
+		})
+	}
+}
+
+// TestDirectPathHeaders: the direct path forwards what ReverseProxy would: headers named in
+// Connection and the other hop-by-hop ones are dropped, Te: trailers is kept, a HEAD gets
+// the backend's headers and no body, and a value with a line break cannot inject a header.
+func TestDirectPathHeaders(t *testing.T) {
+	be := echoBackend(t, "a")
+	tab := buildTable(t, route{host: "d.test", path: "/", endpoints: []string{hostport(be)}})
+	for _, reference := range []bool{false, true} {
+		_, addr, _ := startProxy(t, Options{DisableFastPath: reference}, tab)
+		_, e := get(t, http.DefaultClient, "http://"+addr+"/p?q=1", map[string]string{"Host": "d.test",
+			"Connection": "X-Hop, keep-alive", "X-Hop": "secret", "Te": "trailers, deflate", "Keep-Alive": "timeout=5",
+			"Proxy-Authorization": "Basic eA==", "X-Other": "kept"})
+		for k, want := range map[string]string{"X-Hop": "", "Keep-Alive": "", "Proxy-Authorization": "", "Connection": "",
+			"Te": "trailers", "X-Other": "kept"} {
+			if got := strings.Join(e.Header[k], ","); got != want {
+				t.Errorf("reference=%v: backend saw %s: %q, want %q", reference, k, got, want)
+			}
+		}
+		if e.Path != "/p" || e.Host != "d.test" {
+			t.Errorf("reference=%v: backend saw host %q path %q", reference, e.Host, e.Path)
+		}
+		req, err := http.NewRequest(http.MethodHead, "http://"+addr+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "d.test"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || len(b) != 0 || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("reference=%v: HEAD: status %d, %d body bytes, Content-Type %q", reference, resp.StatusCode, len(b), resp.Header.Get("Content-Type"))
+		}
+	}
+}
+
+// TestWriteHeadCleansValues: writeHead turns line breaks in a value into spaces, as
+// Request.Write does, so a value cannot start another header.
+func TestWriteHeadCleansValues(t *testing.T) {
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodGet, "http://x.test/a", nil)
+	r.Header.Set("X-Bad", "v\r\nX-Injected: 1")
+	var sb strings.Builder
+	bw := bufio.NewWriter(&sb)
+	if err := s.writeHead(bw, r, &attempt{clientIP: "192.0.2.1", reqID: "id"}); err != nil {
+		t.Fatal(err)
+	}
+	_ = bw.Flush()
+	if strings.Contains(sb.String(), "\r\nX-Injected") {
+		t.Errorf("header injected:\n%s", sb.String())
+	}
+	if !strings.HasPrefix(sb.String(), "GET /a HTTP/1.1\r\nHost: x.test\r\n") || !strings.HasSuffix(sb.String(), "X-Request-Id: id\r\n\r\n") {
+		t.Errorf("request head:\n%s", sb.String())
+	}
+}
