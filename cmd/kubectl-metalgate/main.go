@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -181,5 +182,5 @@ func newEnv(o options) (*env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	return &env{c: c, pods: apiPodProxy{rest: cs.CoreV1().RESTClient()}, o: o, contextNamespace: ns, now: time.Now}, nil
+	return &env{c: c, pods: apiPodProxy{rest: cs.CoreV1().RESTClient().(*rest.RESTClient)}, o: o, contextNamespace: ns, now: time.Now}, nil
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 )
@@ -22,8 +25,10 @@ type podProxy interface {
 }
 
 // apiPodProxy is podProxy through the API server's pods/proxy subresource: the request
-// CoreV1().Pods(ns).ProxyGet("http", pod, port, path, params) sends, with the status kept.
-type apiPodProxy struct{ rest rest.Interface }
+// CoreV1().Pods(ns).ProxyGet("http", pod, port, path, params) sends, sent with the REST
+// client's own HTTP client so that the pod's status and body come back as they are (client-go's
+// Result turns a non-2xx answer into an error without them).
+type apiPodProxy struct{ rest *rest.RESTClient }
 
 func (p apiPodProxy) Get(ctx context.Context, namespace, pod string, port int, path string, query url.Values) (int, []byte, error) {
 	req := p.rest.Get().Namespace(namespace).Resource("pods").SubResource("proxy").
@@ -33,19 +38,30 @@ func (p apiPodProxy) Get(ctx context.Context, namespace, pod string, port int, p
 			req = req.Param(k, v)
 		}
 	}
-	res := req.Do(ctx)
-	var code int
-	res.StatusCode(&code)
-	body, err := res.Raw()
-	if code == 0 || isAPIServerError(body) {
-		// No status (transport error), or the API server's own error (a Status object: the
-		// pod could not be reached, or RBAC forbids pods/proxy) — not the pod's answer.
-		if err == nil {
-			err = fmt.Errorf("HTTP %d", code)
-		}
-		return code, nil, fmt.Errorf("GET %s from pod %s/%s port %d: %w", path, namespace, pod, port, err)
+	fail := func(err error) (int, []byte, error) {
+		return 0, nil, fmt.Errorf("GET %s from pod %s/%s port %d: %w", path, namespace, pod, port, err)
 	}
-	return code, body, nil
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, req.URL().String(), nil)
+	if err != nil {
+		return fail(err)
+	}
+	resp, err := p.rest.Client.Do(hreq)
+	if err != nil {
+		return fail(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return fail(err)
+	}
+	if resp.StatusCode != http.StatusOK && isAPIServerError(body) {
+		// The API server's own error (a Status object): the pod could not be reached, or RBAC
+		// forbids pods/proxy — not the pod's answer.
+		var s metav1.Status
+		_ = json.Unmarshal(body, &s)
+		return fail(fmt.Errorf("HTTP %d from the API server: %s", resp.StatusCode, s.Message))
+	}
+	return resp.StatusCode, body, nil
 }
 
 // isAPIServerError reports whether body is a metav1.Status the API server wrote (the speaker
