@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,34 +65,54 @@ func askSpeakers(ctx context.Context, e *env) ([]speakerAnswer, error) {
 		return nil, fmt.Errorf("list speaker pods in %s: %w", e.o.namespace, err)
 	}
 	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Spec.NodeName < pods.Items[j].Spec.NodeName })
-	var out []speakerAnswer
-	for _, p := range pods.Items {
-		a := speakerAnswer{pod: p.Name, node: p.Spec.NodeName}
-		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
-			a.err = fmt.Errorf("pod is %s", podState(&p))
-			out = append(out, a)
-			continue
-		}
-		code, body, err := e.pods.Get(ctx, p.Namespace, p.Name, speakerPort, speakerDebugPath, nil)
-		switch {
-		case err != nil:
-			a.err = err
-		case code != http.StatusOK:
-			a.err = fmt.Errorf("GET %s: HTTP %d: %s", speakerDebugPath, code, shortBody(body))
-		default:
-			var na nodeAnnouncements
-			if err := json.Unmarshal(body, &na); err != nil {
-				a.err = fmt.Errorf("decode %s: %w", speakerDebugPath, err)
-			} else {
-				if na.Node == "" {
-					na.Node = p.Spec.NodeName
-				}
-				a.node, a.got = na.Node, &na
-			}
-		}
-		out = append(out, a)
-	}
+	out := make([]speakerAnswer, len(pods.Items))
+	parallel(len(pods.Items), func(i int) { out[i] = askSpeaker(ctx, e.pods, &pods.Items[i]) })
 	return out, nil
+}
+
+// askSpeaker asks one speaker pod for its announcements.
+func askSpeaker(ctx context.Context, pods podProxy, p *corev1.Pod) speakerAnswer {
+	a := speakerAnswer{pod: p.Name, node: p.Spec.NodeName}
+	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+		a.err = fmt.Errorf("pod is %s", podState(p))
+		return a
+	}
+	code, body, err := pods.Get(ctx, p.Namespace, p.Name, speakerPort, speakerDebugPath, nil)
+	switch {
+	case err != nil:
+		a.err = err
+	case code != http.StatusOK:
+		a.err = fmt.Errorf("GET %s: HTTP %d: %s", speakerDebugPath, code, shortBody(body))
+	default:
+		var na nodeAnnouncements
+		if err := json.Unmarshal(body, &na); err != nil {
+			a.err = fmt.Errorf("decode %s: %w", speakerDebugPath, err)
+			return a
+		}
+		if na.Node == "" {
+			na.Node = p.Spec.NodeName
+		}
+		a.node, a.got = na.Node, &na
+	}
+	return a
+}
+
+// maxParallel bounds the pods asked at once (one request each through the API server).
+const maxParallel = 8
+
+// parallel runs f(0..n-1), at most maxParallel at a time, and returns when all are done.
+func parallel(n int, f func(i int)) {
+	sem := make(chan struct{}, maxParallel)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f(i)
+		}()
+	}
+	wg.Wait()
 }
 
 func podState(p *corev1.Pod) string {

@@ -51,33 +51,35 @@ func backends(ctx context.Context, e *env, out io.Writer) error {
 
 // askProxies asks every running proxy pod for the Ingress's routes.
 func askProxies(ctx context.Context, pods podProxy, proxies []proxyPod, id string) []proxyAnswer {
-	var out []proxyAnswer
-	for _, p := range proxies {
-		a := proxyAnswer{proxy: p}
-		if p.pod.Status.Phase != corev1.PodRunning || p.pod.DeletionTimestamp != nil {
-			a.err = fmt.Errorf("pod is %s", podState(p.pod))
-			out = append(out, a)
-			continue
-		}
-		code, body, err := pods.Get(ctx, p.pod.Namespace, p.pod.Name, p.adminPort, dataplane.DebugBackendsPath, url.Values{"ingress": {id}})
-		switch {
-		case err != nil:
-			a.err = err
-		case code == http.StatusNotFound:
-			a.notOurs = shortBody(body)
-		case code != http.StatusOK:
-			a.err = fmt.Errorf("HTTP %d: %s", code, shortBody(body))
-		default:
-			var b dataplane.Backends
-			if err := json.Unmarshal(body, &b); err != nil {
-				a.err = fmt.Errorf("decode %s: %w", dataplane.DebugBackendsPath, err)
-			} else {
-				a.backends = &b
-			}
-		}
-		out = append(out, a)
-	}
+	out := make([]proxyAnswer, len(proxies))
+	parallel(len(proxies), func(i int) { out[i] = askProxy(ctx, pods, proxies[i], id) })
 	return out
+}
+
+// askProxy asks one proxy pod for the Ingress's routes.
+func askProxy(ctx context.Context, pods podProxy, p proxyPod, id string) proxyAnswer {
+	a := proxyAnswer{proxy: p}
+	if p.pod.Status.Phase != corev1.PodRunning || p.pod.DeletionTimestamp != nil {
+		a.err = fmt.Errorf("pod is %s", podState(p.pod))
+		return a
+	}
+	code, body, err := pods.Get(ctx, p.pod.Namespace, p.pod.Name, p.adminPort, dataplane.DebugBackendsPath, url.Values{"ingress": {id}})
+	switch {
+	case err != nil:
+		a.err = err
+	case code == http.StatusNotFound:
+		a.notOurs = shortBody(body)
+	case code != http.StatusOK:
+		a.err = fmt.Errorf("HTTP %d: %s", code, shortBody(body))
+	default:
+		var b dataplane.Backends
+		if err := json.Unmarshal(body, &b); err != nil {
+			a.err = fmt.Errorf("decode %s: %w", dataplane.DebugBackendsPath, err)
+		} else {
+			a.backends = &b
+		}
+	}
+	return a
 }
 
 // writeBackends prints one table per proxy pod serving the Ingress; an error when none does.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -312,5 +314,34 @@ proxy one/metalgate-proxy-x did not answer: HTTP 503
 				t.Errorf("output (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestParallel: every index runs once, and no more than maxParallel at a time even when the
+// first ones block until maxParallel of them have started.
+func TestParallel(t *testing.T) {
+	const n = 3 * maxParallel
+	var active, peak, entered atomic.Int32
+	ran := make([]atomic.Int32, n)
+	release := make(chan struct{})
+	var once sync.Once
+	parallel(n, func(i int) {
+		cur := active.Add(1)
+		for p := peak.Load(); cur > p && !peak.CompareAndSwap(p, cur); p = peak.Load() {
+		}
+		if entered.Add(1) == maxParallel {
+			once.Do(func() { close(release) })
+		}
+		<-release
+		ran[i].Add(1)
+		active.Add(-1)
+	})
+	if p := peak.Load(); p != maxParallel {
+		t.Errorf("peak concurrency %d, want %d", p, maxParallel)
+	}
+	for i := range ran {
+		if got := ran[i].Load(); got != 1 {
+			t.Errorf("f(%d) ran %d times", i, got)
+		}
 	}
 }
