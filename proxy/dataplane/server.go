@@ -217,8 +217,9 @@ type attemptKey struct{}
 // ServeHTTP routes one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rw := &responseWriter{ResponseWriter: w}
-	s.serve(rw, r)
+	st := &state{rw: responseWriter{ResponseWriter: w}} // one allocation for both
+	rw := &st.rw
+	s.serve(rw, r, &st.a)
 	if rw.code == 0 {
 		rw.code = http.StatusOK
 	}
@@ -233,7 +234,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) serve(w *responseWriter, r *http.Request) {
+// state is one request's: its response writer and forwarding state.
+type state struct {
+	rw responseWriter
+	a  attempt
+}
+
+func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 	rt := s.current.Load()
 	if rt == nil {
 		http.Error(w, "no routing table yet", http.StatusServiceUnavailable)
@@ -270,7 +277,7 @@ func (s *Server) serve(w *responseWriter, r *http.Request) {
 		http.Error(w, "no endpoints available for this backend", http.StatusServiceUnavailable)
 		return
 	}
-	a := &attempt{pool: p}
+	a.pool = p
 	a.tried = a.triedBuf[:0]
 	a.clientIP, a.trusted = s.client(r)
 	a.reqID = r.Header.Get("X-Request-Id")
@@ -498,18 +505,18 @@ func (s *Server) send(ctx context.Context, a *attempt, retryable bool, exchange 
 		a.tried = append(a.tried, e)
 		a.chosen = e
 		start := time.Now()
-		end := e.Begin()
+		e.Start()
 		resp, err := exchange(e, try)
 		if err == nil {
 			e.Succeeded()
 			if resp.StatusCode == http.StatusSwitchingProtocols {
-				end(time.Since(start)) // the upgraded stream is not a request in flight
+				e.End(time.Since(start)) // the upgraded stream is not a request in flight
 				return resp, nil
 			}
-			resp.Body = &endBody{ReadCloser: resp.Body, end: end, start: start}
+			resp.Body = &endBody{ReadCloser: resp.Body, e: e, start: start}
 			return resp, nil
 		}
-		end(time.Since(start))
+		e.End(time.Since(start))
 		if !isConnectError(err) {
 			if isTimeout(err) {
 				a.upstream = "timeout"
@@ -574,14 +581,14 @@ func isTimeout(err error) bool {
 // endBody ends the endpoint's in-flight count when the response body is done.
 type endBody struct {
 	io.ReadCloser
-	end   func(time.Duration)
+	e     *balancer.Endpoint
 	start time.Time
 	once  sync.Once
 }
 
 func (b *endBody) Close() error {
 	err := b.ReadCloser.Close()
-	b.once.Do(func() { b.end(time.Since(b.start)) })
+	b.once.Do(func() { b.e.End(time.Since(b.start)) })
 	return err
 }
 
