@@ -31,7 +31,9 @@ const pluginPool = "198.51.100.224/29"
 //   - allocations shows that node as the VIP's announcer;
 //   - backends shows the echo pod's endpoint, ready and healthy, in the proxy's live table;
 //   - check flags an Ingress whose class names no IngressClass (exit 1), and nothing about the
-//     served Ingress once the proxy has written its VIP into the status.
+//     served Ingress once the proxy has written its VIP into the status;
+//   - when a rival keeps writing a node IP into an Ingress's status, check reports the node IP
+//     and the proxy's StatusConflict events.
 //
 // Speakers and proxies are reached through the API server's pods/proxy, as a user's kubectl
 // would.
@@ -190,6 +192,44 @@ func TestPlugin(t *testing.T) {
 			}
 			if bad := "IngressClass " + ns; strings.Contains(out, bad+":") {
 				return fmt.Errorf("a finding about the served %s:\n%s", bad, out)
+			}
+			return nil
+		})
+		t.Logf("kubectl metalgate check:\n%s", out)
+	})
+
+	t.Run("rival", func(t *testing.T) {
+		ingress("rival", ns)
+		nodeIP := lab.Nodes()[0].IPv4.String()
+		wantIP := fmt.Sprintf("error: Ingress %s/rival: status.loadBalancer holds %s, which is the VIP of no metalgate proxy Service", ns, nodeIP)
+		wantConflict := fmt.Sprintf("error: Ingress %s/rival: status conflict: ", ns)
+		seenIP := false
+		var out string
+		// The rival rewrites the status whenever the proxy has put its VIP back; the proxy
+		// reports a conflict after two overwrites, then backs off.
+		eventually(t, 90*time.Second, "check reports the rival's node IP and the proxy's StatusConflict events", func() error {
+			var ing networkingv1.Ingress
+			if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rival"}, &ing); err != nil {
+				return err
+			}
+			if lbs := ing.Status.LoadBalancer.Ingress; len(lbs) != 1 || lbs[0].IP != nodeIP {
+				ing.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{{IP: nodeIP}}
+				if err := cl.Status().Update(ctx, &ing, client.FieldOwner("e2e-rival")); err != nil {
+					return fmt.Errorf("rival write: %w", err)
+				}
+			}
+			var code int
+			var err error
+			out, code, err = plugin("check")
+			if err != nil || code != 1 {
+				return fmt.Errorf("exit %d (want 1), %v: %s", code, err, out)
+			}
+			seenIP = seenIP || strings.Contains(out, wantIP)
+			if !seenIP {
+				return fmt.Errorf("no %q yet in:\n%s", wantIP, out)
+			}
+			if !strings.Contains(out, wantConflict) {
+				return fmt.Errorf("no %q yet in:\n%s", wantConflict, out)
 			}
 			return nil
 		})
