@@ -22,8 +22,13 @@ import (
 	"github.com/metalgate/metalgate/speaker/election"
 )
 
-// pluginPool is on the lab segment (layer 2), clear of its hosts and of the other tests' pools.
-const pluginPool = "198.51.100.224/29"
+const (
+	// pluginPool is on the lab segment (layer 2), clear of its hosts and of the other tests'
+	// pools.
+	pluginPool = "198.51.100.224/29"
+	// pluginBGPPool is off the segment, clear of the other tests' pools: only BGP reaches it.
+	pluginBGPPool = "100.64.12.0/28"
+)
 
 // TestPlugin runs the built kubectl-metalgate against the lab, with the speakers of
 // config/speaker and a namespaced proxy (config/proxy/namespaced) serving an echo backend:
@@ -33,7 +38,8 @@ const pluginPool = "198.51.100.224/29"
 //   - check flags an Ingress whose class names no IngressClass (exit 1), and nothing about the
 //     served Ingress once the proxy has written its VIP into the status;
 //   - when a rival keeps writing a node IP into an Ingress's status, check reports the node IP
-//     and the proxy's StatusConflict events.
+//     and the proxy's StatusConflict events;
+//   - with a BGPPeer to the lab router, announcers shows a BGP VIP from every node to that peer.
 //
 // Speakers and proxies are reached through the API server's pods/proxy, as a user's kubectl
 // would.
@@ -234,5 +240,55 @@ func TestPlugin(t *testing.T) {
 			return nil
 		})
 		t.Logf("kubectl metalgate check:\n%s", out)
+	})
+
+	t.Run("announcers BGP", func(t *testing.T) {
+		bgpPool := manualPool(t, cl, "e2e-plugin-bgp-", pluginBGPPool)
+		peer := &v1alpha1.BGPPeer{
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e-plugin-router", Namespace: operatorNamespace},
+			Spec:       v1alpha1.BGPPeerSpec{Address: lab.Router.IPv4.String(), MyASN: lab.NodeASN, ASN: lab.RouterASN},
+		}
+		if err := cl.Create(ctx, peer); err != nil {
+			t.Fatalf("create BGPPeer: %v", err)
+		}
+		bgpAdv := &v1alpha1.BGPAdvertisement{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-plugin-bgp-", Namespace: operatorNamespace},
+			Spec:       v1alpha1.BGPAdvertisementSpec{IPAddressPools: []string{bgpPool.Name}},
+		}
+		if err := cl.Create(ctx, bgpAdv); err != nil {
+			t.Fatalf("create BGPAdvertisement: %v", err)
+		}
+		// Before the speakers go: deleting the peer closes the sessions, so the router does not
+		// keep the routes for the next test (as in TestSpeakerAnnouncesBGP).
+		t.Cleanup(func() {
+			ctx := context.Background()
+			_ = cl.Delete(ctx, bgpAdv)
+			_ = cl.Delete(ctx, peer)
+			deadline := time.Now().Add(30 * time.Second)
+			for time.Now().Before(deadline) {
+				if out, err := l.Vtysh(ctx, "show bgp summary json"); err == nil && !strings.Contains(out, `"state":"Established"`) {
+					return
+				}
+				time.Sleep(250 * time.Millisecond)
+			}
+			t.Logf("the router still has sessions 30s after the BGPPeer was deleted")
+		})
+		_, bgpVIP := webService(t, cs, cl, ns, bgpPool.Name)
+		row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(bgpVIP.String()) + `\s+` + regexp.QuoteMeta(ns+"/web") + `\s+bgp\s+` +
+			regexp.QuoteMeta(strings.Join(names, ",")) + `\s+` + regexp.QuoteMeta(peer.Name) + `\s*$`)
+		var out string
+		eventually(t, 60*time.Second, fmt.Sprintf("announcers shows %s announced by BGP from every node to %s", bgpVIP, peer.Name), func() error {
+			var code int
+			var err error
+			out, code, err = plugin("announcers")
+			if err != nil || code != 0 {
+				return fmt.Errorf("exit %d, %v: %s", code, err, out)
+			}
+			if !row.MatchString(out) {
+				return fmt.Errorf("no row %q in:\n%s", row, out)
+			}
+			return nil
+		})
+		t.Logf("kubectl metalgate announcers:\n%s", out)
 	})
 }
