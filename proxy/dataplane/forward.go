@@ -23,7 +23,32 @@ import (
 // direct reports whether r may take the direct path to pool p.
 func (s *Server) direct(r *http.Request, p *pool) bool {
 	return s.fast != nil && p.backend.Protocol != table.ProtocolH2C && r.ProtoMajor == 1 &&
-		(r.Method == http.MethodGet || r.Method == http.MethodHead) && h1Eligible(r) && plainHost(r.Host)
+		(r.Method == http.MethodGet || r.Method == http.MethodHead) && h1Eligible(r) && plainHost(r.Host) &&
+		!s.reencodeQueries && plainQuery(r.URL.RawQuery)
+}
+
+// plainQuery accepts the queries ReverseProxy forwards unchanged: no ';', only well-formed
+// %-escapes, at most 10,000 parameters. It re-encodes any other query (dropping what does not
+// parse, so that the backend cannot read parameters differently), and so must see it.
+func plainQuery(q string) bool {
+	if strings.Count(q, "&") >= 10000 {
+		return false
+	}
+	for i := 0; i < len(q); i++ {
+		switch q[i] {
+		case ';':
+			return false
+		case '%':
+			if i+2 >= len(q) || !isHex(q[i+1]) || !isHex(q[i+2]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
 
 // plainHost accepts the Host values the direct path writes as they are: anything else (which

@@ -95,6 +95,14 @@ func TestDirectPathHeaders(t *testing.T) {
 		if e.Path != "/p" || e.Host != "d.test" {
 			t.Errorf("reference=%v: backend saw host %q path %q", reference, e.Host, e.Path)
 		}
+		// Queries that do not parse are re-encoded as ReverseProxy does (here: ';' is
+		// not a separator, so "a=1;b=2" is dropped), on either path.
+		for q, want := range map[string]string{"a=1&b=%41": "a=1&b=%41", "a=1;b=2&c=3": "c=3", "x=%zz&c=3": "c=3"} {
+			_, e := get(t, http.DefaultClient, "http://"+addr+"/q?"+q, map[string]string{"Host": "d.test"})
+			if e.Query != want {
+				t.Errorf("reference=%v: query %q reached the backend as %q, want %q", reference, q, e.Query, want)
+			}
+		}
 		req, err := http.NewRequest(http.MethodHead, "http://"+addr+"/", nil)
 		if err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,12 +33,16 @@ type Server struct {
 	proxy    *httputil.ReverseProxy
 	defCert  *tls.Certificate
 	served   atomic.Uint64 // for access-log sampling
+	// reencodeQueries: GODEBUG sets urlmaxqueryparams, with which ReverseProxy re-encodes
+	// every query; the direct path then leaves all requests to it.
+	reencodeQueries bool
 }
 
 // New returns a data plane with no table: every request gets 503 until the first Swap.
 func New(opts Options) (*Server, error) {
 	opts.defaults()
-	s := &Server{opts: opts, registry: balancer.NewRegistry(), defCert: opts.DefaultCertificate}
+	s := &Server{opts: opts, registry: balancer.NewRegistry(), defCert: opts.DefaultCertificate,
+		reencodeQueries: strings.Contains(os.Getenv("GODEBUG"), "urlmaxqueryparams")}
 	if s.defCert == nil {
 		c, err := SelfSignedCertificate("metalgate-proxy-default")
 		if err != nil {

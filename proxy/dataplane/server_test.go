@@ -83,6 +83,7 @@ type echoReply struct {
 	Proto   string              `json:"proto"`
 	Host    string              `json:"host"`
 	Path    string              `json:"path"`
+	Query   string              `json:"query"`
 	Header  map[string][]string `json:"header"`
 	Body    string              `json:"body"`
 }
@@ -98,7 +99,7 @@ func echoHandler(name string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(echoReply{Backend: name, Proto: r.Proto, Host: r.Host, Path: r.URL.Path, Header: r.Header, Body: string(b)})
+		_ = json.NewEncoder(w).Encode(echoReply{Backend: name, Proto: r.Proto, Host: r.Host, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header, Body: string(b)})
 	})
 }
 
