@@ -272,14 +272,18 @@ func TestStatusNoSuchService(t *testing.T) {
 }
 
 // TestStatusRivalWriter: another writer puts a node IP into the status every second. The
-// proxy detects it, names the writer, backs off, and its own writes stay few.
+// proxy (cluster-wide, so it may also report on the cluster-scoped IngressClass) detects it,
+// names the writer, backs off, and its own writes stay few.
 func TestStatusRivalWriter(t *testing.T) {
 	needAPIServer(t)
 	ns := namespace(t)
 	lbService(t, ns, "100.64.0.12")
 	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
 	create(t, ingress(ns, "contested", "metalgate", "a.test", "web"))
-	p := startProxy(t, ns, func(o *controlplane.Options) { o.BackoffBase = time.Second })
+	p := startProxy(t, ns, func(o *controlplane.Options) {
+		o.BackoffBase = time.Second
+		o.WatchNamespaces = nil
+	})
 	waitIngressIPs(t, ns, "contested", "100.64.0.12")
 	ourWrites := func() float64 { return testutil.ToFloat64(p.metrics.StatusWrites.WithLabelValues("ok")) }
 	before := ourWrites()
