@@ -7,6 +7,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestStreamingAndTrailers: a chunked response is passed on as the backend writes it (the
@@ -140,5 +144,33 @@ func TestWriteHeadCleansValues(t *testing.T) {
 	}
 	if !strings.HasPrefix(sb.String(), "GET /a HTTP/1.1\r\nHost: x.test\r\n") || !strings.HasSuffix(sb.String(), "X-Request-Id: id\r\n\r\n") {
 		t.Errorf("request head:\n%s", sb.String())
+	}
+}
+
+// TestResponseHeaderTimeout: a backend that never answers gets 504 once ResponseHeaderTimeout
+// has passed, counted as a timeout, on the direct path and through ReverseProxy; the
+// endpoint is not ejected by one timeout.
+func TestResponseHeaderTimeout(t *testing.T) {
+	release := make(chan struct{})
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer be.Close()
+	defer close(release)
+	tab := buildTable(t, route{host: "t.test", path: "/", endpoints: []string{hostport(be)}})
+	for _, reference := range []bool{false, true} {
+		reg := prometheus.NewRegistry()
+		m := NewMetrics(reg)
+		_, addr, _ := startProxy(t, Options{DisableFastPath: reference, ResponseHeaderTimeout: 50 * time.Millisecond, Metrics: m}, tab)
+		resp, _ := get(t, http.DefaultClient, "http://"+addr+"/", map[string]string{"Host": "t.test"})
+		if resp.StatusCode != http.StatusGatewayTimeout {
+			t.Errorf("reference=%v: status %d, want 504", reference, resp.StatusCode)
+		}
+		if n := testutil.ToFloat64(m.UpstreamErrors.WithLabelValues("timeout")); n != 1 {
+			t.Errorf("reference=%v: %v timeouts counted, want 1", reference, n)
+		}
 	}
 }

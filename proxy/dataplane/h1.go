@@ -127,8 +127,10 @@ func (t *h1Transport) do(ctx context.Context, addr string, req *http.Request, he
 }
 
 func (t *h1Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request, head func(*bufio.Writer) error) (*http.Response, error) {
+	// The response timeout bounds the wait for the response, a read: the request head goes
+	// into the socket buffer (a write blocked on a full one ends when ctx does).
 	if t.responseTimeout > 0 {
-		_ = c.SetDeadline(time.Now().Add(t.responseTimeout))
+		_ = c.SetReadDeadline(time.Now().Add(t.responseTimeout))
 	}
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(longAgo) })
 	defer stop()
@@ -158,7 +160,9 @@ func (t *h1Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request
 		if !stop() {
 			return nil, context.Cause(ctx) // canceled at the last moment: the deadline is poisoned
 		}
-		_ = c.SetDeadline(time.Time{})
+		if t.responseTimeout > 0 {
+			_ = c.SetReadDeadline(time.Time{})
+		}
 		resp.Body = &h1Body{rc: resp.Body, c: c, t: t, reusable: !resp.Close}
 		return resp, nil
 	}
