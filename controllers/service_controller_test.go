@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/controllers"
@@ -133,12 +134,15 @@ func TestPoolEditReallocates(t *testing.T) {
 	waitIPs(t, ns, "keep", "192.0.2.129")
 	waitIPs(t, ns, "move", "192.0.2.64")
 
-	// Drop the first range: "move" must be re-allocated, "keep" must not change.
+	// Drop the first range: "move" must be re-allocated, "keep" must not change. A patch of
+	// the spec alone: the controller writes the pool's status concurrently, so an Update of
+	// the object read a moment ago may conflict.
 	if err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: controllers.DefaultNamespace, Name: "edit"}, p); err != nil {
 		t.Fatal(err)
 	}
-	p.Spec.Addresses = []v1alpha1.AddressRange{"192.0.2.128/30"}
-	if err := k8sClient.Update(context.Background(), p); err != nil {
+	edited := p.DeepCopy()
+	edited.Spec.Addresses = []v1alpha1.AddressRange{"192.0.2.128/30"}
+	if err := k8sClient.Patch(context.Background(), edited, client.MergeFrom(p)); err != nil {
 		t.Fatal(err)
 	}
 	waitIPs(t, ns, "move", "192.0.2.128")
