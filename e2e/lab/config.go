@@ -283,7 +283,20 @@ func (c Config) pkiDir() string             { return filepath.Join(c.Dir, "pki")
 func (c Config) logDir() string             { return filepath.Join(c.Dir, "logs") }
 func (c Config) runDir() string             { return filepath.Join(c.Dir, "run") }
 func (c Config) nodeDir(node string) string { return filepath.Join(c.Dir, node) }
-func (c Config) frrDir() string             { return filepath.Join(c.Dir, "frr") }
+
+// frrRunRoot holds every lab's FRR directory.
+const frrRunRoot = "/run/metalgate-lab"
+
+// frrDir holds the router's FRR configuration, sockets, pid files and logs. It is not in the
+// lab dir: FRR runs as user frr, which cannot reach a lab dir below a private directory (a
+// clone in /root, or in a `mktemp -d` directory, both mode 0700).
+func (c Config) frrDir() string { return filepath.Join(frrRunRoot, c.Prefix+"frr") }
+
+// FRRDir is the router's FRR directory: vtysh --vty_socket FRRDir.
+func (c Config) FRRDir() string { return c.frrDir() }
+
+// frrLog is the log file of one FRR daemon (in frrDir, for the same reason).
+func (c Config) frrLog(daemon string) string { return filepath.Join(c.frrDir(), daemon+".log") }
 func (c Config) sysctlFile() string         { return filepath.Join(c.Dir, "host-sysctls.json") }
 func (c Config) containerdSock(n string) string {
 	return filepath.Join(c.nodeDir(n), "containerd.sock")

@@ -49,8 +49,15 @@ func (c Config) down(ctx context.Context, p progress) error {
 		return errors.Join(c.stop(c.nodeDaemon(n, Containerd), 3*time.Second), c.killCgroup(n), c.killShims(n))
 	}))
 	p.step("stopping FRR and the control plane")
+	frrStopped := true
 	for i := len(frrDaemons) - 1; i >= 0; i-- {
-		keep(c.stop(c.frrDaemon(frrDaemons[i]), 2*time.Second))
+		if err := c.stop(c.frrDaemon(frrDaemons[i]), 2*time.Second); err != nil {
+			keep(err)
+			frrStopped = false
+		}
+	}
+	if frrStopped {
+		keep(c.keepRouterLogs())
 	}
 	cp := c.controlPlaneDaemons()
 	for i := len(cp) - 1; i >= 0; i-- {

@@ -40,6 +40,11 @@ func (l *Lab) CollectLogs(ctx context.Context, dir string) error {
 	for _, e := range ents {
 		keep(copyFile(filepath.Join(l.logDir(), e.Name()), filepath.Join(dir, "daemons", e.Name())))
 	}
+	for _, name := range frrDaemons {
+		if _, err := os.Stat(l.frrLog(name)); err == nil {
+			keep(copyFile(l.frrLog(name), filepath.Join(dir, "daemons", "frr-"+name+".log")))
+		}
+	}
 
 	write := func(name string, parts ...func() (string, error)) {
 		var b strings.Builder

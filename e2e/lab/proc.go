@@ -90,7 +90,8 @@ func (c Config) start(ctx context.Context, d daemon) error {
 }
 
 // readPid returns the PID of d when it runs, or an error saying why not. A PID counts only when
-// the process' command line still mentions the lab dir, so a recycled PID is never signalled.
+// the process' command line still mentions the lab dir (FRR's: its own dir, frrDir), so a
+// recycled PID is never signalled.
 func (c Config) readPid(d daemon) (int, error) {
 	b, err := os.ReadFile(c.pidFile(d))
 	if err != nil {
@@ -104,7 +105,7 @@ func (c Config) readPid(d daemon) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%s: pid %d gone", d.Name, pid)
 	}
-	if !bytes.Contains(cmdline, []byte(c.Dir)) {
+	if !bytes.Contains(cmdline, []byte(c.Dir)) && !bytes.Contains(cmdline, []byte(c.frrDir())) {
 		return 0, fmt.Errorf("%s: pid %d is another program now", d.Name, pid)
 	}
 	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {

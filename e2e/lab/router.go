@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,8 +19,14 @@ const BFDProfile = "lab"
 
 // routerConfigs returns the FRR configuration files of the router. bgpd accepts sessions from
 // any address of the segment (dynamic neighbours in peer group "nodes", AS NodeASN): speakers
-// dial out. Both address families, ECMP over up to 8 paths.
+// dial out. The nodes' IPv4 addresses are also configured neighbours of the group, passive:
+// FRR 8.4 runs no BFD session for a dynamic neighbour, so without them the group's BFD profile
+// would never apply. Both address families, ECMP over up to 8 paths.
 func (c Config) routerConfigs() map[string]string {
+	var static string
+	for _, n := range Nodes() {
+		static += fmt.Sprintf(" neighbor %s peer-group nodes\n", n.IPv4)
+	}
 	host := "hostname " + c.Prefix + "router\nlog timestamp precision 3\n"
 	return map[string]string{
 		"zebra.conf": host,
@@ -42,7 +49,8 @@ exit
  neighbor nodes timers 3 9
  neighbor nodes timers connect 1
  neighbor nodes bfd profile %s
- bgp listen range %s peer-group nodes
+ neighbor nodes passive
+%s bgp listen range %s peer-group nodes
  bgp listen range %s peer-group nodes
  !
  address-family ipv4 unicast
@@ -55,7 +63,7 @@ exit
   maximum-paths 8
  exit-address-family
 exit
-`, RouterASN, Router.IPv4, NodeASN, BFDProfile, SegmentV4, SegmentV6),
+`, RouterASN, Router.IPv4, NodeASN, BFDProfile, static, SegmentV4, SegmentV6),
 	}
 }
 
@@ -63,7 +71,7 @@ exit
 func (c Config) frrDaemon(name string) daemon {
 	dir := c.frrDir()
 	args := []string{"/usr/lib/frr/" + name, "-d", "--vty_socket", dir, "-P", "0", "-z", filepath.Join(dir, "zserv.api"),
-		"-f", filepath.Join(dir, name+".conf"), "-i", filepath.Join(dir, name+".pid"), "--log", "file:" + c.logFile("frr-"+name)}
+		"-f", filepath.Join(dir, name+".conf"), "-i", filepath.Join(dir, name+".pid"), "--log", "file:" + c.frrLog(name)}
 	if name == "bfdd" {
 		args = append(args, "--bfdctl", filepath.Join(dir, "bfdd.sock"))
 	}
@@ -75,6 +83,10 @@ func (c Config) frrDaemon(name string) daemon {
 func (c Config) startRouter(ctx context.Context) error {
 	dir := c.frrDir()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("router: %w", err)
+	}
+	// Reachable by user frr whatever the umask.
+	if err := os.Chmod(frrRunRoot, 0o755); err != nil {
 		return fmt.Errorf("router: %w", err)
 	}
 	uid, gid, err := frrUser()
@@ -93,17 +105,14 @@ func (c Config) startRouter(ctx context.Context) error {
 			return fmt.Errorf("router: %w", err)
 		}
 	}
-	if err := os.MkdirAll(c.logDir(), 0o755); err != nil {
-		return fmt.Errorf("router: %w", err)
-	}
 	for _, name := range frrDaemons {
 		// FRR opens its log after dropping to user frr: hand it the file.
-		lf, err := os.OpenFile(c.logFile("frr-"+name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		lf, err := os.OpenFile(c.frrLog(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			return fmt.Errorf("router: %w", err)
 		}
 		lf.Close()
-		if err := os.Chown(c.logFile("frr-"+name), uid, gid); err != nil {
+		if err := os.Chown(c.frrLog(name), uid, gid); err != nil {
 			return fmt.Errorf("router: %w", err)
 		}
 		if err := c.start(ctx, c.frrDaemon(name)); err != nil {
@@ -153,4 +162,29 @@ func (c Config) vtysh(ctx context.Context, cmds ...string) (string, error) {
 		args = append(args, "-c", cmd)
 	}
 	return run(ctx, args...)
+}
+
+// keepRouterLogs copies the FRR logs into the lab's log dir (kept after lab-down) and removes
+// the FRR directory. Called once FRR is stopped.
+func (c Config) keepRouterLogs() error {
+	var errs []error
+	for _, name := range frrDaemons {
+		if _, err := os.Stat(c.frrLog(name)); err != nil {
+			continue // never started
+		}
+		if err := os.MkdirAll(c.logDir(), 0o755); err != nil {
+			return fmt.Errorf("keep FRR logs: %w", err)
+		}
+		if err := copyFile(c.frrLog(name), c.logFile("frr-"+name)); err != nil {
+			errs = append(errs, fmt.Errorf("keep FRR log: %w", err))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if err := os.RemoveAll(c.frrDir()); err != nil {
+		return fmt.Errorf("remove %s: %w", c.frrDir(), err)
+	}
+	_ = os.Remove(frrRunRoot) // only when no other lab's FRR is in it
+	return nil
 }

@@ -321,7 +321,7 @@ func (d *demo) routerPaths(ctx context.Context) error {
 		d.ok("%s's VIP %s/32: %d paths, one per node", ns, vip, len(want))
 	}
 	vip := d.vips[tenants[0]]
-	d.say("$ ip netns exec %srouter vtysh --vty_socket %s/frr -c 'show ip bgp %s/32'", d.l.Prefix, d.l.Dir, vip)
+	d.say("$ ip netns exec %srouter vtysh --vty_socket %s -c 'show ip bgp %s/32'", d.l.Prefix, d.l.FRRDir(), vip)
 	if out, err := d.l.Vtysh(ctx, "show ip bgp "+vip.String()+"/32"); err == nil {
 		d.indent(strings.TrimRight(out, "\n"))
 	}
@@ -824,7 +824,7 @@ func (d *demo) finish(watch time.Duration, complete bool) error {
 	}
 	d.say("  ip netns exec %sclient curl -s http://%s/ -H 'Host: %s'", d.l.Prefix, vip, host(tenants[0]))
 	if d.mode == modeBGP {
-		d.say("  ip netns exec %srouter vtysh --vty_socket %s/frr -c 'show ip bgp'", d.l.Prefix, d.l.Dir)
+		d.say("  ip netns exec %srouter vtysh --vty_socket %s -c 'show ip bgp'", d.l.Prefix, d.l.FRRDir())
 	}
 	d.say("Take it down: make demo-down%s", prefixArgs(d.l))
 	if len(d.failures) > 0 {
