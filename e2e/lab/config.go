@@ -297,7 +297,7 @@ func (c Config) FRRDir() string { return c.frrDir() }
 
 // frrLog is the log file of one FRR daemon (in frrDir, for the same reason).
 func (c Config) frrLog(daemon string) string { return filepath.Join(c.frrDir(), daemon+".log") }
-func (c Config) sysctlFile() string         { return filepath.Join(c.Dir, "host-sysctls.json") }
+func (c Config) sysctlFile() string          { return filepath.Join(c.Dir, "host-sysctls.json") }
 func (c Config) containerdSock(n string) string {
 	return filepath.Join(c.nodeDir(n), "containerd.sock")
 }
