@@ -40,10 +40,9 @@ func (l *Lab) CollectLogs(ctx context.Context, dir string) error {
 	for _, e := range ents {
 		keep(copyFile(filepath.Join(l.logDir(), e.Name()), filepath.Join(dir, "daemons", e.Name())))
 	}
-	for _, name := range frrDaemons {
-		if _, err := os.Stat(l.frrLog(name)); err == nil {
-			keep(copyFile(l.frrLog(name), filepath.Join(dir, "daemons", "frr-"+name+".log")))
-		}
+	frrLogs, _ := filepath.Glob(filepath.Join(l.frrDir(), "*.log"))
+	for _, f := range frrLogs {
+		keep(copyFile(f, filepath.Join(dir, "daemons", "frr-"+filepath.Base(f))))
 	}
 
 	write := func(name string, parts ...func() (string, error)) {

@@ -164,18 +164,17 @@ func (c Config) vtysh(ctx context.Context, cmds ...string) (string, error) {
 	return run(ctx, args...)
 }
 
-// keepRouterLogs copies the FRR logs into the lab's log dir (kept after lab-down) and removes
-// the FRR directory. Called once FRR is stopped.
+// keepRouterLogs copies the FRR logs (the router's daemons and any test speaker's) into the
+// lab's log dir as frr-<name>.log (kept after lab-down) and removes the FRR directory. Called
+// once FRR is stopped.
 func (c Config) keepRouterLogs() error {
 	var errs []error
-	for _, name := range frrDaemons {
-		if _, err := os.Stat(c.frrLog(name)); err != nil {
-			continue // never started
-		}
+	logs, _ := filepath.Glob(filepath.Join(c.frrDir(), "*.log"))
+	for _, l := range logs {
 		if err := os.MkdirAll(c.logDir(), 0o755); err != nil {
 			return fmt.Errorf("keep FRR logs: %w", err)
 		}
-		if err := copyFile(c.frrLog(name), c.logFile("frr-"+name)); err != nil {
+		if err := copyFile(l, filepath.Join(c.logDir(), "frr-"+filepath.Base(l))); err != nil {
 			errs = append(errs, fmt.Errorf("keep FRR log: %w", err))
 		}
 	}

@@ -26,7 +26,8 @@ func (l *Lab) StartTestSpeaker(ctx context.Context, node string, announce ...net
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(l.runDir(), "speaker-"+n.Name)
+	// Below the router's FRR dir, which user frr can reach (see frrDir).
+	dir := filepath.Join(l.frrDir(), "speaker-"+n.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("test speaker: %w", err)
 	}
@@ -51,7 +52,7 @@ router bgp %[2]d
 exit
 `, n.Name, NodeASN, n.IPv4, Router.IPv4, RouterASN, nets.String())
 	confFile := filepath.Join(dir, "bgpd.conf")
-	logFile := l.logFile(n.Name + "-test-bgpd")
+	logFile := filepath.Join(l.frrDir(), n.Name+"-test-bgpd.log")
 	for _, f := range []struct {
 		path, content string
 	}{{confFile, conf}, {logFile, ""}} {
