@@ -66,6 +66,20 @@ func clientset(t *testing.T, l *lab.Lab) *kubernetes.Clientset {
 // with the last error.
 func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
 	t.Helper()
+	pollEvery(t, 250*time.Millisecond, timeout, what, check)
+}
+
+// pollFast is eventually every 20 ms: for steps that are timed (a failover) or repeated many
+// times in a row.
+func pollFast(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	pollEvery(t, 20*time.Millisecond, timeout, what, check)
+}
+
+// pollEvery polls check every interval until it returns nil; at the deadline the test fails
+// with the last error.
+func pollEvery(t *testing.T, interval, timeout time.Duration, what string, check func() error) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		err := check()
@@ -75,7 +89,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func() e
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not true within %s: %v", what, timeout, err)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }
 
@@ -280,4 +294,49 @@ func manualPool(t *testing.T, cl client.Client, generateName string, addresses .
 	}
 	t.Cleanup(func() { _ = cl.Delete(context.Background(), pool) })
 	return pool
+}
+
+// routerPeering creates a BGPPeer named name for the lab router (spec from lab's addresses and
+// ASNs, then edited by mutate when not nil) and a BGPAdvertisement of pool with the given
+// communities. Its cleanup deletes both and waits until the router has no session left:
+// deleting the peer closes the sessions with a NOTIFICATION, so the router flushes the routes
+// at once. Call it after deploySpeaker, so that this cleanup runs before the DaemonSet goes;
+// speakers deleted first would leave their routes stale at the router (graceful restart) in
+// the way of the next test.
+func routerPeering(t *testing.T, l *lab.Lab, cl client.Client, name, pool string, mutate func(*v1alpha1.BGPPeerSpec), communities ...string) *v1alpha1.BGPPeer {
+	t.Helper()
+	ctx := context.Background()
+	peer := &v1alpha1.BGPPeer{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: operatorNamespace},
+		Spec:       v1alpha1.BGPPeerSpec{Address: lab.Router.IPv4.String(), MyASN: lab.NodeASN, ASN: lab.RouterASN},
+	}
+	if mutate != nil {
+		mutate(&peer.Spec)
+	}
+	if err := cl.Create(ctx, peer); err != nil {
+		t.Fatalf("create BGPPeer %s: %v", name, err)
+	}
+	adv := &v1alpha1.BGPAdvertisement{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-", Namespace: operatorNamespace},
+		Spec:       v1alpha1.BGPAdvertisementSpec{IPAddressPools: []string{pool}, Communities: communities},
+	}
+	if err := cl.Create(ctx, adv); err != nil {
+		_ = cl.Delete(ctx, peer)
+		t.Fatalf("create BGPAdvertisement: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = cl.Delete(ctx, adv)
+		_ = cl.Delete(ctx, peer)
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			out, err := l.Vtysh(ctx, "show bgp summary json")
+			if err == nil && !strings.Contains(out, `"state":"Established"`) {
+				return
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		t.Logf("the router still has sessions 30s after BGPPeer %s was deleted", name)
+	})
+	return peer
 }

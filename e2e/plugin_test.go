@@ -244,35 +244,7 @@ func TestPlugin(t *testing.T) {
 
 	t.Run("announcers BGP", func(t *testing.T) {
 		bgpPool := manualPool(t, cl, "e2e-plugin-bgp-", pluginBGPPool)
-		peer := &v1alpha1.BGPPeer{
-			ObjectMeta: metav1.ObjectMeta{Name: "e2e-plugin-router", Namespace: operatorNamespace},
-			Spec:       v1alpha1.BGPPeerSpec{Address: lab.Router.IPv4.String(), MyASN: lab.NodeASN, ASN: lab.RouterASN},
-		}
-		if err := cl.Create(ctx, peer); err != nil {
-			t.Fatalf("create BGPPeer: %v", err)
-		}
-		bgpAdv := &v1alpha1.BGPAdvertisement{
-			ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-plugin-bgp-", Namespace: operatorNamespace},
-			Spec:       v1alpha1.BGPAdvertisementSpec{IPAddressPools: []string{bgpPool.Name}},
-		}
-		if err := cl.Create(ctx, bgpAdv); err != nil {
-			t.Fatalf("create BGPAdvertisement: %v", err)
-		}
-		// Before the speakers go: deleting the peer closes the sessions, so the router does not
-		// keep the routes for the next test (as in TestSpeakerAnnouncesBGP).
-		t.Cleanup(func() {
-			ctx := context.Background()
-			_ = cl.Delete(ctx, bgpAdv)
-			_ = cl.Delete(ctx, peer)
-			deadline := time.Now().Add(30 * time.Second)
-			for time.Now().Before(deadline) {
-				if out, err := l.Vtysh(ctx, "show bgp summary json"); err == nil && !strings.Contains(out, `"state":"Established"`) {
-					return
-				}
-				time.Sleep(250 * time.Millisecond)
-			}
-			t.Logf("the router still has sessions 30s after the BGPPeer was deleted")
-		})
+		peer := routerPeering(t, l, cl, "e2e-plugin-router", bgpPool.Name, nil)
 		_, bgpVIP := webService(t, cs, cl, ns, bgpPool.Name)
 		row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(bgpVIP.String()) + `\s+` + regexp.QuoteMeta(ns+"/web") + `\s+bgp\s+` +
 			regexp.QuoteMeta(strings.Join(names, ",")) + `\s+` + regexp.QuoteMeta(peer.Name) + `\s*$`)

@@ -466,23 +466,6 @@ func (p *proxyLab) testWebSocket(t *testing.T) {
 	t.Logf("WebSocket to %s via %s held across %d changes (%d table swaps) in %s", ws.pod, p.vip, proxyChanges, swaps, took.Round(time.Millisecond))
 }
 
-// pollFast is eventually with a 20 ms interval, for the many short waits of one test (the
-// proxy applies a change within tens of milliseconds).
-func pollFast(t *testing.T, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %s: %v", what, timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // patchRules replaces the rules of an Ingress (a merge patch: the proxy writes the status
 // meanwhile, so an Update of an older copy would conflict).
 func (p *proxyLab) patchRules(ctx context.Context, ing *networkingv1.Ingress, rules ...networkingv1.IngressRule) error {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -40,41 +39,11 @@ func TestSpeakerBGPBFD(t *testing.T) {
 		Spec: v1alpha1.BFDProfileSpec{ReceiveInterval: ptr.To[uint32](100), TransmitInterval: ptr.To[uint32](100),
 			DetectMultiplier: ptr.To[uint32](3)},
 	}
-	peer := &v1alpha1.BGPPeer{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-bfd-router", Namespace: operatorNamespace},
-		Spec: v1alpha1.BGPPeerSpec{Address: lab.Router.IPv4.String(), MyASN: lab.NodeASN, ASN: lab.RouterASN,
-			BFDProfile: prof.Name},
-	}
-	adv := &v1alpha1.BGPAdvertisement{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-bfd-", Namespace: operatorNamespace},
-		Spec:       v1alpha1.BGPAdvertisementSpec{IPAddressPools: []string{pool.Name}},
-	}
 	if err := cl.Create(ctx, prof); err != nil {
 		t.Fatalf("create BFDProfile: %v", err)
 	}
-	if err := cl.Create(ctx, peer); err != nil {
-		t.Fatalf("create BGPPeer: %v", err)
-	}
-	if err := cl.Create(ctx, adv); err != nil {
-		t.Fatalf("create BGPAdvertisement: %v", err)
-	}
-	// Before the DaemonSet goes (see TestSpeakerAnnouncesBGP): the sessions close with a
-	// NOTIFICATION and the router holds nothing stale for the next test.
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = cl.Delete(ctx, adv)
-		_ = cl.Delete(ctx, peer)
-		_ = cl.Delete(ctx, prof)
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			out, err := l.Vtysh(ctx, "show bgp summary json")
-			if err == nil && !strings.Contains(out, `"state":"Established"`) {
-				return
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-		t.Logf("the router still has sessions 30s after the BGPPeer was deleted")
-	})
+	t.Cleanup(func() { _ = cl.Delete(context.Background(), prof) })
+	routerPeering(t, l, cl, "e2e-bfd-router", pool.Name, func(s *v1alpha1.BGPPeerSpec) { s.BFDProfile = prof.Name })
 
 	ns := testNamespace(t, cs, "e2e-bfd")
 	_, vip := webService(t, cs, cl, ns, pool.Name)

@@ -57,39 +57,7 @@ func TestSpeakerAnnouncesBGP(t *testing.T) {
 
 	cl := labClient(t, l)
 	pool := manualPool(t, cl, "e2e-bgp-", bgpPool, bgpPoolV6)
-	peer := &v1alpha1.BGPPeer{
-		ObjectMeta: metav1.ObjectMeta{Name: bgpPeerName, Namespace: operatorNamespace},
-		Spec: v1alpha1.BGPPeerSpec{Address: lab.Router.IPv4.String(), MyASN: lab.NodeASN, ASN: lab.RouterASN,
-			EnableGracefulRestart: true},
-	}
-	if err := cl.Create(ctx, peer); err != nil {
-		t.Fatalf("create BGPPeer: %v", err)
-	}
-	adv := &v1alpha1.BGPAdvertisement{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-bgp-", Namespace: operatorNamespace},
-		Spec:       v1alpha1.BGPAdvertisementSpec{IPAddressPools: []string{pool.Name}, Communities: []string{"64512:100"}},
-	}
-	if err := cl.Create(ctx, adv); err != nil {
-		t.Fatalf("create BGPAdvertisement: %v", err)
-	}
-	// Registered after deploySpeaker's cleanup, so it runs before the DaemonSet goes: deleting
-	// the BGPPeer closes the sessions with a NOTIFICATION and the router flushes the routes.
-	// Deleting the speakers first would leave them stale at the router for the graceful
-	// restart time (120 s), in the way of the next test.
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = cl.Delete(ctx, adv)
-		_ = cl.Delete(ctx, peer)
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			out, err := l.Vtysh(ctx, "show bgp summary json")
-			if err == nil && !strings.Contains(out, `"state":"Established"`) {
-				return
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-		t.Logf("the router still has sessions 30s after the BGPPeer was deleted")
-	})
+	routerPeering(t, l, cl, bgpPeerName, pool.Name, func(s *v1alpha1.BGPPeerSpec) { s.EnableGracefulRestart = true }, "64512:100")
 
 	ns := testNamespace(t, cs, "e2e-bgp")
 	svc, vip := webService(t, cs, cl, ns, pool.Name)
