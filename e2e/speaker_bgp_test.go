@@ -281,7 +281,7 @@ func TestSpeakerAnnouncesBGP(t *testing.T) {
 					return
 				case <-time.After(100 * time.Millisecond):
 				}
-				paths, err := bgpPaths(ctx, l, vip)
+				paths, err := l.RouterPaths(ctx, vip)
 				mu.Lock()
 				bgpPolls++
 				p, ok := paths[n.IPv4.String()]
@@ -312,7 +312,7 @@ func TestSpeakerAnnouncesBGP(t *testing.T) {
 			return fmt.Errorf("%s not ready", p.Name)
 		})
 		eventually(t, 60*time.Second, "the router's path from "+n.Name+" fresh again", func() error {
-			paths, err := bgpPaths(ctx, l, vip)
+			paths, err := l.RouterPaths(ctx, vip)
 			if err != nil {
 				return err
 			}
@@ -431,45 +431,6 @@ func webPodNode(t *testing.T, cs kubernetes.Interface, ns string) lab.Node {
 	return n
 }
 
-// bgpPath is one path of the router for a VIP.
-type bgpPath struct {
-	Stale bool
-}
-
-// bgpPaths returns the router's paths for the VIP's host prefix (/32 or /128) by next hop
-// (global addresses only).
-func bgpPaths(ctx context.Context, l *lab.Lab, vip netip.Addr) (map[string]bgpPath, error) {
-	cmd := "show ip bgp " + vip.String() + "/32 json"
-	if vip.Is6() {
-		cmd = "show bgp ipv6 unicast " + vip.String() + "/128 json"
-	}
-	out, err := l.Vtysh(ctx, cmd)
-	if err != nil {
-		return nil, fmt.Errorf("vtysh: %v: %s", err, shortErr(out))
-	}
-	var r struct {
-		Paths []struct {
-			Stale    bool `json:"stale"`
-			Nexthops []struct {
-				IP    string `json:"ip"`
-				Scope string `json:"scope"`
-			} `json:"nexthops"`
-		} `json:"paths"`
-	}
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		return nil, fmt.Errorf("parse %q: %v", shortErr(out), err)
-	}
-	got := map[string]bgpPath{}
-	for _, p := range r.Paths {
-		for _, nh := range p.Nexthops {
-			if a, err := netip.ParseAddr(nh.IP); err == nil && !a.IsLinkLocalUnicast() {
-				got[nh.IP] = bgpPath{Stale: p.Stale}
-			}
-		}
-	}
-	return got, nil
-}
-
 // kernelNextHops returns the gateways of the router's kernel route to the VIP (zebra installs
 // it with a nexthop object: a group of gateways for ECMP, or one gateway).
 func kernelNextHops(ctx context.Context, l *lab.Lab, vip netip.Addr) (map[string]bool, error) {
@@ -547,7 +508,7 @@ func kernelNextHops(ctx context.Context, l *lab.Lab, vip netip.Addr) (map[string
 
 // bgpNextHops checks that the router has exactly one path per next hop in want for the VIP.
 func bgpNextHops(ctx context.Context, l *lab.Lab, vip netip.Addr, want []string) error {
-	paths, err := bgpPaths(ctx, l, vip)
+	paths, err := l.RouterPaths(ctx, vip)
 	if err != nil {
 		return err
 	}

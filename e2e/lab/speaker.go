@@ -111,3 +111,42 @@ func (l *Lab) RouterPeers(ctx context.Context) ([]BGPPeer, error) {
 	}
 	return peers, nil
 }
+
+// RouterPath is one of the router's BGP paths for a VIP.
+type RouterPath struct {
+	// Stale: kept by graceful restart after the session dropped.
+	Stale bool
+}
+
+// RouterPaths returns the router's BGP paths for the VIP's host prefix (/32 or /128), by next
+// hop (global addresses only).
+func (l *Lab) RouterPaths(ctx context.Context, vip netip.Addr) (map[string]RouterPath, error) {
+	cmd := "show ip bgp " + vip.String() + "/32 json"
+	if vip.Is6() {
+		cmd = "show bgp ipv6 unicast " + vip.String() + "/128 json"
+	}
+	out, err := l.Vtysh(ctx, cmd)
+	if err != nil {
+		return nil, fmt.Errorf("vtysh %s: %w", cmd, err)
+	}
+	var r struct {
+		Paths []struct {
+			Stale    bool `json:"stale"`
+			Nexthops []struct {
+				IP string `json:"ip"`
+			} `json:"nexthops"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		return nil, fmt.Errorf("parse %s: %w: %.200q", cmd, err, out)
+	}
+	got := map[string]RouterPath{}
+	for _, p := range r.Paths {
+		for _, nh := range p.Nexthops {
+			if a, err := netip.ParseAddr(nh.IP); err == nil && !a.IsLinkLocalUnicast() {
+				got[nh.IP] = RouterPath{Stale: p.Stale}
+			}
+		}
+	}
+	return got, nil
+}

@@ -43,10 +43,11 @@ func (single) Reachable() map[string]bool { return map[string]bool{"n1": true} }
 func (single) Join([]string) (int, error) { return 0, nil }
 func (single) Leave(time.Duration) error  { return nil }
 
-// TestSpeakerWithLeastPrivilege runs the watcher as the speaker's ServiceAccount with exactly
-// the RBAC of config/speaker/rbac.yaml against a real API server: it must see everything it
-// needs, announce the VIP, record the Event, and must not be able to write Services.
-func TestSpeakerWithLeastPrivilege(t *testing.T) {
+// startAPIServer starts a real kube-apiserver + etcd with metalgate's CRDs (stopped at the
+// end of the test) and returns its config, the scheme and an admin client. Without
+// KUBEBUILDER_ASSETS the test is skipped, saying so.
+func startAPIServer(t *testing.T) (*rest.Config, *runtime.Scheme, client.Client) {
+	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Skip("needs a real kube-apiserver + etcd: set KUBEBUILDER_ASSETS or run 'make test-integration'")
 	}
@@ -63,11 +64,19 @@ func TestSpeakerWithLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
-	ctx := t.Context()
 	admin, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg, scheme, admin
+}
+
+// TestSpeakerWithLeastPrivilege runs the watcher as the speaker's ServiceAccount with exactly
+// the RBAC of config/speaker/rbac.yaml against a real API server: it must see everything it
+// needs, announce the VIP, record the Event, and must not be able to write Services.
+func TestSpeakerWithLeastPrivilege(t *testing.T) {
+	cfg, scheme, admin := startAPIServer(t)
+	ctx := t.Context()
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -302,10 +303,11 @@ func (d *demo) routerPaths(ctx context.Context) error {
 	for _, ns := range tenants {
 		vip := d.vips[ns]
 		if err := d.waitFor(ctx, fmt.Sprintf("router has %s/32 from %d nodes", vip, len(want)), time.Minute, func() error {
-			hops, err := d.bgpNextHops(ctx, vip)
+			paths, err := d.l.RouterPaths(ctx, vip)
 			if err != nil {
 				return err
 			}
+			hops := slices.Sorted(maps.Keys(paths))
 			if len(hops) != len(want) {
 				return fmt.Errorf("next hops %v", hops)
 			}
@@ -330,32 +332,6 @@ func (d *demo) routerPaths(ctx context.Context) error {
 		d.indent(strings.TrimRight(out, "\n"))
 	}
 	return nil
-}
-
-// bgpNextHops returns the next hops of the router's BGP paths for vip/32.
-func (d *demo) bgpNextHops(ctx context.Context, vip netip.Addr) ([]string, error) {
-	out, err := d.l.Vtysh(ctx, "show ip bgp "+vip.String()+"/32 json")
-	if err != nil {
-		return nil, fmt.Errorf("vtysh: %w", err)
-	}
-	var r struct {
-		Paths []struct {
-			Nexthops []struct {
-				IP string `json:"ip"`
-			} `json:"nexthops"`
-		} `json:"paths"`
-	}
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		return nil, fmt.Errorf("parse vtysh output %.200q: %w", out, err)
-	}
-	var hops []string
-	for _, p := range r.Paths {
-		for _, nh := range p.Nexthops {
-			hops = append(hops, nh.IP)
-		}
-	}
-	sort.Strings(hops)
-	return hops, nil
 }
 
 func (d *demo) tenants(ctx context.Context) error {
