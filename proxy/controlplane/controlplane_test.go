@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -272,17 +273,23 @@ func TestStatusNoSuchService(t *testing.T) {
 }
 
 // TestStatusRivalWriter: another writer puts a node IP into the status every second. The
-// proxy (cluster-wide, so it may also report on the cluster-scoped IngressClass) detects it,
-// names the writer, backs off, and its own writes stay few.
+// proxy (cluster-wide, so it may also report on the cluster-scoped IngressClass; serving a
+// class of its own, so it owns this test's Ingress only) detects it, names the writer, backs
+// off, and its own writes stay few.
 func TestStatusRivalWriter(t *testing.T) {
 	needAPIServer(t)
 	ns := namespace(t)
+	const class, controller = "rival-test", "example.com/rival-test"
+	ic := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: networkingv1.IngressClassSpec{Controller: controller}}
+	create(t, ic)
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), ic) })
 	lbService(t, ns, "100.64.0.12")
 	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
-	create(t, ingress(ns, "contested", "metalgate", "a.test", "web"))
+	create(t, ingress(ns, "contested", class, "a.test", "web"))
 	p := startProxy(t, ns, func(o *controlplane.Options) {
 		o.BackoffBase = time.Second
 		o.WatchNamespaces = nil
+		o.Controller = controller
 	})
 	waitIngressIPs(t, ns, "contested", "100.64.0.12")
 	ourWrites := func() float64 { return testutil.ToFloat64(p.metrics.StatusWrites.WithLabelValues("ok")) }
@@ -310,7 +317,7 @@ func TestStatusRivalWriter(t *testing.T) {
 		t.Errorf("conflicts = %v, want ≥ 1", n)
 	}
 	warning(t, ns, "contested", controlplane.ReasonStatusConflict, `"rival-controller"`)
-	warning(t, "default", "metalgate", controlplane.ReasonStatusConflict, "rival-controller")
+	warning(t, "default", class, controlplane.ReasonStatusConflict, "rival-controller")
 	// The rival stops: we take the status back after the backoff.
 	waitIngressIPs(t, ns, "contested", "100.64.0.12")
 }
