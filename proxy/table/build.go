@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,7 +34,22 @@ type Input struct {
 	// WatchDefaultClass also takes Ingresses without a class when the default IngressClass
 	// is ours.
 	WatchDefaultClass bool
+	// AllowUnmanagedSlices also routes to EndpointSlices that the endpoint-slice controller
+	// does not manage (label endpointslice.kubernetes.io/managed-by other than
+	// EndpointSliceController, or none): hand-written slices, and slices mirrored from
+	// hand-written Endpoints objects. Default false: their endpoints are refused. Addresses
+	// are checked either way (see AllowLoopbackEndpoints).
+	AllowUnmanagedSlices bool
+	// AllowLoopbackEndpoints accepts loopback endpoint addresses (127.0.0.0/8, ::1). Only a
+	// --static-config file (development, benchmarks on one host) sets it; default false.
+	// Link-local, unspecified, multicast and broadcast addresses are always refused.
+	AllowLoopbackEndpoints bool
 }
+
+// EndpointSliceController is the endpointslice.kubernetes.io/managed-by value of the
+// slices kube-controller-manager derives from a Service's selector: the only ones routed to
+// unless Input.AllowUnmanagedSlices.
+const EndpointSliceController = "endpointslice-controller.k8s.io"
 
 // Problem is something wrong with one Ingress; the rest of the table still works.
 type Problem struct {
@@ -50,6 +66,12 @@ const (
 	ReasonInvalidTLS        = "InvalidTLSSecret"
 	ReasonPathConflict      = "PathConflict"
 	ReasonInvalidRule       = "InvalidRule"
+	// ReasonHostConflict: the Ingress names a host that belongs to another namespace; its
+	// rules and TLS entries for that host are ignored.
+	ReasonHostConflict = "HostConflict"
+	// ReasonRefusedEndpoint: a backend's EndpointSlices list addresses that are not routed
+	// (not a pod IP, or a slice not managed by the endpoint-slice controller).
+	ReasonRefusedEndpoint = "RefusedEndpoint"
 )
 
 // Classes returns the names of the IngressClasses with our controller, and whether one of
@@ -84,18 +106,30 @@ func Owns(ing *networkingv1.Ingress, ours map[string]bool, defaultIsOurs, watchD
 }
 
 // Build makes a table from a snapshot. It never fails as a whole: each Ingress that is wrong
-// in part is reported as Problems and what is right in it is still routed. Conflicts (the
-// same host, path and path type in two Ingresses; two default backends) go to the oldest
-// Ingress (creation time, then namespace/name).
+// in part is reported as Problems and what is right in it is still routed.
+//
+// Ingresses are taken in order: those not being deleted first, then by creation time, then
+// namespace/name; the first wins every conflict. Tenants are walls (docs/proxy.md, Tenancy):
+//   - a host belongs to the namespace of the first Ingress that names it, in a rule or under
+//     spec.tls; an exact host and a wildcard over it ("a.foo.com", "*.foo.com") are two
+//     hosts. Rules and certificates for it from other namespaces are refused (HostConflict);
+//   - the same host, path and path type in two Ingresses goes to the first (PathConflict);
+//   - default backends rank by what they can serve (a ready endpoint, then only terminating
+//     ones, then none), then by order; the best serves hosts no Ingress names, and each
+//     namespace's best serves its own hosts' unmatched requests;
+//   - endpoints are pod IPs from managed EndpointSlices; others are refused (RefusedEndpoint).
 func Build(in Input) (*Table, []Problem) {
 	b := builder{
 		in:       in,
-		t:        &Table{exact: map[string]*hostRules{}, wildcard: map[string]*hostRules{}, certs: map[string]*tls.Certificate{}, wildcardCerts: map[string]*tls.Certificate{}},
+		t:        &Table{exact: map[string]*hostRules{}, wildcard: map[string]*hostRules{}, namespaces: map[string]*namespaceRules{}},
 		services: make(map[types.NamespacedName]*corev1.Service, len(in.Services)),
 		slices:   map[types.NamespacedName][]*discoveryv1.EndpointSlice{},
 		secrets:  make(map[types.NamespacedName]*corev1.Secret),
 		backends: map[string]*Backend{},
 		owner:    map[routeKey]types.NamespacedName{},
+		hosts:    map[string]types.NamespacedName{},
+		refusals: map[*Backend]string{},
+		reported: map[reportKey]bool{},
 	}
 	for _, s := range in.Services {
 		b.services[types.NamespacedName{Namespace: s.Namespace, Name: s.Name}] = s
@@ -116,19 +150,14 @@ func Build(in Input) (*Table, []Problem) {
 			owned = append(owned, ing)
 		}
 	}
-	sort.Slice(owned, func(i, j int) bool {
-		a, c := owned[i], owned[j]
-		if !a.CreationTimestamp.Equal(&c.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&c.CreationTimestamp)
-		}
-		if a.Namespace != c.Namespace {
-			return a.Namespace < c.Namespace
-		}
-		return a.Name < c.Name
-	})
+	sort.Slice(owned, func(i, j int) bool { return first(owned[i], owned[j]) })
+	for _, ing := range owned {
+		b.claim(ing)
+	}
 	for _, ing := range owned {
 		b.ingress(ing)
 	}
+	b.chooseDefaults()
 	b.t.Ingresses = len(owned)
 	b.t.Owned = make([]types.NamespacedName, len(owned))
 	for i, ing := range owned {
@@ -144,13 +173,46 @@ func Build(in Input) (*Table, []Problem) {
 	for _, hr := range b.t.wildcard {
 		hr.sort()
 	}
-	if b.t.anyHost != nil {
-		b.t.anyHost.sort()
+	if hl := b.t.anyHost; hl != nil {
+		// Each namespace's own host-less rules, where its hosts' unmatched requests fall.
+		for _, r := range hl.exact {
+			b.namespace(r.Ingress.Namespace).hostless().exact[r.Path] = r
+		}
+		for _, r := range hl.prefixes {
+			b.namespace(r.Ingress.Namespace).hostless().add(r, "Prefix")
+		}
+		hl.sort()
+		for _, nr := range b.t.namespaces {
+			if nr.anyHost != nil {
+				nr.anyHost.sort()
+			}
+		}
 	}
 	return b.t, b.problems
 }
 
+// first orders Ingresses for conflicts: not being deleted before being deleted, then older
+// before newer, then by namespace/name.
+func first(a, c *networkingv1.Ingress) bool {
+	if ad, cd := a.DeletionTimestamp != nil, c.DeletionTimestamp != nil; ad != cd {
+		return cd
+	}
+	if !a.CreationTimestamp.Equal(&c.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&c.CreationTimestamp)
+	}
+	if a.Namespace != c.Namespace {
+		return a.Namespace < c.Namespace
+	}
+	return a.Name < c.Name
+}
+
 type routeKey struct{ host, path, pathType string }
+
+// reportKey makes a Problem once per Ingress and subject (a host, a backend).
+type reportKey struct {
+	ing     types.NamespacedName
+	subject string
+}
 
 type builder struct {
 	in       Input
@@ -160,11 +222,60 @@ type builder struct {
 	secrets  map[types.NamespacedName]*corev1.Secret
 	backends map[string]*Backend
 	owner    map[routeKey]types.NamespacedName
+	// hosts maps each host named by an Ingress ("*.foo.com" for a wildcard) to the first
+	// Ingress naming it: its namespace owns the host.
+	hosts map[string]types.NamespacedName
+	// refusals summarises a backend's refused endpoints, for a Problem on each Ingress using it.
+	refusals map[*Backend]string
+	reported map[reportKey]bool
+	defaults []defaultCandidate // in build order
 	problems []Problem
 }
 
 func (b *builder) problem(ing types.NamespacedName, reason, format string, args ...any) {
 	b.problems = append(b.problems, Problem{Ingress: ing, Reason: reason, Message: fmt.Sprintf(format, args...)})
+}
+
+// validHost reports whether a lower-case host is usable: no wildcard, or "*." and one label
+// wildcard only. "" (any host) is valid.
+func validHost(h string) bool {
+	return !strings.Contains(h, "*") || strings.HasPrefix(h, "*.") && strings.Count(h, "*") == 1
+}
+
+// claim records the hosts an Ingress names, in its rules and under spec.tls, that no Ingress
+// before it named: its namespace owns them.
+func (b *builder) claim(ing *networkingv1.Ingress) {
+	id := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
+	name := func(h string) {
+		if h = strings.ToLower(h); h == "" || !validHost(h) {
+			return
+		}
+		if _, taken := b.hosts[h]; !taken {
+			b.hosts[h] = id
+		}
+	}
+	for _, r := range ing.Spec.Rules {
+		name(r.Host)
+	}
+	for _, t := range ing.Spec.TLS {
+		for _, h := range t.Hosts {
+			name(h)
+		}
+	}
+}
+
+// allowed reports whether Ingress id may use host h (lower-case, not ""): h belongs to its
+// namespace. When not, a HostConflict naming field is reported, once per Ingress and host.
+func (b *builder) allowed(id types.NamespacedName, field, h string) bool {
+	owner := b.hosts[h]
+	if owner.Namespace == id.Namespace {
+		return true
+	}
+	if k := (reportKey{id, "host " + h}); !b.reported[k] {
+		b.reported[k] = true
+		b.problem(id, ReasonHostConflict, "%s %q ignored: the host belongs to namespace %s, where Ingress %s named it first", field, h, owner.Namespace, owner)
+	}
+	return false
 }
 
 func (b *builder) ingress(ing *networkingv1.Ingress) {
@@ -173,19 +284,30 @@ func (b *builder) ingress(ing *networkingv1.Ingress) {
 	for _, msg := range bad {
 		b.problem(id, ReasonInvalidAnnotation, "%s", msg)
 	}
+	// Hosts first: one of another namespace is refused before anything for it is loaded, and
+	// a host of ours is known even without a path (its requests stay in this namespace).
+	for i, rule := range ing.Spec.Rules {
+		if host := strings.ToLower(rule.Host); host != "" && validHost(host) && b.allowed(id, fmt.Sprintf("spec.rules[%d].host", i), host) {
+			b.hostRules(host, ing.Namespace)
+		}
+	}
 	tlsHosts := b.tls(ing, id)
 	if d := ing.Spec.DefaultBackend; d != nil {
-		if b.t.Default != nil {
-			b.problem(id, ReasonPathConflict, "default backend ignored: Ingress %s already sets one", b.t.Default.Ingress)
-		} else if be := b.backend(id, ing.Namespace, d, opts); be != nil {
-			b.t.Default = &Route{Path: "/", PathType: "Default", Ingress: id, Backend: be, Options: opts}
+		if be := b.backend(id, ing.Namespace, d, opts); be != nil {
+			b.defaults = append(b.defaults, defaultCandidate{
+				route:    &Route{Path: "/", PathType: "Default", Ingress: id, Backend: be, Options: opts},
+				deleting: ing.DeletionTimestamp != nil,
+			})
 		}
 	}
 	for _, rule := range ing.Spec.Rules {
 		host := strings.ToLower(rule.Host)
-		if strings.Contains(host, "*") && (!strings.HasPrefix(host, "*.") || strings.Count(host, "*") > 1) {
+		if !validHost(host) {
 			b.problem(id, ReasonInvalidRule, "host %q: a wildcard must be the whole first label (*.example.com)", rule.Host)
 			continue
+		}
+		if host != "" && b.hosts[host].Namespace != ing.Namespace {
+			continue // another namespace's host: reported above
 		}
 		if rule.HTTP == nil {
 			continue
@@ -203,10 +325,6 @@ func (b *builder) ingress(ing *networkingv1.Ingress) {
 				b.problem(id, ReasonInvalidRule, "path %q on host %q must start with /", p.Path, rule.Host)
 				continue
 			}
-			be := b.backend(id, ing.Namespace, &p.Backend, opts)
-			if be == nil {
-				continue
-			}
 			// Exact stays exact; Prefix and ImplementationSpecific both match by element.
 			kind := "Prefix"
 			if pt == string(networkingv1.PathTypeExact) {
@@ -221,9 +339,13 @@ func (b *builder) ingress(ing *networkingv1.Ingress) {
 				}
 				continue
 			}
+			be := b.backend(id, ing.Namespace, &p.Backend, opts)
+			if be == nil {
+				continue
+			}
 			b.owner[k] = id
 			r := &Route{Host: host, Path: path, PathType: pt, Ingress: id, Backend: be, Options: opts, TLS: tlsHosts[host]}
-			b.hostRules(host).add(r, kind)
+			b.hostRules(host, ing.Namespace).add(r, kind)
 		}
 	}
 }
@@ -235,7 +357,9 @@ func hostOrAny(h string) string {
 	return h
 }
 
-func (b *builder) hostRules(host string) *hostRules {
+// hostRules returns the rules of a host, made on first use with ns as its owner; "" is the
+// host-less rules of every namespace.
+func (b *builder) hostRules(host, ns string) *hostRules {
 	var m map[string]*hostRules
 	switch {
 	case host == "":
@@ -250,10 +374,27 @@ func (b *builder) hostRules(host string) *hostRules {
 	}
 	hr := m[host]
 	if hr == nil {
-		hr = &hostRules{exact: map[string]*Route{}}
+		hr = &hostRules{namespace: ns, exact: map[string]*Route{}}
 		m[host] = hr
 	}
 	return hr
+}
+
+// namespace returns the fall-through rules of a namespace, made on first use.
+func (b *builder) namespace(ns string) *namespaceRules {
+	nr := b.t.namespaces[ns]
+	if nr == nil {
+		nr = &namespaceRules{}
+		b.t.namespaces[ns] = nr
+	}
+	return nr
+}
+
+func (nr *namespaceRules) hostless() *hostRules {
+	if nr.anyHost == nil {
+		nr.anyHost = &hostRules{exact: map[string]*Route{}}
+	}
+	return nr.anyHost
 }
 
 func (hr *hostRules) add(r *Route, kind string) {
@@ -268,38 +409,123 @@ func (hr *hostRules) sort() {
 	sort.SliceStable(hr.prefixes, func(i, j int) bool { return prefixLess(hr.prefixes[i].Path, hr.prefixes[j].Path) })
 }
 
-// tls loads the Ingress's certificates into the table and returns the hosts it covers.
+// tls loads the certificates of the Ingress's hosts (those of its namespace) into the table
+// and returns the hosts it lists. The first Ingress of the owner namespace with a valid
+// Secret for a host keeps its certificate; a Secret never serves another namespace's host.
 func (b *builder) tls(ing *networkingv1.Ingress, id types.NamespacedName) map[string]bool {
 	hosts := map[string]bool{}
-	for _, t := range ing.Spec.TLS {
-		for _, h := range t.Hosts {
-			hosts[strings.ToLower(h)] = true
+	for i, t := range ing.Spec.TLS {
+		var ours []string
+		for j, h := range t.Hosts {
+			if h = strings.ToLower(h); h == "" || !validHost(h) || !b.allowed(id, fmt.Sprintf("spec.tls[%d].hosts[%d]", i, j), h) {
+				continue
+			}
+			b.hostRules(h, ing.Namespace)
+			hosts[h] = true
+			ours = append(ours, h)
 		}
-		if t.SecretName == "" {
+		if t.SecretName == "" || len(ours) == 0 {
 			continue // the default certificate serves these hosts
 		}
 		sec := b.secrets[types.NamespacedName{Namespace: ing.Namespace, Name: t.SecretName}]
 		if sec == nil {
-			b.problem(id, ReasonInvalidTLS, "TLS Secret %s/%s not found; the default certificate is served for %v", ing.Namespace, t.SecretName, t.Hosts)
+			b.problem(id, ReasonInvalidTLS, "TLS Secret %s/%s not found; the default certificate is served for %v", ing.Namespace, t.SecretName, ours)
 			continue
 		}
 		cert, err := tls.X509KeyPair(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
 		if err != nil {
-			b.problem(id, ReasonInvalidTLS, "TLS Secret %s/%s: %v; the default certificate is served for %v", ing.Namespace, t.SecretName, err, t.Hosts)
+			b.problem(id, ReasonInvalidTLS, "TLS Secret %s/%s: %v; the default certificate is served for %v", ing.Namespace, t.SecretName, err, ours)
 			continue
 		}
-		for _, h := range t.Hosts {
-			h = strings.ToLower(h)
-			m := b.t.certs
-			if strings.HasPrefix(h, "*.") {
-				m, h = b.t.wildcardCerts, h[2:]
-			}
-			if _, taken := m[h]; !taken { // the oldest Ingress keeps a host's certificate
-				m[h] = &cert
+		for _, h := range ours {
+			if hr := b.hostRules(h, ing.Namespace); hr.cert == nil {
+				hr.cert = &cert
 			}
 		}
 	}
 	return hosts
+}
+
+// defaultCandidate is an Ingress's spec.defaultBackend.
+type defaultCandidate struct {
+	route    *Route
+	deleting bool
+}
+
+// tier ranks what a default backend can serve: 0 a ready endpoint, 1 only endpoints serving
+// while terminating, 2 nothing (missing Service or port, no endpoint: 503).
+func (c defaultCandidate) tier() int {
+	be := c.route.Backend
+	if len(be.Endpoints) == 0 {
+		return 2
+	}
+	for _, st := range be.States {
+		if st.Ready && st.Refused == "" {
+			return 0
+		}
+	}
+	return 1
+}
+
+// better reports whether c beats d, which comes before it in build order: an Ingress being
+// deleted never beats one that is not, then only a better tier wins.
+func (c defaultCandidate) better(d defaultCandidate) bool {
+	if c.deleting != d.deleting {
+		return !c.deleting
+	}
+	return c.tier() < d.tier()
+}
+
+// why says why loser lost to winner.
+func (c defaultCandidate) why(winner defaultCandidate) string {
+	be := c.route.Backend
+	switch {
+	case c.deleting && !winner.deleting:
+		return "this Ingress is being deleted"
+	case c.tier() > winner.tier() && c.tier() == 2:
+		return fmt.Sprintf("Service %s port %s has no endpoint", be.Service, be.Port)
+	case c.tier() > winner.tier():
+		return fmt.Sprintf("Service %s port %s has no ready endpoint", be.Service, be.Port)
+	}
+	return "it is older"
+}
+
+// chooseDefaults picks the default backend for hosts no Ingress names (the best of all) and
+// for each namespace's own hosts (the best of that namespace), and reports the others. A
+// default backend that cannot serve never shadows one that can: a missing Service or an
+// Ingress being deleted used to answer 503 for everyone while a valid one waited.
+func (b *builder) chooseDefaults() {
+	best := map[string]int{} // namespace → index in b.defaults
+	global := -1
+	for i, c := range b.defaults { // in build order: among equals the first stays
+		ns := c.route.Ingress.Namespace
+		if j, ok := best[ns]; !ok || c.better(b.defaults[j]) {
+			best[ns] = i
+		}
+		if global < 0 || c.better(b.defaults[global]) {
+			global = i
+		}
+	}
+	if global < 0 {
+		return
+	}
+	b.t.Default = b.defaults[global].route
+	for ns, i := range best {
+		b.namespace(ns).dflt = b.defaults[i].route
+	}
+	for i, c := range b.defaults {
+		id := c.route.Ingress
+		switch nsBest := best[id.Namespace]; i {
+		case global:
+		case nsBest:
+			w := b.defaults[global]
+			b.problem(id, ReasonPathConflict, "spec.defaultBackend serves only hosts of namespace %s: requests for other hosts go to the default backend of Ingress %s (%s)",
+				id.Namespace, w.route.Ingress, c.why(w))
+		default:
+			w := b.defaults[nsBest]
+			b.problem(id, ReasonPathConflict, "spec.defaultBackend ignored: the default backend of Ingress %s is preferred (%s)", w.route.Ingress, c.why(w))
+		}
+	}
 }
 
 // backend resolves an IngressBackend to endpoints; nil when it cannot be served at all
@@ -317,6 +543,7 @@ func (b *builder) backend(id types.NamespacedName, ns string, ib *networkingv1.I
 	}
 	key := svcID.String() + ":" + port + "|" + string(opts.Protocol) + "|" + opts.Balance.String()
 	if be := b.backends[key]; be != nil {
+		b.reportRefused(id, be)
 		return be
 	}
 	be := &Backend{Key: key, Service: svcID, Port: port, Protocol: opts.Protocol, Balance: opts.Balance}
@@ -338,16 +565,41 @@ func (b *builder) backend(id types.NamespacedName, ns string, ib *networkingv1.I
 		b.problem(id, ReasonMissingPort, "Service %s has no port %s", svcID, port)
 		return be
 	}
-	be.Endpoints, be.States = endpoints(b.slices[svcID], sp)
+	var refused []string
+	var nRefused, total int
+	be.Endpoints, be.States, refused, nRefused, total = b.endpoints(b.slices[svcID], sp)
+	if nRefused > 0 {
+		const shown = 3
+		more := ""
+		if len(refused) > shown {
+			refused, more = refused[:shown], fmt.Sprintf("; and %d more", len(refused)-shown)
+		}
+		b.refusals[be] = fmt.Sprintf("Service %s port %s: %d of %d endpoint addresses refused: %s%s", svcID, port, nRefused, total, strings.Join(refused, "; "), more)
+	}
+	b.reportRefused(id, be)
 	return be
+}
+
+// reportRefused reports a backend's refused endpoints on Ingress id, once per Ingress.
+func (b *builder) reportRefused(id types.NamespacedName, be *Backend) {
+	msg := b.refusals[be]
+	if msg == "" {
+		return
+	}
+	if k := (reportKey{id, "backend " + be.Key}); !b.reported[k] {
+		b.reported[k] = true
+		b.problem(id, ReasonRefusedEndpoint, "%s", msg)
+	}
 }
 
 // endpoints lists "ip:port" of the ready endpoints of a Service port, or, when none is
 // ready, of those serving while terminating (they still finish requests during a rollout).
-// states lists every endpoint of the port with its conditions, sorted by address.
-func endpoints(slices []*discoveryv1.EndpointSlice, sp *corev1.ServicePort) (routed []string, states []EndpointState) {
+// states lists every address of the port in the EndpointSlices with its conditions, sorted,
+// refused ones with the reason. refused describes the refusals for a Problem (one item per
+// refused slice or address); nRefused of total listed addresses were refused.
+func (b *builder) endpoints(slices []*discoveryv1.EndpointSlice, sp *corev1.ServicePort) (routed []string, states []EndpointState, refused []string, nRefused, total int) {
 	var ready, serving []string
-	seen, listed := map[string]bool{}, map[string]bool{}
+	seen, listed := map[string]bool{}, map[string]int{} // listed: index in states
 	for _, s := range slices {
 		var port int32 = -1
 		for _, p := range s.Ports {
@@ -361,16 +613,36 @@ func endpoints(slices []*discoveryv1.EndpointSlice, sp *corev1.ServicePort) (rou
 		if port < 0 || (p2proto(s) != "" && p2proto(s) != sp.Protocol && sp.Protocol != "") {
 			continue
 		}
-		for _, e := range s.Endpoints {
+		sliceWhy := b.sliceRefused(s)
+		if sliceWhy != "" && len(s.Endpoints) > 0 {
+			refused = append(refused, sliceWhy)
+		}
+		for i, e := range s.Endpoints {
 			c := e.Conditions
 			isReady := c.Ready == nil || *c.Ready // nil means unknown: ready, says the API
 			isServing := c.Serving != nil && *c.Serving
-			for _, a := range e.Addresses {
-				hp := net.JoinHostPort(a, strconv.Itoa(int(port)))
-				if !listed[hp] { // the first slice listing an address describes it
-					listed[hp] = true
-					states = append(states, EndpointState{Addr: hp, Ready: isReady, Serving: isServing || isReady && c.Serving == nil,
-						Terminating: c.Terminating != nil && *c.Terminating})
+			for j, raw := range e.Addresses {
+				total++
+				addr, why := raw, sliceWhy
+				if why == "" {
+					if addr, why = b.address(s.AddressType, raw); why != "" {
+						refused = append(refused, fmt.Sprintf("EndpointSlice %s/%s endpoints[%d].addresses[%d] %q: %s", s.Namespace, s.Name, i, j, raw, why))
+					}
+				}
+				hp := net.JoinHostPort(addr, strconv.Itoa(int(port)))
+				st := EndpointState{Addr: hp, Ready: isReady, Serving: isServing || isReady && c.Serving == nil,
+					Terminating: c.Terminating != nil && *c.Terminating, Refused: why}
+				// The first slice listing an address describes it, unless that slice was
+				// refused and this one is not.
+				if k, ok := listed[hp]; !ok {
+					listed[hp] = len(states)
+					states = append(states, st)
+				} else if states[k].Refused != "" && why == "" {
+					states[k] = st
+				}
+				if why != "" {
+					nRefused++
+					continue
 				}
 				if (!isReady && !isServing) || seen[hp] {
 					continue
@@ -390,7 +662,61 @@ func endpoints(slices []*discoveryv1.EndpointSlice, sp *corev1.ServicePort) (rou
 	}
 	sort.Strings(out)
 	sort.Slice(states, func(i, j int) bool { return states[i].Addr < states[j].Addr })
-	return out, states
+	return out, states, refused, nRefused, total
+}
+
+// sliceRefused says why no address of a slice is routed, or "". Only the endpoint-slice
+// controller's slices are trusted by default: anyone who may write EndpointSlices (or
+// Endpoints, which the mirroring controller copies into slices) could otherwise point the
+// proxy at the API server, its own admin port or any address it can reach.
+func (b *builder) sliceRefused(s *discoveryv1.EndpointSlice) string {
+	if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
+		// FQDN endpoints would make the proxy resolve and dial any name
+		// (metadata.google.internal).
+		return fmt.Sprintf("EndpointSlice %s/%s has addressType %s (only IPv4 and IPv6 are served)", s.Namespace, s.Name, s.AddressType)
+	}
+	if b.in.AllowUnmanagedSlices {
+		return ""
+	}
+	switch m, ok := s.Labels[discoveryv1.LabelManagedBy]; {
+	case !ok:
+		return fmt.Sprintf("EndpointSlice %s/%s is not managed by %s (no label %s)", s.Namespace, s.Name, EndpointSliceController, discoveryv1.LabelManagedBy)
+	case m != EndpointSliceController:
+		return fmt.Sprintf("EndpointSlice %s/%s is not managed by %s (managed-by %q)", s.Namespace, s.Name, EndpointSliceController, m)
+	}
+	return ""
+}
+
+var broadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+
+// address checks one endpoint address of a slice of addressType at: a pod IP of the slice's
+// family, never a special address. It returns the address in canonical form, or why it is
+// refused.
+func (b *builder) address(at discoveryv1.AddressType, raw string) (addr, refused string) {
+	a, err := netip.ParseAddr(raw)
+	switch {
+	case err != nil:
+		return raw, "not an IP address"
+	case a.Zone() != "":
+		return raw, "address with a zone"
+	case at == discoveryv1.AddressTypeIPv4 && !a.Is4():
+		return raw, "IPv6 address in an IPv4 EndpointSlice"
+	case at == discoveryv1.AddressTypeIPv6 && (a.Is4() || a.Is4In6()):
+		return raw, "IPv4 address in an IPv6 EndpointSlice"
+	case a.IsUnspecified():
+		return raw, "unspecified address"
+	case a.IsLoopback():
+		if !b.in.AllowLoopbackEndpoints {
+			return raw, "loopback address"
+		}
+	case a.IsLinkLocalUnicast():
+		return raw, "link-local address" // 169.254.169.254 is the cloud metadata service
+	case a.IsMulticast():
+		return raw, "multicast address"
+	case a == broadcast:
+		return raw, "broadcast address"
+	}
+	return a.String(), ""
 }
 
 // p2proto is the protocol of a slice's first port; slices carry one protocol in practice.

@@ -19,8 +19,13 @@ import (
 // multi-document YAML or JSON stream (as `kubectl get -o yaml` or hand-written manifests),
 // for running the data plane without an API server (benchmarks, debugging). Other kinds are
 // an error.
+//
+// The file is the operator's own, not a tenant's: its EndpointSlices are hand-written, and
+// benchmarks run their backends on 127.0.0.1. So the Input allows unmanaged slices and
+// loopback endpoints (AllowUnmanagedSlices, AllowLoopbackEndpoints); every other address
+// check still applies.
 func DecodeInput(r io.Reader) (Input, error) {
-	var in Input
+	in := Input{AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true}
 	sch := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(sch); err != nil {
 		return in, err

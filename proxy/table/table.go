@@ -11,21 +11,24 @@ import (
 // Table is an immutable routing table. Build makes one; nothing changes it afterwards, so the
 // data plane reads it without locks and swaps a whole new one on every change.
 type Table struct {
+	// exact and wildcard hold every host an Ingress names (in a rule or under spec.tls), with
+	// its owner namespace, its rules and its certificate: a host with no rule is still known.
 	exact    map[string]*hostRules // by lower-case host
 	wildcard map[string]*hostRules // "*.foo.com" is stored under "foo.com"
-	anyHost  *hostRules            // rules without a host
-	// Default serves requests no rule matches; nil means 404.
+	anyHost  *hostRules            // rules without a host, of every namespace: for unknown hosts
+	// namespaces holds, per namespace, where its own hosts' unmatched requests go: its
+	// host-less rules and its default backend.
+	namespaces map[string]*namespaceRules
+	// Default serves requests for hosts no Ingress names when no host-less rule matches; nil
+	// means 404.
 	Default *Route
-
-	certs         map[string]*tls.Certificate // exact host → certificate
-	wildcardCerts map[string]*tls.Certificate // "*.foo.com" under "foo.com"
 
 	// Backends lists every backend the table routes to, sorted by Key.
 	Backends []*Backend
 	// Ingresses counts the Ingresses the table was built from (owned ones only).
 	Ingresses int
-	// Owned lists those Ingresses in build order (oldest first), for debugging: an owned
-	// Ingress may have no route at all (every rule invalid).
+	// Owned lists those Ingresses in build order (first wins conflicts), for debugging: an
+	// owned Ingress may have no route at all (every rule invalid or refused).
 	Owned []types.NamespacedName
 }
 
@@ -64,30 +67,58 @@ type EndpointState struct {
 	Ready       bool
 	Serving     bool
 	Terminating bool
+	// Refused says why the address is never routed ("" when it may be): not a pod IP
+	// ("loopback address", …) or from an EndpointSlice that is not trusted.
+	Refused string
 }
 
 type hostRules struct {
-	exact    map[string]*Route
-	prefixes []*Route // longest (by path element) first
+	namespace string           // the owner; "" for the host-less rules of every namespace
+	cert      *tls.Certificate // from a Secret of the owner namespace; nil: the default one
+	exact     map[string]*Route
+	prefixes  []*Route // longest (by path element) first
 }
 
-// Lookup returns the route for a request's host (port and case ignored) and path, or
-// Default when nothing matches. Host precedence: the exact host, then the wildcard one label
-// up ("*.foo.com" matches "a.foo.com", not "a.b.foo.com" nor "foo.com"), then rules without a
-// host; within a host, an Exact path before the longest Prefix.
+// namespaceRules is where a namespace's own hosts' unmatched requests go.
+type namespaceRules struct {
+	anyHost *hostRules // the namespace's rules without a host
+	dflt    *Route     // the namespace's best default backend
+}
+
+// Lookup returns the route for a request's host (port and case ignored) and path, or nil
+// (404). Host precedence: the exact host, then the wildcard one label up ("*.foo.com" matches
+// "a.foo.com", not "a.b.foo.com" nor "foo.com"); within a host, an Exact path before the
+// longest Prefix. A known host (one an Ingress names) whose paths do not match falls only
+// within its owner namespace: to the wildcard over it when that namespace owns it too, then
+// the namespace's host-less rules, then its default backend, else 404. Only a host no Ingress
+// names falls to the host-less rules of every namespace, then Default.
 func (t *Table) Lookup(host, path string) *Route {
 	host = normalizeHost(host)
-	if hr := t.exact[host]; hr != nil {
+	hr := t.exact[host]
+	if hr != nil {
 		if r := hr.match(path); r != nil {
 			return r
 		}
 	}
 	if i := strings.IndexByte(host, '.'); i > 0 {
-		if hr := t.wildcard[host[i+1:]]; hr != nil {
-			if r := hr.match(path); r != nil {
+		if wr := t.wildcard[host[i+1:]]; wr != nil && (hr == nil || wr.namespace == hr.namespace) {
+			if r := wr.match(path); r != nil {
+				return r
+			}
+			hr = wr
+		}
+	}
+	if hr != nil {
+		nr := t.namespaces[hr.namespace]
+		if nr == nil {
+			return nil
+		}
+		if nr.anyHost != nil {
+			if r := nr.anyHost.match(path); r != nil {
 				return r
 			}
 		}
+		return nr.dflt
 	}
 	if t.anyHost != nil {
 		if r := t.anyHost.match(path); r != nil {
@@ -97,17 +128,40 @@ func (t *Table) Lookup(host, path string) *Route {
 	return t.Default
 }
 
-// Certificate returns the certificate for an SNI server name (exact host first, then
-// wildcard), or nil.
+// Certificate returns the certificate for an SNI server name (exact host first, then the
+// wildcard one label up), or nil for the default certificate. Certificates follow host
+// ownership: a known exact host never gets the wildcard certificate of another namespace.
 func (t *Table) Certificate(serverName string) *tls.Certificate {
 	host := normalizeHost(serverName)
-	if c := t.certs[host]; c != nil {
-		return c
+	hr := t.exact[host]
+	if hr != nil && hr.cert != nil {
+		return hr.cert
 	}
 	if i := strings.IndexByte(host, '.'); i > 0 {
-		return t.wildcardCerts[host[i+1:]]
+		if wr := t.wildcard[host[i+1:]]; wr != nil && (hr == nil || wr.namespace == hr.namespace) {
+			return wr.cert
+		}
 	}
 	return nil
+}
+
+// Defaults lists every default backend route in use, for debugging: Default and each
+// namespace's own (which serves that namespace's hosts), once each, sorted by Ingress.
+func (t *Table) Defaults() []*Route {
+	var out []*Route
+	seen := map[*Route]bool{}
+	add := func(r *Route) {
+		if r != nil && !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	add(t.Default)
+	for _, nr := range t.namespaces {
+		add(nr.dflt)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Ingress.String() < out[j].Ingress.String() })
+	return out
 }
 
 // Routes returns every route, for debugging and tests, in a stable order.

@@ -53,7 +53,8 @@ type ep struct {
 
 func slice(svcName, name string, port int32, eps ...ep) *discoveryv1.EndpointSlice {
 	s := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svcName}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svcName,
+			discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(port), Protocol: ptr(corev1.ProtocolTCP)}},
 	}
