@@ -209,7 +209,8 @@ func TestAgainstAPIServer(t *testing.T) {
 	must(c.Create(ctx, shopSvc))
 	ready, notReady := true, false
 	port := int32(8080)
-	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "shop-1", Labels: map[string]string{discoveryv1.LabelServiceName: "shop"}},
+	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "shop-1",
+		Labels: map[string]string{discoveryv1.LabelServiceName: "shop", discoveryv1.LabelManagedBy: table.EndpointSliceController}},
 		AddressType: discoveryv1.AddressTypeIPv4, Ports: []discoveryv1.EndpointPort{{Name: ptrTo("http"), Port: &port}},
 		Endpoints: []discoveryv1.Endpoint{
 			{Addresses: []string{"10.244.1.5"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}},

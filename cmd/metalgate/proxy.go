@@ -38,6 +38,7 @@ type proxyOptions struct {
 	Controller              string
 	WatchNamespaces         stringList
 	WatchDefaultClass       bool
+	AllowUnmanagedSlices    bool
 	PublishService          string
 	LeaderElect             bool
 	LeaderElectionNamespace string
@@ -88,6 +89,7 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.Controller, "controller-name", table.ControllerName, "IngressClass spec.controller served.")
 	fs.Var(&o.WatchNamespaces, "watch-namespace", "Serve only Ingresses in this namespace (repeatable, or comma-separated). Default: all namespaces.")
 	fs.BoolVar(&o.WatchDefaultClass, "watch-ingress-without-class", false, "Also serve Ingresses without a class when the default IngressClass is ours.")
+	fs.BoolVar(&o.AllowUnmanagedSlices, "allow-unmanaged-endpointslices", false, "Also route to EndpointSlices not managed by endpointslice-controller.k8s.io (hand-written, or mirrored from hand-written Endpoints); their addresses are still checked.")
 	fs.StringVar(&o.PublishService, "publish-service", "", "namespace/name of the proxy's own LoadBalancer Service, whose addresses go into Ingress status. Default: the Service that selects this Pod (POD_NAME, POD_NAMESPACE).")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "Elect one status writer among replicas with a Lease (every replica serves traffic).")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the Lease. Default: the Pod's namespace; out of cluster, default.")
@@ -288,6 +290,7 @@ func startControlPlane(ctx context.Context, opts proxyOptions, swap func(*table.
 		Metrics:           controlplane.NewMetrics(metrics.Registry),
 		Logger:            logger.WithName("controlplane"),
 	}
+	copts.AllowUnmanagedSlices = opts.AllowUnmanagedSlices
 	identity := copts.PodNamespace
 	if opts.PublishService != "" {
 		ns, name, ok := strings.Cut(opts.PublishService, "/")

@@ -21,6 +21,10 @@ type Options struct {
 	// WatchDefaultClass also serves Ingresses without a class when the default IngressClass is
 	// ours.
 	WatchDefaultClass bool
+	// AllowUnmanagedSlices also routes to EndpointSlices that the endpoint-slice controller
+	// does not manage (hand-written, or mirrored from hand-written Endpoints); see
+	// table.Input.AllowUnmanagedSlices. Default false: their endpoints are refused.
+	AllowUnmanagedSlices bool
 
 	// PublishService is the Service whose load-balancer addresses go into Ingress status.
 	// Default: the Service (type LoadBalancer first) in PodNamespace whose selector matches

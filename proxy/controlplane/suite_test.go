@@ -266,11 +266,13 @@ func startBackend(t testing.TB, name string) *backend {
 }
 
 // setSlice creates or updates the EndpointSlice of svc to the given backends, all ready.
-// (envtest runs no endpointslice controller; the test plays it.)
+// (envtest runs no endpointslice controller; the test plays it, label included: the proxy
+// routes only to slices the endpoint-slice controller manages.)
 func setSlice(t testing.TB, ns, svc string, bes ...*backend) {
 	t.Helper()
 	s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: svc + "-slice",
-		Labels: map[string]string{discoveryv1.LabelServiceName: svc}}, AddressType: discoveryv1.AddressTypeIPv4}
+		Labels: map[string]string{discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: table.EndpointSliceController}},
+		AddressType: discoveryv1.AddressTypeIPv4}
 	var port int32
 	for _, b := range bes {
 		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{podIP(b.ip)}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}})
