@@ -22,6 +22,7 @@ import (
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/cmd/metalgate/internal/version"
 	"github.com/metalgate/metalgate/controllers"
+	"github.com/metalgate/metalgate/internal/adminauth"
 )
 
 // controllerOptions are the flags of `metalgate controller`.
@@ -41,7 +42,7 @@ type controllerOptions struct {
 
 func (o *controllerOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Default: in-cluster config, else $KUBECONFIG, else ~/.kube/config.")
-	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; \"0\" disables it.")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Address of /metrics (loopback, or a bearer token authorised for it); \"0\" disables it.")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; \"0\" disables them.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "Elect one active controller among replicas with a Lease.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the Lease. Default: the Pod's namespace; out of cluster, default.")
@@ -84,9 +85,11 @@ func runController(ctx context.Context, opts controllerOptions) error {
 	}
 	renew, lease, retry := 10*time.Second, 15*time.Second, 2*time.Second
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Logger:                        logger,
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Scheme: scheme,
+		Logger: logger,
+		// /metrics answers loopback and bearer tokens authorised for it (Prometheus).
+		Metrics: metricsserver.Options{BindAddress: opts.MetricsAddr,
+			FilterProvider: adminauth.FilterProvider(adminGuardOptions(nil, metrics.Registry, logger))},
 		HealthProbeBindAddress:        opts.HealthAddr,
 		Cache:                         controllers.CacheOptions(opts.Namespace),
 		LeaderElection:                opts.LeaderElect,

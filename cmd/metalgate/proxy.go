@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -85,7 +86,7 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Default: in-cluster config, else $KUBECONFIG, else ~/.kube/config.")
 	fs.StringVar(&o.HTTPAddr, "http-bind-address", ":80", "Address of plain HTTP traffic; \"0\" disables it.")
 	fs.StringVar(&o.HTTPSAddr, "https-bind-address", ":443", "Address of HTTPS traffic (TLS, HTTP/2 by ALPN); \"0\" disables it.")
-	fs.StringVar(&o.AdminAddr, "admin-bind-address", ":10254", "Address of /healthz, /readyz, /metrics and /debug/backends; \"0\" disables it.")
+	fs.StringVar(&o.AdminAddr, "admin-bind-address", ":10254", "Address of /healthz and /readyz (open), /metrics and /debug/backends (loopback, or a bearer token authorised for the path); \"0\" disables it.")
 	fs.StringVar(&o.Controller, "controller-name", table.ControllerName, "IngressClass spec.controller served.")
 	fs.Var(&o.WatchNamespaces, "watch-namespace", "Serve only Ingresses in this namespace (repeatable, or comma-separated). Default: all namespaces.")
 	fs.BoolVar(&o.WatchDefaultClass, "watch-ingress-without-class", false, "Also serve Ingresses without a class when the default IngressClass is ours.")
@@ -248,7 +249,18 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 		ready = cp.Ready
 	}
 	if adminLn != nil {
-		admin := &http.Server{Handler: dataplane.AdminHandler(reg, ready, dbg.Route()), ReadHeaderTimeout: 10 * time.Second}
+		// /metrics and /debug/backends for loopback and authorised tokens; probes open.
+		var kube *rest.Config
+		if opts.StaticConfig == "" {
+			if kube, err = restConfig(opts.Kubeconfig); err != nil {
+				return err
+			}
+		}
+		guard, err := adminGuard(kube, dataplane.AdminOpenPaths, reg, logger)
+		if err != nil {
+			return err
+		}
+		admin := &http.Server{Handler: guard.Wrap(dataplane.AdminHandler(reg, ready, dbg.Route())), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errs <- admin.Serve(adminLn) }()
 		defer admin.Close()
 	}

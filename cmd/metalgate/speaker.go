@@ -33,6 +33,7 @@ import (
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/cmd/metalgate/internal/version"
 	"github.com/metalgate/metalgate/controllers"
+	"github.com/metalgate/metalgate/internal/adminauth"
 	"github.com/metalgate/metalgate/speaker"
 	"github.com/metalgate/metalgate/speaker/bgp"
 	"github.com/metalgate/metalgate/speaker/config"
@@ -70,7 +71,7 @@ func (o *speakerOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.LBClass, "lb-class", controllers.DefaultLBClass, "spec.loadBalancerClass served, besides Services with no class.")
 	fs.StringVar(&o.SpeakerSelector, "speaker-selector", "app.kubernetes.io/name=metalgate,app.kubernetes.io/component=speaker", "Label selector of the speaker Pods (memberlist peers and quorum base).")
 	fs.IntVar(&o.MemberlistPort, "memberlist-port", 7946, "UDP and TCP port of memberlist, the same on every node.")
-	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":7472", "Address of the Prometheus /metrics endpoint; \"0\" disables it.")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":7472", "Address of /metrics and /debug/announcements (loopback, or a bearer token authorised for the path); \"0\" disables it.")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":7473", "Address of /healthz and /readyz; \"0\" disables them.")
 	fs.StringVar(&o.StaticConfig, "static-config", "", "Run without the API server from this JSON file (lab and benchmarks; see docs/speaker.md).")
 	fs.IntVar(&o.GratuitousCount, "gratuitous-count", 3, "Gratuitous ARP / unsolicited NA sent per address on takeover.")
@@ -317,8 +318,11 @@ func newSpeakerManager(ctx context.Context, opts *speakerOptions, debug http.Han
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Logger: logr.FromContextOrDiscard(ctx),
+		// /metrics and /debug/announcements answer loopback (kubectl metalgate, through
+		// pods/portforward) and bearer tokens authorised for the path (Prometheus).
 		Metrics: metricsserver.Options{BindAddress: opts.MetricsAddr,
-			ExtraHandlers: map[string]http.Handler{speaker.DebugAnnouncementsPath: debug}},
+			ExtraHandlers:  map[string]http.Handler{speaker.DebugAnnouncementsPath: debug},
+			FilterProvider: adminauth.FilterProvider(adminGuardOptions(nil, metrics.Registry, logr.FromContextOrDiscard(ctx)))},
 		HealthProbeBindAddress: opts.HealthAddr,
 		Cache:                  kube.CacheOptions(kube.Options{Namespace: opts.Namespace, SpeakerSelector: sel}),
 	})
@@ -347,16 +351,21 @@ func newSpeakerManager(ctx context.Context, opts *speakerOptions, debug http.Han
 	return mgr, ips, nil
 }
 
-// serveMetrics serves /metrics from reg and the debug endpoint on addr (static mode); the
-// returned func stops it.
-func serveMetrics(addr string, reg prometheus.Gatherer, debug http.Handler, log logr.Logger) func() {
+// serveMetrics serves /metrics from reg and the debug endpoint on addr (static mode: no API
+// server to check tokens with, so loopback only); the returned func stops it.
+func serveMetrics(addr string, reg metrics.RegistererGatherer, debug http.Handler, log logr.Logger) func() {
 	if addr == "" || addr == "0" {
+		return func() {}
+	}
+	guard, err := adminGuard(nil, nil, reg, log)
+	if err != nil {
+		log.Error(err, "Metrics listener failed")
 		return func() {}
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle(speaker.DebugAnnouncementsPath, debug)
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: addr, Handler: guard.Wrap(mux), ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		log.Error(err, "Metrics listener failed")

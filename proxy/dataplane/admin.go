@@ -13,17 +13,30 @@ type AdminRoute struct {
 	Handler http.Handler
 }
 
+// AdminOpenPaths are the admin paths anyone may read: the kubelet's probes, which come from
+// the node without a token. Everything else on the admin port (/metrics, /debug/*) is for
+// loopback (kubectl port-forward, kubectl metalgate) and for callers whose bearer token the
+// API server authorises for the path: cmd/metalgate serves AdminHandler behind an
+// internal/adminauth Guard with these open paths (docs/proxy.md, "Admin port").
+var AdminOpenPaths = []string{healthzPath, readyzPath}
+
+const (
+	healthzPath = "/healthz"
+	readyzPath  = "/readyz"
+)
+
 // AdminHandler serves /healthz (the process is up), /readyz (ready returns nil), /metrics
-// (from g) and the extra routes. It belongs on its own port, away from client traffic.
+// (from g) and the extra routes. It belongs on its own port, away from client traffic, behind
+// a guard that opens AdminOpenPaths only.
 func AdminHandler(g prometheus.Gatherer, ready func() error, extra ...AdminRoute) http.Handler {
 	mux := http.NewServeMux()
 	for _, r := range extra {
 		mux.Handle(r.Pattern, r.Handler)
 	}
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc(healthzPath, func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc(readyzPath, func(w http.ResponseWriter, _ *http.Request) {
 		if ready != nil {
 			if err := ready(); err != nil {
 				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
