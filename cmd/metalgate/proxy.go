@@ -17,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/metalgate/metalgate/cmd/metalgate/internal/version"
+	"github.com/metalgate/metalgate/internal/secretkey"
 	"github.com/metalgate/metalgate/proxy/controlplane"
 	"github.com/metalgate/metalgate/proxy/dataplane"
 	"github.com/metalgate/metalgate/proxy/table"
@@ -62,7 +64,23 @@ type proxyOptions struct {
 	StaleAfter              time.Duration
 	ShutdownTimeout         time.Duration
 	AccessLogSample         int
-	FastPath                bool
+	DirectPath              bool
+	UpstreamReadTimeout     time.Duration
+	MaxResponseHeaderBytes  string
+	Max1xxResponses         int
+	ClientBodyTimeout       time.Duration
+	SendTimeout             time.Duration
+	HTTP2WriteTimeout       time.Duration
+	HTTP2MaxStreams         int
+	MaxConnections          int
+	MaxConnectionsPerClient int
+	EscapedSlashes          string
+	KeepDuplicateSlashes    bool
+	AllowUnderscoreHeaders  bool
+	ServerHeader            string
+	PublicHTTPPort          int
+	PublicHTTPSPort         int
+	AffinityKeySecret       string
 	StaticConfig            string
 	QPS                     float64
 	Burst                   int
@@ -113,7 +131,24 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.StaleAfter, "stale-after", 2*time.Minute, "Readiness fails when a watch has been failing for this long (traffic is still served).")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "On SIGTERM, how long requests in flight may finish.")
 	fs.IntVar(&o.AccessLogSample, "access-log-sample", 0, "Log one request in N (1: every request); 0: no access log.")
-	fs.BoolVar(&o.FastPath, "upstream-fast-path", true, "Send idempotent requests without a body over the pooled HTTP/1.1 fast path; false: http.Transport for everything.")
+	fs.BoolVar(&o.DirectPath, "direct-path", true, "Forward HTTP/1.x GET and HEAD without a body on the direct path (its own HTTP/1.1 connection pool); false: httputil.ReverseProxy and http.Transport for everything.")
+	fs.BoolVar(&o.DirectPath, "upstream-fast-path", true, "Deprecated: the old name of --direct-path.")
+	fs.DurationVar(&o.UpstreamReadTimeout, "upstream-read-timeout", 60*time.Second, "Longest wait for each read of a backend's response body (idle, not total); then the response is cut. Negative: none.")
+	fs.StringVar(&o.MaxResponseHeaderBytes, "max-response-header-bytes", "1m", "Largest backend response head, 1xx responses included (e.g. 512k); over it: 502.")
+	fs.IntVar(&o.Max1xxResponses, "max-1xx-responses", 8, "Most informational (1xx) responses a backend may send before its final one; over it: 502.")
+	fs.DurationVar(&o.ClientBodyTimeout, "client-body-timeout", 60*time.Second, "Longest wait for each read of a client's request body (idle, not total); then 408. Negative: none.")
+	fs.DurationVar(&o.SendTimeout, "send-timeout", 60*time.Second, "Longest wait for each write of a response to a client (slow readers); then the connection is closed. Negative: none.")
+	fs.DurationVar(&o.HTTP2WriteTimeout, "http2-write-timeout", 60*time.Second, "An HTTP/2 connection to which nothing could be written for this long is closed. Negative: none.")
+	fs.IntVar(&o.HTTP2MaxStreams, "http2-max-concurrent-streams", 250, "Most concurrent streams on one HTTP/2 client connection.")
+	fs.IntVar(&o.MaxConnections, "max-connections", 16384, "Most client connections open at once on each listener; more are closed when accepted. Negative: no limit.")
+	fs.IntVar(&o.MaxConnectionsPerClient, "max-connections-per-client", 0, "Most client connections open at once from one address on each listener; 0: no limit (clients behind one NAT share an address).")
+	fs.StringVar(&o.EscapedSlashes, "escaped-slashes", "reject", "Encoded '/' or '\\' (%2F, %5C) and bare '\\' in request paths: reject (400), keep (forward as sent), or decode (treat as '/').")
+	fs.BoolVar(&o.KeepDuplicateSlashes, "keep-duplicate-slashes", false, "Route and forward '//' in paths as sent; default: merged into one '/'.")
+	fs.BoolVar(&o.AllowUnderscoreHeaders, "allow-underscores-in-headers", false, "Forward request headers whose names contain '_'; default: dropped (X_Forwarded_For would read as X-Forwarded-For behind CGI/WSGI servers).")
+	fs.StringVar(&o.ServerHeader, "server-header", "metalgate", "Server header of every response (a backend's is replaced); empty: none.")
+	fs.IntVar(&o.PublicHTTPPort, "public-http-port", 80, "Port clients connect to for plain HTTP (the Service port), sent as X-Forwarded-Port.")
+	fs.IntVar(&o.PublicHTTPSPort, "public-https-port", 443, "Port clients connect to for HTTPS (the Service port), sent as X-Forwarded-Port.")
+	fs.StringVar(&o.AffinityKeySecret, "affinity-key-secret", "", "namespace/name of a Secret whose key \"key\" signs affinity cookies, created with a random key when missing, so that every replica names endpoints alike. Default: <pod namespace>/metalgate-proxy-affinity; \"-\" for a random key per process.")
 	fs.StringVar(&o.StaticConfig, "static-config", "", "Development: serve the Ingresses, Services and EndpointSlices in this YAML file; no API server.")
 	fs.Float64Var(&o.QPS, "kube-api-qps", 50, "Requests per second to the API server (client-side limit).")
 	fs.IntVar(&o.Burst, "kube-api-burst", 100, "Burst of requests to the API server (client-side limit).")
@@ -135,8 +170,44 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 		UpstreamIdleTimeout: o.UpstreamIdleTimeout, MaxIdlePerEndpoint: o.MaxIdlePerEndpoint,
 		ReadHeaderTimeout: o.ReadHeaderTimeout, ClientIdleTimeout: o.ClientIdleTimeout, MaxHeaderBytes: o.MaxHeaderBytes,
 		Retries: o.Retries, FailureThreshold: o.FailureThreshold, EjectFor: o.EjectFor, ShutdownTimeout: o.ShutdownTimeout,
-		AccessLogSample: o.AccessLogSample, DisableFastPath: !o.FastPath, Logger: logger.WithName("dataplane"),
+		AccessLogSample: o.AccessLogSample, DisableDirectPath: !o.DirectPath, Logger: logger.WithName("dataplane"),
+		UpstreamReadTimeout: negOff(o.UpstreamReadTimeout), Max1xxResponses: o.Max1xxResponses,
+		ClientBodyTimeout: negOff(o.ClientBodyTimeout), SendTimeout: negOff(o.SendTimeout), HTTP2WriteTimeout: negOff(o.HTTP2WriteTimeout),
+		HTTP2MaxConcurrentStreams: o.HTTP2MaxStreams, MaxConnections: o.MaxConnections, MaxConnectionsPerClient: o.MaxConnectionsPerClient,
+		EscapedSlashes: dataplane.EscapedSlashes(o.EscapedSlashes), KeepDuplicateSlashes: o.KeepDuplicateSlashes,
+		AllowUnderscoreHeaders: o.AllowUnderscoreHeaders, ServerHeader: o.ServerHeader,
+		PublicHTTPPort: o.PublicHTTPPort, PublicHTTPSPort: o.PublicHTTPSPort,
 	}
+	if o.ServerHeader == "" {
+		d.ServerHeader = "-"
+	}
+	if o.Max1xxResponses < 1 {
+		return d, fmt.Errorf("--max-1xx-responses %d: want at least 1", o.Max1xxResponses)
+	}
+	if o.HTTP2MaxStreams < 1 {
+		return d, fmt.Errorf("--http2-max-concurrent-streams %d: want at least 1", o.HTTP2MaxStreams)
+	}
+	if o.MaxConnectionsPerClient < 0 {
+		return d, fmt.Errorf("--max-connections-per-client %d: want 0 (no limit) or more", o.MaxConnectionsPerClient)
+	}
+	switch d.EscapedSlashes {
+	case dataplane.EscapedSlashesReject, dataplane.EscapedSlashesKeep, dataplane.EscapedSlashesDecode:
+	default:
+		return d, fmt.Errorf("--escaped-slashes %q: want reject, keep or decode", o.EscapedSlashes)
+	}
+	for _, p := range []struct {
+		flag string
+		v    int
+	}{{"--public-http-port", o.PublicHTTPPort}, {"--public-https-port", o.PublicHTTPSPort}} {
+		if p.v < 1 || p.v > 65535 {
+			return d, fmt.Errorf("%s %d: want 1 to 65535", p.flag, p.v)
+		}
+	}
+	rhb, err := parseByteSize(o.MaxResponseHeaderBytes)
+	if err != nil || rhb < 1 {
+		return d, fmt.Errorf("--max-response-header-bytes %q: want a size such as 1m or 512k", o.MaxResponseHeaderBytes)
+	}
+	d.MaxResponseHeaderBytes = rhb
 	if o.Retries == 0 {
 		d.Retries = -1
 	}
@@ -166,6 +237,15 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 	return d, nil
 }
 
+// negOff maps a duration flag to a data-plane option: there zero means the default and a
+// negative value none, so a flag set to 0 (none) becomes negative.
+func negOff(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
 func parseByteSize(s string) (int64, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
 	mult := int64(1)
@@ -190,6 +270,11 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 		return err
 	}
 	dopts.Metrics = dataplane.NewMetrics(reg)
+	if opts.StaticConfig == "" {
+		if dopts.AffinityKey, err = affinityKey(ctx, opts); err != nil {
+			return err
+		}
+	}
 	dp, err := dataplane.New(dopts)
 	if err != nil {
 		return err
@@ -277,6 +362,41 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 		}
 		return err
 	}
+}
+
+// affinityKey reads (or creates) the Secret whose key signs affinity cookies, so that every
+// replica names endpoints alike. nil: a random key of this process's own.
+func affinityKey(ctx context.Context, opts proxyOptions) ([]byte, error) {
+	ref := opts.AffinityKeySecret
+	if ref == "-" {
+		return nil, nil
+	}
+	if ref == "" {
+		ns := os.Getenv("POD_NAMESPACE")
+		if ns == "" {
+			logr.FromContextOrDiscard(ctx).Info("affinity cookies are signed with a key of this process alone: POD_NAMESPACE is not set and --affinity-key-secret is not given")
+			return nil, nil
+		}
+		ref = ns + "/metalgate-proxy-affinity"
+	}
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok || ns == "" || name == "" {
+		return nil, fmt.Errorf("--affinity-key-secret %q: want namespace/name or -", ref)
+	}
+	cfg, err := restConfig(opts.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("client for the affinity key: %w", err)
+	}
+	key, err := secretkey.Ensure(ctx, cs.CoreV1(), types.NamespacedName{Namespace: ns, Name: name}, 32,
+		map[string]string{"app.kubernetes.io/name": "metalgate", "app.kubernetes.io/component": "proxy"})
+	if err != nil {
+		return nil, fmt.Errorf("affinity cookie key (--affinity-key-secret): %w", err)
+	}
+	return key, nil
 }
 
 // startControlPlane starts the manager with the proxy's control plane; its end is sent to errs.

@@ -105,18 +105,18 @@ func (w *discardWriter) Write(p []byte) (int, error) {
 func BenchmarkServeHTTP(b *testing.B) {
 	addr := cannedBackend(b)
 	tab := buildTable(b, route{host: "b.test", path: "/", endpoints: []string{addr}})
-	for _, fast := range []bool{true, false} {
-		name := "fast"
-		if !fast {
-			name = "transport"
+	for _, direct := range []bool{true, false} {
+		name := "direct"
+		if !direct {
+			name = "reference"
 		}
 		b.Run(name, func(b *testing.B) {
-			s, err := New(Options{DisableFastPath: !fast})
+			s, err := New(Options{DisableDirectPath: !direct})
 			if err != nil {
 				b.Fatal(err)
 			}
 			s.Swap(tab)
-			defer s.h1.CloseIdleConnections()
+			defer s.CloseIdleConnections()
 			la := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80}
 			ctx := context.WithValue(context.Background(), http.LocalAddrContextKey, net.Addr(la))
 			b.ReportAllocs()

@@ -57,7 +57,7 @@ func debugInput(blocking, closed string) table.Input {
 	}
 	bh, bport, _ := net.SplitHostPort(blocking)
 	ch, cport, _ := net.SplitHostPort(closed)
-	return table.Input{
+	return table.Input{AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true,
 		Classes: []*networkingv1.IngressClass{
 			{ObjectMeta: metav1.ObjectMeta{Name: "mg"}, Spec: networkingv1.IngressClassSpec{Controller: table.ControllerName}},
 			{ObjectMeta: metav1.ObjectMeta{Name: "nginx"}, Spec: networkingv1.IngressClassSpec{Controller: "k8s.io/ingress-nginx"}},

@@ -4,13 +4,29 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics are the data plane's Prometheus metrics.
 type Metrics struct {
-	requests       [6]prometheus.Counter // by status class: 0 (other), 1xx … 5xx
-	Duration       prometheus.Histogram
-	UpstreamErrors *prometheus.CounterVec
-	Ejections      prometheus.Counter
-	Retries        prometheus.Counter
-	TableSwaps     prometheus.Counter
+	requests          [6]prometheus.Counter // by status class: 0 (other), 1xx … 5xx
+	Duration          prometheus.Histogram
+	UpstreamErrors    *prometheus.CounterVec
+	Ejections         prometheus.Counter
+	Retries           prometheus.Counter
+	TableSwaps        prometheus.Counter
+	LimitHits         *prometheus.CounterVec
+	ConnsDiscarded    *prometheus.CounterVec
+	ClientConnections *prometheus.GaugeVec
 }
+
+// Limits counted by metalgate_proxy_limit_hits_total.
+const (
+	limitClientBody              = "client_body_timeout"
+	limitSendTimeout             = "send_timeout"
+	limitUpstreamRead            = "upstream_read_timeout"
+	limitUpstreamHeaderBytes     = "upstream_header_bytes"
+	limitUpstream1xx             = "upstream_1xx"
+	limitMaxConnections          = "max_connections"
+	limitMaxConnectionsPerClient = "max_connections_per_client"
+	limitPathRejected            = "path_rejected"
+	limitMisdirected             = "misdirected_request"
+)
 
 // NewMetrics creates the data plane's metrics and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -26,7 +42,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metalgate_proxy_upstream_errors_total",
-			Help: "Requests that failed at the backend, by reason (connect, timeout, no_endpoints, other).",
+			Help: "Requests that failed, by reason (connect, timeout, no_endpoints, client_body, client_gone, response_headers_too_large, too_many_1xx, other).",
 		}, []string{"reason"}),
 		Ejections: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "metalgate_proxy_endpoint_ejections_total",
@@ -40,11 +56,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "metalgate_proxy_table_swaps_total",
 			Help: "Routing tables installed.",
 		}),
+		LimitHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metalgate_proxy_limit_hits_total",
+			Help: "Requests or connections stopped by a limit, by limit (client_body_timeout, send_timeout, upstream_read_timeout, upstream_header_bytes, upstream_1xx, max_connections, max_connections_per_client, path_rejected, misdirected_request).",
+		}, []string{"limit"}),
+		ConnsDiscarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metalgate_proxy_upstream_connections_discarded_total",
+			Help: "Backend connections closed instead of reused because the response left bytes behind (unread_bytes), bytes came while idle (unsolicited_bytes), or the body was not read to its end (incomplete).",
+		}, []string{"reason"}),
+		ClientConnections: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "metalgate_proxy_client_connections",
+			Help: "Client connections open, by listener (http, https).",
+		}, []string{"listener"}),
 	}
 	for i, c := range []string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"} {
 		m.requests[i] = reqs.WithLabelValues(c)
 	}
-	reg.MustRegister(reqs, m.Duration, m.UpstreamErrors, m.Ejections, m.Retries, m.TableSwaps)
+	reg.MustRegister(reqs, m.Duration, m.UpstreamErrors, m.Ejections, m.Retries, m.TableSwaps, m.LimitHits, m.ConnsDiscarded, m.ClientConnections)
 	return m
 }
 
@@ -57,4 +85,19 @@ func (m *Metrics) request(code int) {
 		i = 0
 	}
 	m.requests[i].Inc()
+}
+
+func (s *Server) limitHit(limit string) {
+	if m := s.opts.Metrics; m != nil {
+		m.LimitHits.WithLabelValues(limit).Inc()
+	}
+}
+
+func (s *Server) discarded(reason string) {
+	if m := s.opts.Metrics; m != nil {
+		m.ConnsDiscarded.WithLabelValues(reason).Inc()
+	}
+	if reason != discardIncomplete {
+		s.opts.Logger.V(1).Info("backend connection discarded", "reason", reason)
+	}
 }

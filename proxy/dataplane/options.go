@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"net/netip"
 	"time"
@@ -23,14 +24,40 @@ type Options struct {
 
 	// ConnectTimeout bounds dialing an endpoint. Default 5s.
 	ConnectTimeout time.Duration
-	// ResponseHeaderTimeout bounds the wait for a backend's response headers. Default 60s.
+	// ResponseHeaderTimeout bounds the wait for a backend's response head (1xx responses
+	// included). Default 60s.
 	ResponseHeaderTimeout time.Duration
+	// UpstreamReadTimeout bounds the wait for each read of a backend's response body (idle,
+	// not total: a stream that keeps sending lives on). Default 60s, as nginx's
+	// proxy_read_timeout; negative disables.
+	UpstreamReadTimeout time.Duration
 	// UpstreamIdleTimeout closes idle upstream keep-alive connections. Default 90s.
 	UpstreamIdleTimeout time.Duration
 	// MaxIdlePerEndpoint is the keep-alive pool size per endpoint. Default 512.
 	MaxIdlePerEndpoint int
-	// ReadHeaderTimeout bounds reading a client's request headers (slowloris). Default 10s.
+	// MaxResponseHeaderBytes limits a backend's response head, and the heads of its 1xx
+	// responses together. Over it: 502. Default 1 MiB.
+	MaxResponseHeaderBytes int64
+	// Max1xxResponses limits the informational responses (103 Early Hints and the like)
+	// before a final one; over it: 502. Default 8.
+	Max1xxResponses int
+
+	// ReadHeaderTimeout bounds reading a client's request headers (slowloris), and the TLS
+	// handshake. Default 10s.
 	ReadHeaderTimeout time.Duration
+	// ClientBodyTimeout bounds each read of a client's request body (idle, not total); over
+	// it: 408, and the backend connection is closed. Default 60s, as nginx's
+	// client_body_timeout; negative disables.
+	ClientBodyTimeout time.Duration
+	// SendTimeout bounds each write of a response to a client (a slow or stalled reader);
+	// over it the connection is closed. Default 60s, as nginx's send_timeout; negative
+	// disables.
+	SendTimeout time.Duration
+	// HTTP2WriteTimeout closes an HTTP/2 connection to which nothing could be written for
+	// this long. Default 60s; negative disables.
+	HTTP2WriteTimeout time.Duration
+	// HTTP2MaxConcurrentStreams limits the streams of one HTTP/2 connection. Default 250.
+	HTTP2MaxConcurrentStreams int
 	// ClientIdleTimeout closes idle client keep-alive connections. Default 120s.
 	ClientIdleTimeout time.Duration
 	// MaxHeaderBytes limits a request's headers. Default 64 KiB.
@@ -38,6 +65,31 @@ type Options struct {
 	// MaxBodyBytes limits request bodies unless the Ingress says otherwise
 	// (metalgate.io/proxy-body-size). Default 0: unlimited.
 	MaxBodyBytes int64
+	// MaxConnections limits the client connections open at once on each listener; a
+	// connection over it is closed when accepted. Default 16384; negative: no limit.
+	MaxConnections int
+	// MaxConnectionsPerClient limits them per client address on each listener. Default 0:
+	// no limit (clients behind one NAT share an address).
+	MaxConnectionsPerClient int
+
+	// EscapedSlashes is the policy for %2F, %5C and '\' in request paths (path.go).
+	// Default EscapedSlashesReject: 400.
+	EscapedSlashes EscapedSlashes
+	// KeepDuplicateSlashes routes and forwards "//" as sent. Default false: merged.
+	KeepDuplicateSlashes bool
+	// AllowUnderscoreHeaders forwards request headers with '_' in their names. Default
+	// false: dropped (headers.go says why).
+	AllowUnderscoreHeaders bool
+	// ServerHeader is the Server header of every response (the backend's is replaced).
+	// Default "metalgate"; "-" sends none.
+	ServerHeader string
+	// PublicHTTPPort and PublicHTTPSPort are the ports clients connect to, sent as
+	// X-Forwarded-Port: the proxy's Service ports, not its container ports. Defaults 80, 443.
+	PublicHTTPPort, PublicHTTPSPort int
+	// AffinityKey keys the HMAC that names endpoints in affinity cookies; every replica needs
+	// the same. Default: 32 random bytes (cookies then pin to one replica's names only).
+	AffinityKey []byte
+
 	// Retries is how many other endpoints an idempotent request without a body is retried on
 	// after a connection failure. Default 2; negative disables.
 	Retries int
@@ -53,28 +105,39 @@ type Options struct {
 	// use it to map pod addresses onto loopback ones.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 
-	// DisableFastPath sends every request through http.Transport instead of the pooled
-	// HTTP/1.1 fast path for idempotent requests without a body. Default false.
-	DisableFastPath bool
+	// DisableDirectPath sends every request through ReverseProxy instead of the direct path
+	// for HTTP/1.x GET and HEAD without a body. Both use the same HTTP/1.1 transport.
+	// Default false.
+	DisableDirectPath bool
+	// stdlibTransport (tests only) sends HTTP/1.1 requests through ReverseProxy and
+	// http.Transport, the reference semantics the differential tests compare with.
+	stdlibTransport bool
 
 	// AccessLogSample logs one request in N (1: all); 0 disables the access log.
 	AccessLogSample int
 	// Logger receives the access log (V(0), message "request") and errors. Default: discard.
 	Logger logr.Logger
-	// Metrics, when set, count requests and upstream errors.
+	// Metrics, when set, count requests, upstream errors and limits.
 	Metrics *Metrics
 }
 
-func (o *Options) defaults() {
+func (o *Options) defaults() error {
 	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
+		switch {
+		case *d == 0:
 			*d = v
+		case *d < 0:
+			*d = 0 // disabled
 		}
 	}
 	def(&o.ConnectTimeout, 5*time.Second)
 	def(&o.ResponseHeaderTimeout, 60*time.Second)
+	def(&o.UpstreamReadTimeout, 60*time.Second)
 	def(&o.UpstreamIdleTimeout, 90*time.Second)
 	def(&o.ReadHeaderTimeout, 10*time.Second)
+	def(&o.ClientBodyTimeout, 60*time.Second)
+	def(&o.SendTimeout, 60*time.Second)
+	def(&o.HTTP2WriteTimeout, 60*time.Second)
 	def(&o.ClientIdleTimeout, 120*time.Second)
 	def(&o.EjectFor, 10*time.Second)
 	def(&o.ShutdownTimeout, 30*time.Second)
@@ -84,6 +147,18 @@ func (o *Options) defaults() {
 	if o.MaxHeaderBytes == 0 {
 		o.MaxHeaderBytes = 64 << 10
 	}
+	if o.MaxResponseHeaderBytes == 0 {
+		o.MaxResponseHeaderBytes = 1 << 20
+	}
+	if o.Max1xxResponses == 0 {
+		o.Max1xxResponses = 8
+	}
+	if o.HTTP2MaxConcurrentStreams == 0 {
+		o.HTTP2MaxConcurrentStreams = 250
+	}
+	if o.MaxConnections == 0 {
+		o.MaxConnections = 16384
+	}
 	if o.Retries == 0 {
 		o.Retries = 2
 	} else if o.Retries < 0 {
@@ -92,4 +167,29 @@ func (o *Options) defaults() {
 	if o.FailureThreshold == 0 {
 		o.FailureThreshold = 3
 	}
+	if o.ServerHeader == "" {
+		o.ServerHeader = "metalgate"
+	}
+	if o.PublicHTTPPort == 0 {
+		o.PublicHTTPPort = 80
+	}
+	if o.PublicHTTPSPort == 0 {
+		o.PublicHTTPSPort = 443
+	}
+	switch o.EscapedSlashes {
+	case "":
+		o.EscapedSlashes = EscapedSlashesReject
+	case EscapedSlashesReject, EscapedSlashesKeep, EscapedSlashesDecode:
+	default:
+		return fmt.Errorf("escaped slashes policy %q: want %s, %s or %s", o.EscapedSlashes, EscapedSlashesReject, EscapedSlashesKeep, EscapedSlashesDecode)
+	}
+	for _, p := range []struct {
+		name string
+		v    int
+	}{{"public HTTP port", o.PublicHTTPPort}, {"public HTTPS port", o.PublicHTTPSPort}} {
+		if p.v < 1 || p.v > 65535 {
+			return fmt.Errorf("%s %d: want 1 to 65535", p.name, p.v)
+		}
+	}
+	return nil
 }

@@ -1,8 +1,9 @@
 package dataplane
 
 import (
-	"encoding/hex"
-	"hash/fnv"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 
 	"github.com/metalgate/metalgate/proxy/balancer"
 	"github.com/metalgate/metalgate/proxy/table"
@@ -21,9 +22,10 @@ type pool struct {
 	eps      []*balancer.Endpoint
 	bal      balancer.Balancer
 	byCookie map[string]*balancer.Endpoint // affinity cookie value → endpoint
+	cookieOf map[*balancer.Endpoint]string // and back
 }
 
-func compile(t *table.Table, reg *balancer.Registry) *router {
+func compile(t *table.Table, reg *balancer.Registry, affinityKey []byte) *router {
 	r := &router{table: t, pools: make(map[*table.Backend]*pool, len(t.Backends))}
 	keep := map[string]bool{}
 	for _, be := range t.Backends {
@@ -44,8 +46,10 @@ func compile(t *table.Table, reg *balancer.Registry) *router {
 		}
 		if be.Balance.AffinityCookie != "" {
 			p.byCookie = make(map[string]*balancer.Endpoint, len(p.eps))
+			p.cookieOf = make(map[*balancer.Endpoint]string, len(p.eps))
 			for _, e := range p.eps {
-				p.byCookie[cookieValue(e.Addr)] = e
+				v := cookieValue(affinityKey, e.Addr)
+				p.byCookie[v], p.cookieOf[e] = e, v
 			}
 		}
 		r.pools[be] = p
@@ -54,9 +58,12 @@ func compile(t *table.Table, reg *balancer.Registry) *router {
 	return r
 }
 
-// cookieValue names an endpoint in an affinity cookie without revealing its address.
-func cookieValue(addr string) string {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(addr))
-	return hex.EncodeToString(h.Sum(nil))
+// cookieValue names an endpoint in an affinity cookie: an HMAC-SHA256 of its address under
+// the install's key, cut to 128 bits. A plain hash of "ip:port" could be reversed by trying
+// the pod network's few million addresses; without the key neither the address nor the
+// cookie of a chosen endpoint can be computed.
+func cookieValue(key []byte, addr string) string {
+	m := hmac.New(sha256.New, key)
+	_, _ = m.Write([]byte(addr))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }

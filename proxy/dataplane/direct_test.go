@@ -18,11 +18,8 @@ import (
 // or not, reach the client; hop-by-hop response headers do not. On the direct path (GET) and
 // through ReverseProxy (the reference transport).
 func TestStreamingAndTrailers(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		reference bool
-	}{{"direct", false}, {"reference", true}} {
-		t.Run(tc.name, func(t *testing.T) {
+	forEachPath(t, func(t *testing.T, opts Options) {
+		{
 			clientGotFirst := make(chan struct{})
 			be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Trailer", "X-Sum")
@@ -42,7 +39,7 @@ func TestStreamingAndTrailers(t *testing.T) {
 			}))
 			defer be.Close()
 			tab := buildTable(t, route{host: "s.test", path: "/", endpoints: []string{hostport(be)}})
-			_, addr, _ := startProxy(t, Options{DisableFastPath: tc.reference}, tab)
+			_, addr, _ := startProxy(t, opts, tab)
 			req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
 			if err != nil {
 				t.Fatal(err)
@@ -75,8 +72,8 @@ func TestStreamingAndTrailers(t *testing.T) {
 			if got := resp.Trailer.Get("X-Late"); got != "unannounced" {
 				t.Errorf("unannounced trailer X-Late: %q (trailers %v)", got, resp.Trailer)
 			}
-		})
-	}
+		}
+	})
 }
 
 // TestDirectPathHeaders: the direct path forwards what ReverseProxy would: headers named in
@@ -85,8 +82,9 @@ func TestStreamingAndTrailers(t *testing.T) {
 func TestDirectPathHeaders(t *testing.T) {
 	be := echoBackend(t, "a")
 	tab := buildTable(t, route{host: "d.test", path: "/", endpoints: []string{hostport(be)}})
-	for _, reference := range []bool{false, true} {
-		_, addr, _ := startProxy(t, Options{DisableFastPath: reference}, tab)
+	forEachPath(t, func(t *testing.T, opts Options) {
+		reference := opts.DisableDirectPath
+		_, addr, _ := startProxy(t, opts, tab)
 		_, e := get(t, http.DefaultClient, "http://"+addr+"/p?q=1", map[string]string{"Host": "d.test",
 			"Connection": "X-Hop, keep-alive", "X-Hop": "secret", "Te": "trailers, deflate", "Keep-Alive": "timeout=5",
 			"Proxy-Authorization": "Basic eA==", "X-Other": "kept"})
@@ -121,7 +119,7 @@ func TestDirectPathHeaders(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || len(b) != 0 || resp.Header.Get("Content-Type") != "application/json" {
 			t.Errorf("reference=%v: HEAD: status %d, %d body bytes, Content-Type %q", reference, resp.StatusCode, len(b), resp.Header.Get("Content-Type"))
 		}
-	}
+	})
 }
 
 // TestWriteHeadCleansValues: writeHead turns line breaks in a value into spaces, as
@@ -161,10 +159,12 @@ func TestResponseHeaderTimeout(t *testing.T) {
 	defer be.Close()
 	defer close(release)
 	tab := buildTable(t, route{host: "t.test", path: "/", endpoints: []string{hostport(be)}})
-	for _, reference := range []bool{false, true} {
+	forEachPath(t, func(t *testing.T, opts Options) {
+		reference := opts.DisableDirectPath
 		reg := prometheus.NewRegistry()
 		m := NewMetrics(reg)
-		_, addr, _ := startProxy(t, Options{DisableFastPath: reference, ResponseHeaderTimeout: 50 * time.Millisecond, Metrics: m}, tab)
+		opts.ResponseHeaderTimeout, opts.Metrics = 50*time.Millisecond, m
+		_, addr, _ := startProxy(t, opts, tab)
 		resp, _ := get(t, http.DefaultClient, "http://"+addr+"/", map[string]string{"Host": "t.test"})
 		if resp.StatusCode != http.StatusGatewayTimeout {
 			t.Errorf("reference=%v: status %d, want 504", reference, resp.StatusCode)
@@ -172,5 +172,5 @@ func TestResponseHeaderTimeout(t *testing.T) {
 		if n := testutil.ToFloat64(m.UpstreamErrors.WithLabelValues("timeout")); n != 1 {
 			t.Errorf("reference=%v: %v timeouts counted, want 1", reference, n)
 		}
-	}
+	})
 }

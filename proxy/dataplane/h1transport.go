@@ -1,0 +1,415 @@
+package dataplane
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// h1Transport is the pool of HTTP/1.1 connections to endpoints, for both forwarding paths
+// (the direct path, and ReverseProxy's round trips). It reads each response on the calling
+// goroutine, and writes a request body from a goroutine of its own while the response is
+// read (a backend may answer before it has read the body).
+//
+// Why not http.Transport: it puts a connection back in its pool as soon as a response
+// without a body (HEAD, 204, 304) has been read, and only then looks for bytes left behind;
+// a request that takes the connection in between reads them as its response. A hostile
+// backend then answers one client's request with another's (TestHostileBackend found this
+// with Go 1.26 under load). Here a connection goes back to the pool only when the response
+// was complete by its framing and nothing else came with it (invariant 8: a response reaches
+// only the client that asked for it). Anything else closes it:
+//   - a body not read to its end (client gone, copy failed, a body cut by the backend);
+//   - bytes buffered past the response: a HEAD or 204/304 answered with a body, a
+//     Content-Length shorter than what was sent, data after a chunked body's last chunk;
+//   - bytes that arrive on the connection while it is idle (looked for without reading when
+//     it is taken from the pool);
+//   - a response without a length (read to EOF), Connection: close, HTTP/1.0 without
+//     keep-alive, a 101 or any other final status below 200;
+//   - a request body not written whole, or a request canceled while in flight.
+//
+// Limits: the response head (1xx responses included, together) is read with at most
+// maxHeaderBytes from the socket; at most max1xx informational responses; the head must come
+// within responseTimeout, and each read of the body within readTimeout of the previous one.
+type h1Transport struct {
+	dial            func(ctx context.Context, network, addr string) (net.Conn, error)
+	maxIdle         int
+	idleTimeout     time.Duration
+	responseTimeout time.Duration
+	readTimeout     time.Duration
+	maxHeaderBytes  int64
+	max1xx          int
+	// discarded counts a connection closed for a reason that points at a broken backend.
+	discarded func(reason string)
+
+	mu   sync.Mutex
+	idle map[string][]*h1Conn
+}
+
+// Reasons a connection is discarded instead of pooled, for metrics.
+const (
+	discardUnreadBytes = "unread_bytes"      // bytes buffered past the response
+	discardUnsolicited = "unsolicited_bytes" // bytes sent while the connection was idle
+	discardIncomplete  = "incomplete"        // the body was not read to its end
+)
+
+var (
+	errResponseHeadersTooLarge = errors.New("backend response headers too large")
+	errTooMany1xx              = errors.New("backend sent too many 1xx responses")
+	errHeaderLimit             = errors.New("read limit for response headers reached")
+)
+
+// h1Conn is one pooled connection. Its reader side is limited while a response head is read
+// (limit), so a backend cannot make the proxy buffer an unbounded header.
+type h1Conn struct {
+	conn      net.Conn
+	raw       syscall.RawConn // for the idle check; nil when the connection has none
+	addr      string
+	limit     int64
+	br        *bufio.Reader
+	bw        *bufio.Writer
+	idleSince time.Time
+}
+
+func (c *h1Conn) Read(p []byte) (int, error) {
+	if c.limit <= 0 {
+		return 0, errHeaderLimit
+	}
+	if int64(len(p)) > c.limit {
+		p = p[:c.limit]
+	}
+	n, err := c.conn.Read(p)
+	c.limit -= int64(n)
+	return n, err
+}
+
+// directEligible reports whether req is one the direct path may carry: idempotent, without
+// a body, not an Upgrade, not Expect: 100-continue. A stale pooled connection may be
+// retried for such a request.
+func directEligible(req *http.Request) bool {
+	return !hasBody(req) && isIdempotent(req.Method) && req.Header.Get("Upgrade") == "" && req.Header.Get("Expect") == "" &&
+		!req.Close && req.Trailer == nil
+}
+
+func hasBody(req *http.Request) bool {
+	return req.Body != nil && req.Body != http.NoBody && req.ContentLength != 0
+}
+
+func (t *h1Transport) get(ctx context.Context, addr string) (*h1Conn, bool, error) {
+	now := time.Now()
+	t.mu.Lock()
+	for {
+		list := t.idle[addr]
+		if len(list) == 0 {
+			break
+		}
+		c := list[len(list)-1]
+		list[len(list)-1] = nil
+		t.idle[addr] = list[:len(list)-1]
+		if now.Sub(c.idleSince) >= t.idleTimeout {
+			c.conn.Close()
+			continue
+		}
+		t.mu.Unlock()
+		switch idleState(c.raw) {
+		case idleOK:
+			return c, true, nil
+		case idleUnsolicited:
+			t.discarded(discardUnsolicited)
+		}
+		c.conn.Close()
+		t.mu.Lock()
+	}
+	t.mu.Unlock()
+	nc, err := t.dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, false, err
+	}
+	c := &h1Conn{conn: nc, addr: addr}
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.raw, _ = sc.SyscallConn()
+	}
+	c.br = bufio.NewReaderSize(c, 16<<10)
+	c.bw = bufio.NewWriterSize(nc, 8<<10)
+	return c, false, nil
+}
+
+func (t *h1Transport) put(c *h1Conn) {
+	c.idleSince = time.Now()
+	t.mu.Lock()
+	if len(t.idle[c.addr]) < t.maxIdle {
+		t.idle[c.addr] = append(t.idle[c.addr], c)
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Unlock()
+	c.conn.Close()
+}
+
+// retain closes the idle connections of endpoints no longer in any table.
+func (t *h1Transport) retain(keep map[string]bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for addr, list := range t.idle {
+		if keep[addr] {
+			continue
+		}
+		for _, c := range list {
+			c.conn.Close()
+		}
+		delete(t.idle, addr)
+	}
+}
+
+// CloseIdleConnections closes every pooled connection.
+func (t *h1Transport) CloseIdleConnections() { t.retain(nil) }
+
+// RoundTrip serves ReverseProxy: the request is written by req.Write, and 1xx responses go
+// to the client trace in req's context (ReverseProxy's, which forwards them). A 101 answer
+// to an Upgrade request has the connection as its body (an io.ReadWriteCloser, as
+// ReverseProxy wants).
+func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.do(req.Context(), req.URL.Host, req, nil, traceGot1xx(req.Context()))
+}
+
+// do sends a request to addr over a pooled connection and reads the response. The request
+// head is written by head (a request without a body), or the request by req.Write when head
+// is nil; req gives the method for reading the response (HEAD has no body). got1xx, when
+// set, receives each informational response (not 101) before the final one; an error from
+// it fails the request.
+func (t *h1Transport) do(ctx context.Context, addr string, req *http.Request, head func(*bufio.Writer) error,
+	got1xx func(code int, h http.Header) error) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		c, reused, err := t.get(ctx, addr)
+		if err != nil {
+			closeBody(req)
+			return nil, err
+		}
+		resp, sent, err := t.exchange(ctx, c, req, head, got1xx)
+		if err == nil {
+			return resp, nil
+		}
+		c.conn.Close()
+		// A pooled connection the backend closed while idle fails before any response
+		// byte: a request without a body that may be repeated is safe to send once more,
+		// on a new connection.
+		if reused && attempt == 0 && !sent && ctx.Err() == nil && staleConnError(err) && directEligible(req) {
+			continue
+		}
+		if head != nil || !hasBody(req) {
+			closeBody(req) // else the body's writer closes it (Request.Write does, always)
+		}
+		return nil, err
+	}
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
+
+// exchange writes the request on c and reads the response head. sent reports whether any
+// response byte (a 1xx included) had come back when it failed.
+func (t *h1Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request, head func(*bufio.Writer) error,
+	got1xx func(int, http.Header) error) (resp *http.Response, sent bool, err error) {
+	// A cancel closes the connection: whatever is in progress (write, head, body) ends at
+	// once, and the connection is never pooled (the body's finish sees stop fail).
+	stop := context.AfterFunc(ctx, func() { c.conn.Close() })
+	defer func() {
+		if err != nil {
+			stop()
+			if ctx.Err() != nil {
+				err = context.Cause(ctx)
+			}
+		}
+	}()
+	var deadline time.Time
+	if t.responseTimeout > 0 {
+		deadline = time.Now().Add(t.responseTimeout)
+	}
+	// The response timeout bounds the wait for the response head, a read: the request head
+	// goes into the socket buffer (a write blocked on a full one ends when ctx does).
+	_ = c.conn.SetReadDeadline(deadline)
+	var wrote chan error
+	switch {
+	case head != nil:
+		err = head(c.bw)
+	case hasBody(req):
+		// The body goes out while the response is read. A body that cannot be written
+		// whole (the client's failed, the backend closed) closes the connection, so the
+		// read below does not wait for an answer to half a request.
+		wrote = make(chan error, 1)
+		go func() {
+			err := req.Write(c.bw)
+			if err == nil {
+				err = c.bw.Flush()
+			}
+			if err != nil {
+				c.conn.Close()
+			}
+			wrote <- err
+		}()
+	default:
+		err = req.Write(c.bw)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if wrote == nil {
+		if err := c.bw.Flush(); err != nil {
+			return nil, false, err
+		}
+	}
+	c.limit = t.maxHeaderBytes
+	for n1xx := 0; ; {
+		resp, err = http.ReadResponse(c.br, req)
+		if err != nil {
+			if c.limit <= 0 {
+				err = errResponseHeadersTooLarge
+			} else if wrote != nil {
+				// The request body's error says more than the read that it cut short.
+				select {
+				case werr := <-wrote:
+					if werr != nil {
+						err = werr
+					}
+				default:
+				}
+			}
+			return nil, n1xx > 0, err
+		}
+		code := resp.StatusCode
+		if code < 100 || code >= 200 || code == http.StatusSwitchingProtocols {
+			break
+		}
+		// 1xx informational (103 Early Hints): the final response follows. The limit is
+		// not reset: the heads of all of them share maxHeaderBytes.
+		if n1xx++; n1xx > t.max1xx {
+			return nil, true, errTooMany1xx
+		}
+		if got1xx != nil {
+			if err := got1xx(code, resp.Header); err != nil {
+				return nil, true, err
+			}
+		}
+	}
+	c.limit = math.MaxInt64
+	if resp.StatusCode == http.StatusSwitchingProtocols && req.Header.Get("Upgrade") != "" {
+		// The connection is the upgraded stream's now; it ends with the request (stop stays
+		// registered) and is never pooled.
+		_ = c.conn.SetReadDeadline(time.Time{})
+		resp.Body = &upgraded{Reader: c.br, conn: c.conn}
+		return resp, true, nil
+	}
+	b := &h1Body{rc: resp.Body, c: c, t: t, stop: stop, wrote: wrote,
+		reusable: !resp.Close && resp.StatusCode >= 200}
+	b.refresh(time.Now())
+	resp.Body = b
+	return resp, true, nil
+}
+
+func staleConnError(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// upgraded is a connection after a 101: reads come through the reader that read the
+// response head (it may hold the first bytes of the new protocol).
+type upgraded struct {
+	io.Reader
+	conn net.Conn
+}
+
+func (u *upgraded) Write(p []byte) (int, error) { return u.conn.Write(p) }
+func (u *upgraded) Close() error                { return u.conn.Close() }
+
+// h1Body returns its connection to the pool when the body has been read to the end by its
+// framing, the request was written whole and nothing is left over, and closes it otherwise.
+type h1Body struct {
+	rc       io.ReadCloser
+	c        *h1Conn
+	t        *h1Transport
+	stop     func() bool // ends the cancel watch; false when the cancel already ran
+	wrote    chan error  // the request body's writer, when there is one
+	reusable bool
+	eof      bool
+	done     bool
+	deadline time.Time // of the next read; renewed when half of readTimeout is gone
+}
+
+// refresh moves the read deadline to readTimeout from now when less than half of it is left,
+// so a body read in many small reads costs few timer updates.
+func (b *h1Body) refresh(now time.Time) {
+	d := b.t.readTimeout
+	if d <= 0 {
+		_ = b.c.conn.SetReadDeadline(time.Time{})
+		return
+	}
+	if b.deadline.Sub(now) < d/2 {
+		b.deadline = now.Add(d)
+		_ = b.c.conn.SetReadDeadline(b.deadline)
+	}
+}
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	if b.t.readTimeout > 0 {
+		b.refresh(time.Now())
+	}
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.eof = true
+		b.finish()
+	}
+	return n, err
+}
+
+func (b *h1Body) Close() error {
+	if b.rc == http.NoBody {
+		b.eof = true // complete by its framing: HEAD, 204, 304, Content-Length: 0
+	}
+	b.finish()
+	return nil
+}
+
+func (b *h1Body) finish() {
+	if b.done {
+		return
+	}
+	b.done = true
+	live := b.stop()
+	written := true
+	if b.wrote != nil {
+		select {
+		case err := <-b.wrote:
+			written = err == nil
+		default:
+			written = false // still writing: closing the connection ends the writer
+		}
+	}
+	switch {
+	case !b.eof:
+		// Closing first: a body's Close would read the rest of it.
+		b.c.conn.Close()
+		if live {
+			b.t.discarded(discardIncomplete)
+		}
+		return
+	case b.c.br.Buffered() > 0:
+		b.t.discarded(discardUnreadBytes)
+	case b.reusable && live && written:
+		_ = b.rc.Close()
+		b.t.put(b.c)
+		return
+	}
+	b.c.conn.Close()
+}

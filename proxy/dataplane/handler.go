@@ -1,0 +1,326 @@
+package dataplane
+
+import (
+	"context"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/metalgate/metalgate/proxy/table"
+)
+
+// ServeHTTP routes one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	st := &state{rw: responseWriter{ResponseWriter: w, s: s}} // one allocation for both
+	rw := &st.rw
+	s.serve(rw, r, &st.a)
+	if rw.code == 0 {
+		rw.code = http.StatusOK
+	}
+	if m := s.opts.Metrics; m != nil {
+		m.request(rw.code)
+		m.Duration.Observe(time.Since(start).Seconds())
+	}
+	if n := s.opts.AccessLogSample; n > 0 && s.served.Add(1)%uint64(n) == 0 {
+		s.opts.Logger.Info("request", "method", r.Method, "host", r.Host, "path", r.URL.Path, "proto", r.Proto,
+			"status", rw.code, "bytes", rw.bytes, "duration", time.Since(start), "client", r.RemoteAddr,
+			"requestID", rw.reqID)
+	}
+}
+
+// state is one request's: its response writer and forwarding state.
+type state struct {
+	rw responseWriter
+	a  attempt
+}
+
+func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
+	rt := s.current.Load()
+	if rt == nil {
+		http.Error(w, "no routing table yet", http.StatusServiceUnavailable)
+		return
+	}
+	if err := s.normalize(r); err != nil {
+		s.limitHit(limitPathRejected)
+		http.Error(w, "bad request path: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if r.TLS != nil && !s.sameCertificate(rt.table, r.TLS.ServerName, r.Host) {
+		// RFC 9110 §15.5.20: the connection's certificate is not the host's, so this
+		// connection must not serve it (HTTP/2 coalescing, or a client that sent another SNI).
+		s.limitHit(limitMisdirected)
+		http.Error(w, "misdirected request: the TLS server name's certificate does not cover this host", http.StatusMisdirectedRequest)
+		return
+	}
+	route := rt.table.Lookup(r.Host, r.URL.Path)
+	if route == nil {
+		http.Error(w, "no route for this host and path", http.StatusNotFound)
+		return
+	}
+	if route.Options.SSLRedirect && r.TLS == nil {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		u := url.URL{Scheme: "https", Host: host, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+		http.Redirect(w, r, u.String(), http.StatusPermanentRedirect)
+		return
+	}
+	limit := route.Options.MaxBodyBytes
+	if limit == 0 {
+		limit = s.opts.MaxBodyBytes
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		if limit > 0 && r.ContentLength > limit {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		body := r.Body
+		if limit > 0 {
+			body = http.MaxBytesReader(w, body, limit)
+		}
+		r.Body = &clientBody{ReadCloser: body, a: a, rc: http.NewResponseController(w), timeout: s.opts.ClientBodyTimeout, s: s}
+	}
+	p := rt.pools[route.Backend]
+	if p == nil || len(p.eps) == 0 {
+		s.countUpstream("no_endpoints")
+		http.Error(w, "no endpoints available for this backend", http.StatusServiceUnavailable)
+		return
+	}
+	a.pool = p
+	a.tried = a.triedBuf[:0]
+	a.clientIP, a.trusted = s.client(r)
+	a.reqID = r.Header.Get("X-Request-Id")
+	if a.reqID == "" || !a.trusted && !validRequestID(a.reqID) {
+		a.reqID = newRequestID()
+	}
+	w.reqID = a.reqID
+	bal := p.backend.Balance
+	switch bal.HashBy {
+	case table.HashByHeader:
+		a.key = r.Header.Get(bal.HashKey)
+	case table.HashByCookie:
+		if c, err := r.Cookie(bal.HashKey); err == nil {
+			a.key = c.Value
+		}
+	case table.HashByClientIP:
+		a.key = a.clientIP
+	}
+	if bal.AffinityCookie != "" {
+		if c, err := r.Cookie(bal.AffinityCookie); err == nil {
+			a.pinned = p.byCookie[c.Value]
+		}
+	}
+	if s.takesDirectPath(r, p) {
+		s.forwardDirect(w, r, a)
+		return
+	}
+	if strings.EqualFold(r.Header.Get("Upgrade"), "h2c") {
+		// An h2c upgrade through the proxy would be a tunnel to the backend in which the
+		// client sends any request it likes, past routing ("h2c smuggling"): forward the
+		// request without the upgrade.
+		r.Header.Del("Upgrade")
+	}
+	s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), attemptKey{}, a)))
+}
+
+// normalize rewrites r's path to its normalised form (path.go), which routing and both
+// forwarding paths then use.
+func (s *Server) normalize(r *http.Request) error {
+	raw := r.URL.EscapedPath()
+	norm, changed, err := s.paths.normalizePath(raw)
+	if err != nil || !changed {
+		return err
+	}
+	p, err := url.PathUnescape(norm)
+	if err != nil {
+		return errBadEscape
+	}
+	r.URL.Path, r.URL.RawPath = p, norm
+	return nil
+}
+
+// sameCertificate reports whether the certificate served for the TLS server name sni is the
+// one host would get: a request may use a connection only if it was made for its host.
+func (s *Server) sameCertificate(t *table.Table, sni, host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if strings.EqualFold(strings.TrimSuffix(sni, "."), strings.TrimSuffix(host, ".")) {
+		return true
+	}
+	return s.certificate(t, sni) == s.certificate(t, host)
+}
+
+func (s *Server) certificate(t *table.Table, name string) any {
+	if name != "" {
+		if c := t.Certificate(name); c != nil {
+			return c
+		}
+	}
+	return s.defCert
+}
+
+// validRequestID accepts a client's request ID only when it is short and plain.
+func validRequestID(id string) bool {
+	if len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func newRequestID() string {
+	var b [32]byte
+	const hexdigits = "0123456789abcdef"
+	x, y := rand.Uint64(), rand.Uint64()
+	for i := 0; i < 16; i++ {
+		b[i] = hexdigits[(x>>(i*4))&0xf]
+		b[16+i] = hexdigits[(y>>(i*4))&0xf]
+	}
+	return string(b[:])
+}
+
+// client returns the client's IP and whether it is a trusted proxy.
+func (s *Server) client(r *http.Request) (string, bool) {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	if len(s.opts.TrustedProxies) == 0 {
+		return host, false
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host, false
+	}
+	ip = ip.Unmap()
+	for _, p := range s.opts.TrustedProxies {
+		if p.Contains(ip) {
+			return host, true
+		}
+	}
+	return host, false
+}
+
+// clientBody is a request body on its way to the backend. Each read must return within
+// timeout (a client that stalls its body does not hold a backend connection); a failed read
+// (malformed chunked coding, too large, too slow) is kept in the attempt, so that the error
+// path answers for the client's fault, not the backend's.
+type clientBody struct {
+	io.ReadCloser
+	a       *attempt
+	rc      *http.ResponseController
+	timeout time.Duration
+	s       *Server
+	armed   bool
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	if b.timeout > 0 {
+		_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+		b.armed = true
+	}
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.disarm()
+		if err != io.EOF && b.a.bodyErr == nil {
+			b.a.bodyErr = err
+			if isTimeout(err) {
+				b.s.limitHit(limitClientBody)
+			}
+		}
+	}
+	return n, err
+}
+
+func (b *clientBody) Close() error {
+	b.disarm()
+	return b.ReadCloser.Close()
+}
+
+// disarm clears the read deadline: the server's own read of the next request (or its check
+// for a closed connection) must not inherit it.
+func (b *clientBody) disarm() {
+	if b.armed {
+		b.armed = false
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+}
+
+// responseWriter records the status and size for metrics and the access log, puts this
+// hop's Server and X-Request-Id headers on every final response, and bounds each write to a
+// slow client by SendTimeout. Unwrap lets http.ResponseController (used by ReverseProxy)
+// reach Flush and Hijack underneath.
+type responseWriter struct {
+	http.ResponseWriter
+	s        *Server
+	code     int
+	bytes    int64
+	reqID    string
+	deadline time.Time // of the current write; renewed when half of SendTimeout is gone
+}
+
+func (w *responseWriter) WriteHeader(code int) {
+	if code >= 200 {
+		h := w.ResponseWriter.Header()
+		if w.s.serverHeader != nil {
+			h["Server"] = w.s.serverHeader
+		}
+		if w.reqID != "" {
+			h["X-Request-Id"] = []string{w.reqID}
+		}
+		w.arm()
+	}
+	if w.code == 0 || w.code < 200 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *responseWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.WriteHeader(http.StatusOK)
+	} else {
+		w.arm()
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	if err != nil && isTimeout(err) {
+		w.s.limitHit(limitSendTimeout)
+	}
+	return n, err
+}
+
+// arm moves the write deadline to SendTimeout from now when less than half of it is left.
+func (w *responseWriter) arm() {
+	d := w.s.opts.SendTimeout
+	if d <= 0 {
+		return
+	}
+	now := time.Now()
+	if w.deadline.Sub(now) < d/2 {
+		w.deadline = now.Add(d)
+		_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(w.deadline)
+	}
+}
+
+func (w *responseWriter) Flush() {
+	w.arm()
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,190 @@
+package dataplane
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// The header policy, in one place for both forwarding paths. The direct path writes the
+// outbound request head from outboundHeaders; ReverseProxy's Rewrite builds Out.Header from
+// the same function. Responses from either path go through responseHeaders.
+//
+// Request headers a backend never sees from a client:
+//   - hop-by-hop headers (RFC 9110 §7.6.1) and every header the Connection header names;
+//   - Content-Length, Transfer-Encoding, Host and Trailer: the framing is this hop's own;
+//   - Expect: the client's 100-continue is answered here (net/http sends 100 Continue when
+//     the body is first read), and the body goes to the backend at once, as nginx does;
+//   - the forwarding headers (X-Forwarded-*, X-Real-IP, Forwarded) and X-Request-Id, unless
+//     the client is a trusted proxy (then they are extended, not replaced);
+//   - names with '_' (unless AllowUnderscoreHeaders): CGI and WSGI servers map '-' and '_'
+//     to the same variable, so X_Forwarded_For would read as X-Forwarded-For behind them.
+//     nginx drops them by default for the same reason.
+
+// hopByHop are the headers that describe one connection (RFC 9110 §7.6.1, and the ones
+// httputil.ReverseProxy removes).
+var hopByHop = [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// dropped reports the request headers no backend receives as the client sent them.
+func dropped(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade",
+		"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port", "Forwarded",
+		"X-Real-Ip", "X-Request-Id",
+		"Host", "Content-Length", "Expect":
+		return true
+	}
+	return false
+}
+
+// forwarding is what the forwarding headers of a request say: the values of a trusted
+// proxy's headers extended with this hop, else this hop's alone.
+type forwarding struct {
+	priorFor       string // X-Forwarded-For from a trusted proxy, joined; empty otherwise
+	priorForwarded string // Forwarded from a trusted proxy, joined; empty otherwise
+	proto          string
+	host           string
+	port           string
+	realIP         string
+}
+
+func (s *Server) forwarded(in *http.Request, a *attempt) forwarding {
+	f := forwarding{proto: "http", host: in.Host, realIP: a.clientIP, port: s.httpPort}
+	if in.TLS != nil {
+		f.proto, f.port = "https", s.httpsPort
+	}
+	if a.trusted {
+		if prior := in.Header.Values("X-Forwarded-For"); len(prior) > 0 {
+			f.priorFor = strings.Join(prior, ", ")
+		}
+		if v := in.Header.Get("X-Forwarded-Proto"); v != "" {
+			f.proto = v
+		}
+		if v := in.Header.Get("X-Forwarded-Host"); v != "" {
+			f.host = v
+		}
+		if v := in.Header.Get("X-Forwarded-Port"); v != "" {
+			f.port = v
+		}
+		if v := in.Header.Get("X-Real-Ip"); v != "" {
+			f.realIP = v
+		}
+		if prior := in.Header.Values("Forwarded"); len(prior) > 0 {
+			f.priorForwarded = strings.Join(prior, ", ")
+		}
+	}
+	return f
+}
+
+// outboundHeaders calls add with every header the backend receives for in, in the order
+// they are written: the client's own headers that pass the policy above, Te: trailers when
+// the client accepts trailers, then this hop's forwarding headers and the request ID.
+// Values may hold CR or LF; the writer must clean them (Request.Write and header do).
+func (s *Server) outboundHeaders(in *http.Request, a *attempt, add func(k, v string)) {
+	conn := in.Header["Connection"]
+	for k, vv := range in.Header {
+		if dropped(k) || listed(conn, k) || !s.opts.AllowUnderscoreHeaders && strings.IndexByte(k, '_') >= 0 {
+			continue
+		}
+		for _, v := range vv {
+			add(k, v)
+		}
+	}
+	if hasToken(in.Header["Te"], "trailers") {
+		add("Te", "trailers")
+	}
+	f := s.forwarded(in, a)
+	if f.priorFor != "" {
+		add("X-Forwarded-For", f.priorFor+", "+a.clientIP)
+	} else {
+		add("X-Forwarded-For", a.clientIP)
+	}
+	add("X-Forwarded-Proto", f.proto)
+	add("X-Forwarded-Host", f.host)
+	if f.port != "" {
+		add("X-Forwarded-Port", f.port)
+	}
+	add("X-Real-Ip", f.realIP)
+	forwarded := "for=" + forwardedFor(a.clientIP) + ";host=" + quoteForwarded(in.Host) + ";proto=" + quoteForwarded(f.proto)
+	if f.priorForwarded != "" {
+		forwarded = f.priorForwarded + ", " + forwarded
+	}
+	add("Forwarded", forwarded)
+	add("X-Request-Id", a.reqID)
+}
+
+// responseHeaders applies the response policy to a backend's header h before it is copied
+// to the client: hop-by-hop headers go (but for a 101, whose Connection and Upgrade
+// ReverseProxy checks and passes on), the backend's Server header goes (responseWriter
+// writes ours), and the affinity cookie is added when the balancer chose the endpoint.
+func (s *Server) responseHeaders(h http.Header, status int, a *attempt) {
+	if status != http.StatusSwitchingProtocols {
+		removeHopByHop(h)
+	}
+	delete(h, "Server")
+	affinityCookie(h, a)
+}
+
+// removeHopByHop deletes a message's hop-by-hop headers, those named in Connection too.
+func removeHopByHop(h http.Header) {
+	for _, v := range h["Connection"] {
+		for v != "" {
+			var tok string
+			tok, v, _ = strings.Cut(v, ",")
+			if tok = strings.TrimSpace(tok); tok != "" {
+				h.Del(tok)
+			}
+		}
+	}
+	for _, k := range hopByHop {
+		delete(h, k)
+	}
+}
+
+// listed reports whether header k is named in the Connection header's values (and so is
+// hop-by-hop).
+func listed(conn []string, k string) bool {
+	for _, v := range conn {
+		for v != "" {
+			var tok string
+			tok, v, _ = strings.Cut(v, ",")
+			if strings.EqualFold(strings.TrimSpace(tok), k) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasToken reports whether a comma-separated header has token (case-insensitive).
+func hasToken(vv []string, token string) bool {
+	return listed(vv, token)
+}
+
+// forwardedFor is the client address as a Forwarded for= value: RFC 7239 §6 quotes and
+// brackets IPv6.
+func forwardedFor(ip string) string {
+	if strings.Contains(ip, ":") {
+		return `"[` + ip + `]"`
+	}
+	return ip
+}
+
+// quoteForwarded returns v as an RFC 7239 value: a token as it is, anything else quoted.
+func quoteForwarded(v string) string {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return strconv.Quote(v)
+		}
+	}
+	return v
+}
+
+// eventStream reports a Content-Type of text/event-stream (parameters ignored).
+func eventStream(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
+}

@@ -1,0 +1,338 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"sync"
+	"time"
+
+	"github.com/metalgate/metalgate/proxy/balancer"
+	"github.com/metalgate/metalgate/proxy/table"
+)
+
+// attempt is one request's forwarding state, carried in its context from ServeHTTP to the
+// upstream round trip.
+type attempt struct {
+	pool      *pool
+	key       string
+	pinned    *balancer.Endpoint
+	tried     []*balancer.Endpoint // in triedBuf unless retried more than its length
+	triedBuf  [3]*balancer.Endpoint
+	chosen    *balancer.Endpoint
+	setCookie bool
+	clientIP  string
+	trusted   bool
+	reqID     string
+	upstream  string // error reason when the backend failed
+	bodyErr   error  // the client's request body failed (malformed, too large, too slow)
+}
+
+type attemptKey struct{}
+
+// upstream is the round trip to an endpoint for ReverseProxy: pick (affinity, then the
+// balancer), dial, and on a connection failure count it (passive health) and retry another
+// endpoint when safe.
+type upstream Server
+
+func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
+	s := (*Server)(u)
+	a := req.Context().Value(attemptKey{}).(*attempt)
+	var rt http.RoundTripper = s.h1
+	switch {
+	case a.pool.backend.Protocol == table.ProtocolH2C:
+		rt = s.h2c
+	case s.std != nil:
+		rt = s.std
+	}
+	std := rt != http.RoundTripper(s.h1)
+	if std {
+		req = req.WithContext(s.limit1xx(req.Context()))
+	}
+	retryable := isIdempotent(req.Method) && (req.Body == nil || req.Body == http.NoBody) && req.Header.Get("Upgrade") == ""
+	resp, err := s.send(req.Context(), a, retryable, func(e *balancer.Endpoint, try int) (*http.Response, error) {
+		out := req
+		if try > 0 {
+			out = req.Clone(req.Context())
+		}
+		out.URL.Host = e.Addr
+		return rt.RoundTrip(out)
+	})
+	if err == nil && std && resp.StatusCode != http.StatusSwitchingProtocols && s.opts.UpstreamReadTimeout > 0 {
+		resp.Body = newIdleBody(resp.Body, s.opts.UpstreamReadTimeout, func() { s.limitHit(limitUpstreamRead) })
+	}
+	return resp, err
+}
+
+// send makes the attempts of one request: it picks the endpoint (affinity, then the
+// balancer), calls exchange with it, counts the outcome (passive health), and after a
+// connection failure tries another endpoint when retryable. A successful response's body
+// ends the endpoint's in-flight count when closed.
+func (s *Server) send(ctx context.Context, a *attempt, retryable bool, exchange func(e *balancer.Endpoint, try int) (*http.Response, error)) (*http.Response, error) {
+	for try := 0; ; try++ {
+		var e *balancer.Endpoint
+		if try == 0 && a.pinned != nil && a.pinned.Healthy(time.Now()) {
+			e = a.pinned
+		} else {
+			e = a.pool.bal.Pick(a.key, a.skip)
+			if e == nil {
+				a.upstream = "no_endpoints"
+				return nil, errNoEndpoint
+			}
+			a.setCookie = a.pool.backend.Balance.AffinityCookie != ""
+		}
+		a.tried = append(a.tried, e)
+		a.chosen = e
+		start := time.Now()
+		e.Start()
+		resp, err := exchange(e, try)
+		if err == nil {
+			e.Succeeded()
+			if resp.StatusCode == http.StatusSwitchingProtocols {
+				e.End(time.Since(start)) // the upgraded stream is not a request in flight
+				return resp, nil
+			}
+			resp.Body = &endBody{ReadCloser: resp.Body, e: e, start: start}
+			return resp, nil
+		}
+		e.End(time.Since(start))
+		if !isConnectError(err) {
+			if isTimeout(err) {
+				a.upstream = "timeout"
+				if e.Failed(s.opts.FailureThreshold, s.opts.EjectFor, time.Now()) {
+					s.ejected(e)
+				}
+			}
+			return nil, err
+		}
+		a.upstream = "connect"
+		if e.Failed(s.opts.FailureThreshold, s.opts.EjectFor, time.Now()) {
+			s.ejected(e)
+		}
+		if !retryable || try >= s.opts.Retries || ctx.Err() != nil {
+			return nil, err
+		}
+		if s.opts.Metrics != nil {
+			s.opts.Metrics.Retries.Inc()
+		}
+	}
+}
+
+// skip reports an endpoint this request already tried.
+func (a *attempt) skip(e *balancer.Endpoint) bool {
+	for _, t := range a.tried {
+		if t == e {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) ejected(e *balancer.Endpoint) {
+	s.opts.Logger.Info("endpoint ejected by passive health check", "endpoint", e.Addr, "for", s.opts.EjectFor)
+	if s.opts.Metrics != nil {
+		s.opts.Metrics.Ejections.Inc()
+	}
+}
+
+var errNoEndpoint = errors.New("no endpoint available")
+
+func isIdempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// isConnectError reports a failure to connect: nothing was sent, so another endpoint may be
+// tried.
+func isConnectError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// endBody ends the endpoint's in-flight count when the response body is done.
+type endBody struct {
+	io.ReadCloser
+	e     *balancer.Endpoint
+	start time.Time
+	once  sync.Once
+}
+
+func (b *endBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(func() { b.e.End(time.Since(b.start)) })
+	return err
+}
+
+// modifyResponse is ReverseProxy's hook; ReverseProxy has removed hop-by-hop headers
+// already, responseHeaders does the rest of the policy.
+func (s *Server) modifyResponse(resp *http.Response) error {
+	a, _ := resp.Request.Context().Value(attemptKey{}).(*attempt)
+	s.responseHeaders(resp.Header, resp.StatusCode, a)
+	return nil
+}
+
+// affinityCookie adds the cookie that pins the client to the endpoint chosen, when the
+// backend wants one and the endpoint was chosen by the balancer.
+func affinityCookie(h http.Header, a *attempt) {
+	if a != nil && a.setCookie && a.chosen != nil {
+		p := a.pool
+		c := &http.Cookie{Name: p.backend.Balance.AffinityCookie, Value: p.cookieOf[a.chosen], Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode}
+		h.Add("Set-Cookie", c.String())
+	}
+}
+
+// upstreamError is ReverseProxy's ErrorHandler.
+func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	a, _ := r.Context().Value(attemptKey{}).(*attempt)
+	s.failed(w, r, a, err)
+}
+
+// failed is the one error path for failed requests: the client's own body first (413 too
+// large, 408 too slow, 400 malformed), then the backend's: 503 when no endpoint is left,
+// 504 on a timeout, else 502.
+func (s *Server) failed(w http.ResponseWriter, r *http.Request, a *attempt, err error) {
+	reason := "other"
+	if a != nil && a.upstream != "" {
+		reason = a.upstream
+	}
+	code := http.StatusBadGateway
+	var mbe *http.MaxBytesError
+	switch {
+	case a != nil && a.bodyErr != nil:
+		err = a.bodyErr
+		code, reason = http.StatusBadRequest, "client_body"
+		if errors.As(err, &mbe) {
+			code = http.StatusRequestEntityTooLarge
+		} else if isTimeout(err) {
+			code = http.StatusRequestTimeout
+		}
+	case errors.Is(err, errNoEndpoint):
+		code = http.StatusServiceUnavailable
+	case isTimeout(err):
+		code, reason = http.StatusGatewayTimeout, "timeout"
+	case errors.Is(err, context.Canceled):
+		reason = "client_gone"
+	case errors.Is(err, errResponseHeadersTooLarge):
+		reason = "response_headers_too_large"
+		s.limitHit(limitUpstreamHeaderBytes)
+	case errors.Is(err, errTooMany1xx):
+		reason = "too_many_1xx"
+		s.limitHit(limitUpstream1xx)
+	}
+	s.countUpstream(reason)
+	ep := ""
+	if a != nil && a.chosen != nil {
+		ep = a.chosen.Addr
+	}
+	s.opts.Logger.V(1).Info("request failed", "error", err.Error(), "endpoint", ep, "host", r.Host, "path", r.URL.Path, "status", code)
+	if code == http.StatusBadRequest || code == http.StatusRequestTimeout || code == http.StatusRequestEntityTooLarge {
+		w.Header().Set("Connection", "close") // the rest of the client's body is unknown
+	}
+	w.WriteHeader(code)
+}
+
+func (s *Server) countUpstream(reason string) {
+	if s.opts.Metrics != nil {
+		s.opts.Metrics.UpstreamErrors.WithLabelValues(reason).Inc()
+	}
+}
+
+// traceGot1xx adapts the client trace's Got1xxResponse in ctx (ReverseProxy installs one
+// that forwards 1xx responses to the client) to the h1 transport's callback.
+func traceGot1xx(ctx context.Context) func(int, http.Header) error {
+	tr := httptrace.ContextClientTrace(ctx)
+	if tr == nil || tr.Got1xxResponse == nil {
+		return nil
+	}
+	return func(code int, h http.Header) error {
+		removeHopByHop(h)
+		return tr.Got1xxResponse(code, textproto.MIMEHeader(h))
+	}
+}
+
+// limit1xx bounds the 1xx responses http.Transport (h2c backends) passes to ReverseProxy,
+// and removes their hop-by-hop headers before ReverseProxy forwards them. The transport
+// limits each response head to MaxResponseHeaderBytes but, once a trace takes 1xx responses,
+// neither counts them nor adds up their size; the h1 transport does both, and so does this. The trace ReverseProxy put in ctx is replaced (httptrace's own composition ignores
+// an earlier hook's error, so it cannot stop the transport).
+func (s *Server) limit1xx(ctx context.Context) context.Context {
+	old := httptrace.ContextClientTrace(ctx)
+	if old == nil || old.Got1xxResponse == nil {
+		return ctx
+	}
+	tr := *old
+	n, size := 0, int64(0)
+	tr.Got1xxResponse = func(code int, h textproto.MIMEHeader) error {
+		n++
+		for k, vv := range h {
+			for _, v := range vv {
+				size += int64(len(k) + len(v) + 4)
+			}
+		}
+		if n > s.opts.Max1xxResponses {
+			return errTooMany1xx
+		}
+		if size > s.opts.MaxResponseHeaderBytes {
+			return errResponseHeadersTooLarge
+		}
+		removeHopByHop(http.Header(h)) // as the direct path does
+		return old.Got1xxResponse(code, h)
+	}
+	return traceContext{Context: ctx, trace: &tr}
+}
+
+// traceContext answers with its own client trace where its parent has one.
+type traceContext struct {
+	context.Context
+	trace *httptrace.ClientTrace
+}
+
+func (c traceContext) Value(key any) any {
+	v := c.Context.Value(key)
+	if _, ok := v.(*httptrace.ClientTrace); ok {
+		return c.trace
+	}
+	return v
+}
+
+// idleBody closes a response body when no read has returned for timeout: a backend that
+// stops sending half-way does not hold the client and the connection forever.
+type idleBody struct {
+	io.ReadCloser
+	timer   *time.Timer
+	timeout time.Duration
+}
+
+func newIdleBody(rc io.ReadCloser, timeout time.Duration, fired func()) *idleBody {
+	b := &idleBody{ReadCloser: rc, timeout: timeout}
+	b.timer = time.AfterFunc(timeout, func() {
+		fired()
+		_ = rc.Close()
+	})
+	return b
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == nil {
+		b.timer.Reset(b.timeout)
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	b.timer.Stop()
+	return b.ReadCloser.Close()
+}
