@@ -97,7 +97,7 @@ func askSpeaker(ctx context.Context, pods podProxy, p *corev1.Pod) speakerAnswer
 	return a
 }
 
-// maxParallel bounds the pods asked at once (one request each through the API server).
+// maxParallel bounds the pods asked at once (one port-forward each through the API server).
 const maxParallel = 8
 
 // parallel runs f(0..n-1), at most maxParallel at a time, and returns when all are done.

@@ -1,6 +1,7 @@
 // Command kubectl-metalgate is the kubectl plugin of metalgate: `kubectl metalgate pools`,
 // `allocations`, `announcers`, `backends` and `check` read the cluster (and, through the API
-// server's pod proxy, the speakers and ingress proxies) and explain what metalgate did and why.
+// server's pods/portforward, the speakers and ingress proxies) and explain what metalgate did
+// and why.
 package main
 
 import (
@@ -17,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -58,10 +58,12 @@ type options struct {
 	namespaceSet bool
 }
 
-// env is what a command works with: the cluster, the pod proxy, flags and arguments.
+// env is what a command works with: the cluster, the pods' ports, flags and arguments.
 type env struct {
 	c    client.Reader
 	pods podProxy
+	// done releases what the command held open (port-forwards); nil: nothing.
+	done func()
 	o    options
 	args []string
 	// contextNamespace is the kubeconfig context's namespace ("default" when it sets none).
@@ -79,7 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return runWith(ctx, args, stdout, stderr, newEnv)
 }
 
-// runWith is run with the connection made by connect (tests swap the pod proxy).
+// runWith is run with the connection made by connect (tests swap the pods' ports).
 func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, connect func(options) (*env, error)) int {
 	fs := flag.NewFlagSet("kubectl metalgate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -145,6 +147,9 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, conne
 		return 1
 	}
 	e.args = cmdArgs
+	if e.done != nil {
+		defer e.done()
+	}
 	if err := c.run(ctx, e, stdout); err != nil {
 		fmt.Fprintf(stderr, "kubectl metalgate %s: %v\n", cmd, err)
 		return 1
@@ -182,5 +187,9 @@ func newEnv(o options) (*env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	return &env{c: c, pods: apiPodProxy{rest: cs.CoreV1().RESTClient().(*rest.RESTClient)}, o: o, contextNamespace: ns, now: time.Now}, nil
+	pf, err := newPortForwards(cfg, cs.CoreV1().RESTClient())
+	if err != nil {
+		return nil, err
+	}
+	return &env{c: c, pods: pf, done: pf.Close, o: o, contextNamespace: ns, now: time.Now}, nil
 }
