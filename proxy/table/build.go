@@ -715,6 +715,8 @@ func (b *builder) address(at discoveryv1.AddressType, raw string) (addr, refused
 		return raw, "multicast address"
 	case a == broadcast:
 		return raw, "broadcast address"
+	case a.Is4():
+		return raw, "" // ParseAddr takes only the canonical IPv4 form (no leading zeros)
 	}
 	return a.String(), ""
 }
