@@ -114,6 +114,8 @@ func Owns(ing *networkingv1.Ingress, ours map[string]bool, defaultIsOurs, watchD
 //     spec.tls; an exact host and a wildcard over it ("a.foo.com", "*.foo.com") are two
 //     hosts. Rules and certificates for it from other namespaces are refused (HostConflict);
 //   - the same host, path and path type in two Ingresses goes to the first (PathConflict);
+//     for a host-less rule, the first of all serves unknown hosts and the first of each
+//     namespace serves that namespace's hosts;
 //   - default backends rank by what they can serve (a ready endpoint, then only terminating
 //     ones, then none), then by order; the best serves hosts no Ingress names, and each
 //     namespace's best serves its own hosts' unmatched requests;
@@ -127,6 +129,7 @@ func Build(in Input) (*Table, []Problem) {
 		secrets:  make(map[types.NamespacedName]*corev1.Secret),
 		backends: map[string]*Backend{},
 		owner:    map[routeKey]types.NamespacedName{},
+		nsOwner:  map[nsRouteKey]types.NamespacedName{},
 		hosts:    map[string]types.NamespacedName{},
 		refusals: map[*Backend]string{},
 		reported: map[reportKey]bool{},
@@ -173,19 +176,12 @@ func Build(in Input) (*Table, []Problem) {
 	for _, hr := range b.t.wildcard {
 		hr.sort()
 	}
-	if hl := b.t.anyHost; hl != nil {
-		// Each namespace's own host-less rules, where its hosts' unmatched requests fall.
-		for _, r := range hl.exact {
-			b.namespace(r.Ingress.Namespace).hostless().exact[r.Path] = r
-		}
-		for _, r := range hl.prefixes {
-			b.namespace(r.Ingress.Namespace).hostless().add(r, "Prefix")
-		}
-		hl.sort()
-		for _, nr := range b.t.namespaces {
-			if nr.anyHost != nil {
-				nr.anyHost.sort()
-			}
+	if b.t.anyHost != nil {
+		b.t.anyHost.sort()
+	}
+	for _, nr := range b.t.namespaces {
+		if nr.anyHost != nil {
+			nr.anyHost.sort()
 		}
 	}
 	return b.t, b.problems
@@ -208,6 +204,12 @@ func first(a, c *networkingv1.Ingress) bool {
 
 type routeKey struct{ host, path, pathType string }
 
+// nsRouteKey is a host-less route within one namespace.
+type nsRouteKey struct {
+	ns string
+	routeKey
+}
+
 // reportKey makes a Problem once per Ingress and subject (a host, a backend).
 type reportKey struct {
 	ing     types.NamespacedName
@@ -222,6 +224,9 @@ type builder struct {
 	secrets  map[types.NamespacedName]*corev1.Secret
 	backends map[string]*Backend
 	owner    map[routeKey]types.NamespacedName
+	// nsOwner is owner for host-less routes within each namespace: a namespace's own
+	// host-less rules serve its hosts even where another namespace's serve unknown hosts.
+	nsOwner map[nsRouteKey]types.NamespacedName
 	// hosts maps each host named by an Ingress ("*.foo.com" for a wildcard) to the first
 	// Ingress naming it: its namespace owns the host.
 	hosts map[string]types.NamespacedName
@@ -333,7 +338,13 @@ func (b *builder) ingress(ing *networkingv1.Ingress) {
 				path = "/" + strings.Trim(path, "/")
 			}
 			k := routeKey{host, path, kind}
-			if prev, ok := b.owner[k]; ok {
+			prev, taken := b.owner[k]
+			if host == "" {
+				// A host-less route has two owners: the first Ingress of the namespace
+				// (for the namespace's own hosts) and the first of all (for unknown hosts).
+				prev, taken = b.nsOwner[nsRouteKey{ing.Namespace, k}]
+			}
+			if taken {
 				if prev != id {
 					b.problem(id, ReasonPathConflict, "%s path %q on host %q ignored: Ingress %s already routes it", kind, path, hostOrAny(rule.Host), prev)
 				}
@@ -343,8 +354,16 @@ func (b *builder) ingress(ing *networkingv1.Ingress) {
 			if be == nil {
 				continue
 			}
-			b.owner[k] = id
 			r := &Route{Host: host, Path: path, PathType: pt, Ingress: id, Backend: be, Options: opts, TLS: tlsHosts[host]}
+			if host == "" {
+				b.nsOwner[nsRouteKey{ing.Namespace, k}] = id
+				b.namespace(ing.Namespace).hostless().add(r, kind)
+				if other, ok := b.owner[k]; ok {
+					b.problem(id, ReasonPathConflict, "%s path %q without a host serves only hosts of namespace %s: Ingress %s routes it for other hosts", kind, path, ing.Namespace, other)
+					continue
+				}
+			}
+			b.owner[k] = id
 			b.hostRules(host, ing.Namespace).add(r, kind)
 		}
 	}

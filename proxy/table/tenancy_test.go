@@ -284,6 +284,19 @@ func TestKnownHostFallThrough(t *testing.T) {
 			},
 		},
 		{
+			name: "a namespace's host-less rule serves its own hosts though another namespace's takes the path for unknown hosts",
+			ingresses: []*networkingv1.Ingress{
+				nsIngress("a", "catchall", 0, path{"", "/", "Prefix", "catch"}),
+				nsIngress("b", "app", 1, path{"b.com", "/app", "Prefix", "app"}, path{"", "/", "Prefix", "catch"}),
+				nsIngress("b", "again", 2, path{"", "/", "Prefix", "again"}),
+			},
+			lookups: []lookup{{"b.com", "/app", "b/app"}, {"b.com", "/x", "b/catch"}, {"unknown.com", "/x", "a/catch"}},
+			problems: []string{
+				`b/again PathConflict: Prefix path "/" on host "*" ignored: Ingress b/app already routes it`,
+				`b/app PathConflict: Prefix path "/" without a host serves only hosts of namespace b: Ingress a/catchall routes it for other hosts`,
+			},
+		},
+		{
 			name: "a known host never falls to another namespace's default backend",
 			ingresses: []*networkingv1.Ingress{
 				withDefault(nsIngress("b", "fallback", 0, path{"", "/b", "Prefix", "bsite"}), "bdef"),
