@@ -164,7 +164,8 @@ func (t *Table) Defaults() []*Route {
 	return out
 }
 
-// Routes returns every route, for debugging and tests, in a stable order.
+// Routes returns every route, for debugging and tests, in a stable order (host, path, path
+// type, Ingress).
 func (t *Table) Routes() []*Route {
 	var out []*Route
 	add := func(hr *hostRules) {
@@ -183,6 +184,26 @@ func (t *Table) Routes() []*Route {
 		add(hr)
 	}
 	add(t.anyHost)
+	// A host-less route that serves only its namespace's hosts is in its namespace's rules
+	// alone; the others are in both.
+	seen := make(map[*Route]bool, len(out))
+	for _, r := range out {
+		seen[r] = true
+	}
+	for _, nr := range t.namespaces {
+		if hr := nr.anyHost; hr != nil {
+			for _, r := range hr.exact {
+				if !seen[r] {
+					out = append(out, r)
+				}
+			}
+			for _, r := range hr.prefixes {
+				if !seen[r] {
+					out = append(out, r)
+				}
+			}
+		}
+	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.Host != b.Host {
@@ -191,7 +212,10 @@ func (t *Table) Routes() []*Route {
 		if a.Path != b.Path {
 			return a.Path < b.Path
 		}
-		return a.PathType < b.PathType
+		if a.PathType != b.PathType {
+			return a.PathType < b.PathType
+		}
+		return a.Ingress.String() < b.Ingress.String()
 	})
 	return out
 }

@@ -683,3 +683,30 @@ func TestWorldCertificates(t *testing.T) {
 		}
 	}
 }
+
+// Routes (read by /debug/backends) lists a host-less route that serves only its namespace's
+// hosts, and Defaults every default backend in use.
+func TestRoutesAndDefaultsPerNamespace(t *testing.T) {
+	in, _ := world(t,
+		withDefault(nsIngress("a", "catchall", 0, path{"", "/", "Prefix", "catch"}), "adef"),
+		withDefault(nsIngress("b", "app", 1, path{"b.com", "/app", "Prefix", "app"}, path{"", "/", "Prefix", "catch"}), "bdef"),
+	)
+	tab, _ := Build(in)
+	var routes, defaults []string
+	for _, r := range tab.Routes() {
+		routes = append(routes, fmt.Sprintf("%s %q %s %s → %s", r.Ingress, r.Host, r.Path, r.PathType, r.Backend.Service))
+	}
+	for _, r := range tab.Defaults() {
+		defaults = append(defaults, fmt.Sprintf("%s → %s", r.Ingress, r.Backend.Service))
+	}
+	if diff := cmp.Diff([]string{
+		`a/catchall "" / Prefix → a/catch`,
+		`b/app "" / Prefix → b/catch`,
+		`b/app "b.com" /app Prefix → b/app`,
+	}, routes); diff != "" {
+		t.Errorf("Routes (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"a/catchall → a/adef", "b/app → b/bdef"}, defaults); diff != "" {
+		t.Errorf("Defaults (-want +got):\n%s", diff)
+	}
+}
