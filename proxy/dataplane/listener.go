@@ -45,8 +45,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		if n := l.active.Add(1); l.max > 0 && n > l.max {
 			l.active.Add(-1)
+			l.s.limitHit(limitMaxConnections) // counted first: whoever sees the close sees the count
 			c.Close()
-			l.s.limitHit(limitMaxConnections)
 			continue
 		}
 		addr := clientAddr(c)
@@ -55,8 +55,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			if l.byAddr[addr] >= l.perClient {
 				l.mu.Unlock()
 				l.active.Add(-1)
-				c.Close()
 				l.s.limitHit(limitMaxConnectionsPerClient)
+				c.Close()
 				continue
 			}
 			l.byAddr[addr]++
