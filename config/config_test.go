@@ -137,8 +137,9 @@ func TestProxyRBACMatchesCode(t *testing.T) {
 		t.Fatalf("proxy/ingressclass: want one ClusterRole metalgate-proxy-ingressclasses, got %d", len(classes))
 	}
 	if got := grants(classes[0].Rules); !slices.Equal(got, []string{
+		"authentication.k8s.io/tokenreviews:create", "authorization.k8s.io/subjectaccessreviews:create",
 		"networking.k8s.io/ingressclasses:get", "networking.k8s.io/ingressclasses:list", "networking.k8s.io/ingressclasses:watch"}) {
-		t.Errorf("ClusterRole metalgate-proxy-ingressclasses grants %v, want read of IngressClasses only", got)
+		t.Errorf("ClusterRole metalgate-proxy-ingressclasses grants %v, want read of IngressClasses and the admin port's token and access reviews only", got)
 	}
 
 	// Cluster-wide: ClusterRole + Role (Lease, own Pod) + the IngressClass ClusterRole.
@@ -170,8 +171,9 @@ func TestProxyRBACMatchesCode(t *testing.T) {
 	}
 }
 
-// TestSpeakerRBAC: the speaker cannot write Services (or anything but Events and BGPPeer
-// status), and its container adds no capability beyond NET_RAW/NET_ADMIN, on the host network.
+// TestSpeakerRBAC: the speaker cannot write Services (or anything but Events, BGPPeer status
+// and the token and access reviews of its metrics port), and its container adds no capability
+// beyond NET_RAW/NET_ADMIN, on the host network.
 func TestSpeakerRBAC(t *testing.T) {
 	rules := append(rulesOf(objects[rbacv1.ClusterRole](t, "ClusterRole", "speaker/rbac.yaml")),
 		rulesOf(objects[rbacv1.Role](t, "Role", "speaker/rbac.yaml"))...)
@@ -180,9 +182,10 @@ func TestSpeakerRBAC(t *testing.T) {
 	}
 	for _, g := range grants(rules...) {
 		res, verb, _ := strings.Cut(g, ":")
+		reviews := (res == "authentication.k8s.io/tokenreviews" || res == "authorization.k8s.io/subjectaccessreviews") && verb == "create"
 		if !slices.Contains([]string{"get", "list", "watch"}, verb) && res != "events.k8s.io/events" &&
-			(res != "metalgate.io/bgppeers/status" || verb != "patch") {
-			t.Errorf("speaker may %s %s; it only reads, records Events and patches BGPPeer status", verb, res)
+			(res != "metalgate.io/bgppeers/status" || verb != "patch") && !reviews {
+			t.Errorf("speaker may %s %s; it only reads, records Events, patches BGPPeer status and reviews tokens", verb, res)
 		}
 		if strings.HasPrefix(res, "/services") && !slices.Contains([]string{"get", "list", "watch"}, verb) {
 			t.Errorf("speaker may %s Services", verb)

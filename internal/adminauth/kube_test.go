@@ -23,8 +23,9 @@ import (
 
 // TestGuardAgainstAPIServer runs the Guard against a real kube-apiserver (authorization mode
 // RBAC, as envtest starts it) with real ServiceAccount tokens from the TokenRequest API:
-//   - the Guard itself runs as a ServiceAccount bound to system:auth-delegator only, as the
-//     manifests bind metalgate's components — and without that binding every review fails;
+//   - the Guard itself runs as a ServiceAccount bound to system:auth-delegator only (create
+//     TokenReviews and SubjectAccessReviews: the rules config/ grants metalgate's components)
+//     — and without them every review fails;
 //   - "reader" is granted get on /metrics by a ClusterRole like metalgate-metrics-reader;
 //   - "stranger" is granted nothing; "gone" was deleted after its token was issued.
 func TestGuardAgainstAPIServer(t *testing.T) {

@@ -13,6 +13,11 @@ type AdminRoute struct {
 	Handler http.Handler
 }
 
+// The admin port checks bearer tokens with the API server (TokenReview, then
+// SubjectAccessReview for the path), so the proxy's ServiceAccount may create both:
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // AdminOpenPaths are the admin paths anyone may read: the kubelet's probes, which come from
 // the node without a token. Everything else on the admin port (/metrics, /debug/*) is for
 // loopback (kubectl port-forward, kubectl metalgate) and for callers whose bearer token the
