@@ -234,16 +234,19 @@ func (c Config) defaultRoutesVia(ctx context.Context, ns string, gw Host) error 
 // netDown deletes the lab's namespaces and the user link. Processes must be gone already.
 func (c Config) netDown(ctx context.Context) error {
 	var errs []string
+	// The user link first: deleting the control plane's namespace deletes it too, but
+	// asynchronously (the kernel cleans namespaces up in a work queue), so after `ip netns del`
+	// it may still exist when checked and be gone when deleted ("Cannot find device").
+	if _, err := os.Stat("/sys/class/net/" + c.userLink()); err == nil {
+		if _, err := run(ctx, "ip", "link", "del", c.userLink()); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
+			errs = append(errs, err.Error())
+		}
+	}
 	for _, ns := range c.namespaces() {
 		if !netnsExists(ns) {
 			continue
 		}
 		if _, err := run(ctx, "ip", "netns", "del", ns); err != nil {
-			errs = append(errs, err.Error())
-		}
-	}
-	if _, err := os.Stat("/sys/class/net/" + c.userLink()); err == nil {
-		if _, err := run(ctx, "ip", "link", "del", c.userLink()); err != nil {
 			errs = append(errs, err.Error())
 		}
 	}
