@@ -8,8 +8,11 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,6 +66,133 @@ func TestLabNodesReady(t *testing.T) {
 			t.Errorf("node %s: ready=%v InternalIPs=%v, want ready and %s,%s", n.Name, ready, addrs, want.IPv4, want.IPv6)
 		}
 	}
+}
+
+// TestLabNodeViews: every node's containerd, kubelet and kube-proxy share a mount namespace of
+// their own, and every kubelet serves its device-plugin socket from its node's own directory:
+// three files, each answered by its own kubelet, none on the host (issue #18: kubelets that
+// shared the host's /var/lib/kubelet/device-plugins raced for one socket).
+func TestLabNodeViews(t *testing.T) {
+	l := openLab(t)
+	ctx := context.Background()
+	const sock = "/var/lib/kubelet/device-plugins/kubelet.sock"
+	rootNS, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeOfNS := map[string]string{}
+	kubelets := map[int]string{}
+	for _, n := range lab.Nodes() {
+		var nodeNS string
+		for _, comp := range lab.Components {
+			pid, err := l.PID(n.Name, comp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if comp == lab.Containerd {
+				nodeNS = ns
+			} else if ns != nodeNS {
+				t.Errorf("%s of %s runs in mount namespace %s, its containerd in %s", comp, n.Name, ns, nodeNS)
+			}
+			if err := l.CheckNodeView(n.Name, pid); err != nil {
+				t.Error(err)
+			}
+			if comp == lab.Kubelet {
+				kubelets[pid] = n.Name
+			}
+		}
+		if nodeNS == rootNS {
+			t.Errorf("%s runs in the root mount namespace", n.Name)
+		}
+		if other, ok := nodeOfNS[nodeNS]; ok {
+			t.Errorf("%s and %s share mount namespace %s", other, n.Name, nodeNS)
+		}
+		nodeOfNS[nodeNS] = n.Name
+	}
+	for pid, node := range kubelets {
+		// The socket is a file in the node's own dir...
+		own, err := l.NodeHostPath(node, sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := os.Stat(own); err != nil || fi.Mode()&os.ModeSocket == 0 {
+			t.Errorf("%s's own %s: %v, want a socket", node, own, err)
+		}
+		// ...and at the fixed path in the node's view (overlayfs binds a socket to its own
+		// inode: connect through the view, /proc/<pid>/root) the node's kubelet answers, for
+		// the kubelet and for its containerd. With one shared dir, only the kubelet that started
+		// last would: each deletes the others' sockets at start.
+		ctrd, err := l.PID(node, lab.Containerd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, viewer := range []int{pid, ctrd} {
+			path := fmt.Sprintf("/proc/%d/root%s", viewer, sock)
+			eventually(t, 30*time.Second, node+"'s kubelet serving "+path, func() error {
+				peer, err := unixPeerPID(path)
+				if err != nil {
+					return err
+				}
+				if peer != pid {
+					return fmt.Errorf("%s is served by pid %d (kubelet of %q), want %s's kubelet %d", path, peer, kubelets[peer], node, pid)
+				}
+				return nil
+			})
+		}
+		// In the node's network namespace ss shows exactly that kubelet listening on the path.
+		out, err := l.Exec(ctx, node, "ss", "-xlpn")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var listeners []string
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, sock+" ") {
+				listeners = append(listeners, strings.Join(strings.Fields(line), " "))
+			}
+		}
+		if len(listeners) != 1 || !strings.Contains(listeners[0], fmt.Sprintf("pid=%d,", pid)) {
+			t.Errorf("ss -xlp in %s: listeners on %s: %q, want one, kubelet pid %d", node, sock, listeners, pid)
+		} else {
+			t.Logf("%s: %s (file %s)", node, listeners[0], own)
+		}
+	}
+	// The host's path belongs to no lab kubelet (it should not even exist).
+	if peer, err := unixPeerPID(sock); err == nil && kubelets[peer] != "" {
+		t.Errorf("the host's %s is served by %s's kubelet", sock, kubelets[peer])
+	} else if err == nil {
+		t.Logf("the host's %s is served by pid %d, not a kubelet of this lab", sock, peer)
+	}
+}
+
+// unixPeerPID connects to a unix socket and returns the PID of the process that listens on it.
+func unixPeerPID(path string) (int, error) {
+	c, err := net.DialTimeout("unix", path, 2*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	raw, err := c.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *syscall.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); err != nil {
+		return 0, err
+	}
+	if credErr != nil {
+		return 0, fmt.Errorf("SO_PEERCRED on %s: %w", path, credErr)
+	}
+	if cred.Pid <= 0 {
+		return 0, errors.New("no peer credentials")
+	}
+	return int(cred.Pid), nil
 }
 
 // TestLabWorkloads: an echo Deployment with a pod on every node behind a dual-stack NodePort

@@ -151,6 +151,15 @@ func (l *Lab) Signal(ctx context.Context, node string, comp Component, sig sysca
 	return nil
 }
 
+// PID returns the process ID of a component on a node.
+func (l *Lab) PID(node string, comp Component) (int, error) {
+	n, err := NodeByName(node)
+	if err != nil {
+		return 0, err
+	}
+	return l.readPid(l.nodeDaemon(n, comp))
+}
+
 // Kill SIGKILLs a component on a node; Restart starts it again.
 func (l *Lab) Kill(ctx context.Context, node string, comp Component) error {
 	return l.Signal(ctx, node, comp, syscall.SIGKILL)

@@ -46,7 +46,7 @@ func (c Config) down(ctx context.Context, p progress) error {
 	// cleanups for every task we kill.
 	p.step("nodes: kubelet and kube-proxy stopped; stopping containerd, killing containers and shims")
 	keep(c.forNodes(func(n Node) error {
-		return errors.Join(c.stop(c.nodeDaemon(n, Containerd), 3*time.Second), c.killCgroup(n), c.killShims(n))
+		return errors.Join(c.stop(c.nodeDaemon(n, Containerd), 3*time.Second), c.killCgroup(n), c.killShims(n), c.killViewProcs(n))
 	}))
 	p.step("stopping FRR and the control plane")
 	frrStopped := true
@@ -237,8 +237,11 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-// unmountAll detaches every mount below the lab dir (overlay rootfs, volumes, pod network
-// namespaces, kubelet's shared root).
+// unmountAll detaches every mount below the lab dir: the files of the nodes' mount
+// namespaces (their processes are gone, so this frees the namespaces and every mount in them:
+// overlay rootfs, volumes, pod network namespaces, kubelet's shared root, the views' overlays)
+// and the private bind under them; and whatever a lab from before the views mounted in the
+// root namespace.
 func (c Config) unmountAll() error {
 	for attempt := 0; attempt < 10; attempt++ {
 		mps := c.mountsUnderDir()
@@ -288,8 +291,9 @@ func (c Config) removeCgroups(n Node) error {
 	return errors.Join(errs...)
 }
 
-// removeHostFiles removes what kubelet and the CNI plugins write outside the lab dir: the
-// /var/log/containers links to this lab's pod logs and libcni's result cache.
+// removeHostFiles removes what the lab's processes write outside the lab dir. The nodes write
+// /var/lib and /var/log into their own views (nodeview.go); the /var/log/containers links and
+// libcni's result cache are removed here for labs from before the views.
 func (c Config) removeHostFiles() error {
 	ents, _ := os.ReadDir("/var/log/containers")
 	for _, e := range ents {

@@ -45,7 +45,7 @@ var (
 // nodeDaemon returns the daemon of one component on one node.
 func (c Config) nodeDaemon(n Node, comp Component) daemon {
 	dir := c.nodeDir(n.Name)
-	d := daemon{Name: n.Name + "-" + string(comp), Netns: c.Namespace(n.Name)}
+	d := daemon{Name: n.Name + "-" + string(comp), Netns: c.Namespace(n.Name), MountNS: c.mountNS(n.Name)}
 	switch comp {
 	case Containerd:
 		d.Args = []string{"containerd", "--config", filepath.Join(dir, "containerd.toml")}
@@ -286,9 +286,13 @@ func (c Config) importImages(ctx context.Context, n Node) ([]string, error) {
 	return imported, nil
 }
 
-// startNode starts containerd, imports the images, then starts kubelet and kube-proxy.
+// startNode creates the node's view (its own mount namespace), starts containerd in it,
+// imports the images, then starts kubelet and kube-proxy in it.
 func (c Config) startNode(ctx context.Context, n Node) error {
 	if err := c.writeNodeConfig(n); err != nil {
+		return err
+	}
+	if err := c.makeNodeView(ctx, n); err != nil {
 		return err
 	}
 	if err := c.start(ctx, c.nodeDaemon(n, Containerd)); err != nil {

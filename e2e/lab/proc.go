@@ -21,6 +21,9 @@ type daemon struct {
 	Name string
 	// Netns is the network namespace the process joins ("" = root namespace).
 	Netns string
+	// MountNS is the file of the mount namespace the process joins ("" = the root one): a
+	// node's view (nodeview.go).
+	MountNS string
 	// Args is the command line; Args[0] is an absolute path or a name looked up in PATH.
 	Args []string
 	// Forks marks daemons that fork themselves and write their own pidfile (FRR); PidFile
@@ -55,11 +58,18 @@ func (c Config) start(ctx context.Context, d daemon) error {
 	defer logf.Close()
 	fmt.Fprintf(logf, "==== %s lab: starting %s\n", time.Now().Format(time.RFC3339), strings.Join(d.Args, " "))
 	args := d.Args
-	if d.Netns != "" {
+	if d.Netns != "" || d.MountNS != "" {
 		// nsenter, not `ip netns exec`: the latter makes a new mount namespace and remounts
 		// /sys, which hides the cgroup hierarchies from containerd and kubelet. nsenter execs
 		// the program, so the PID we get is the program's.
-		args = append([]string{"nsenter", "--net=/run/netns/" + d.Netns, "--"}, args...)
+		ns := []string{"nsenter"}
+		if d.Netns != "" {
+			ns = append(ns, "--net=/run/netns/"+d.Netns)
+		}
+		if d.MountNS != "" {
+			ns = append(ns, "--mount="+d.MountNS)
+		}
+		args = append(append(ns, "--"), args...)
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -117,6 +127,27 @@ func (c Config) readPid(d daemon) (int, error) {
 	return pid, nil
 }
 
+// exited reports whether d is not running although it was started: no pidfile, its PID gone,
+// or a zombie. Unlike running it does not check the command line, which is briefly empty while
+// a process execs (nsenter execs the daemon), so a daemon that was just started never counts as
+// exited; a PID is not recycled within the seconds that lab-up watches it.
+func (c Config) exited(d daemon) bool {
+	b, err := os.ReadFile(c.pidFile(d))
+	if err != nil {
+		return true
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return true
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	f := bytes.Fields(st[bytes.LastIndexByte(st, ')')+1:])
+	return len(f) > 0 && string(f[0]) == "Z"
+}
+
 // running reports whether d runs.
 func (c Config) running(d daemon) bool {
 	_, err := c.readPid(d)
@@ -162,8 +193,14 @@ func waitGone(pid int, d time.Duration) bool {
 	}
 }
 
-// waitFor polls check every 200 ms until it returns nil, ctx ends or timeout passes; the
-// error names what it waited for and the last reason.
+// stopWaiting wraps an error that no amount of waiting fixes (a daemon exited): waitFor
+// returns it at once.
+type stopWaiting struct{ error }
+
+func (e stopWaiting) Unwrap() error { return e.error }
+
+// waitFor polls check every 200 ms until it returns nil or a stopWaiting error, ctx ends or
+// timeout passes; the error names what it waited for and the last reason.
 func waitFor(ctx context.Context, timeout time.Duration, what string, check func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -173,6 +210,10 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, check func
 		err := check()
 		if err == nil {
 			return nil
+		}
+		var stop stopWaiting
+		if errors.As(err, &stop) {
+			return fmt.Errorf("wait for %s: %w", what, stop.error)
 		}
 		select {
 		case <-ctx.Done():

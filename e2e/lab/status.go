@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -80,6 +82,14 @@ func Status(ctx context.Context, c Config, out io.Writer) error {
 			state = "DOWN"
 		} else {
 			state = fmt.Sprintf("running (pid %d)", pid)
+			if d.MountNS != "" {
+				node := filepath.Base(d.MountNS)
+				if err := c.CheckNodeView(node, pid); err != nil {
+					state += ", NOT in its node's view"
+				} else {
+					state += ", in " + node + "'s view"
+				}
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", d.Name, d.Netns, state)
 	}
@@ -91,8 +101,15 @@ func Status(ctx context.Context, c Config, out io.Writer) error {
 		if cs, err := c.clientset(); err == nil {
 			if nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
 				fmt.Fprintln(out)
-				for _, n := range nodes.Items {
+				byName := map[string]*corev1.Node{}
+				for i, n := range nodes.Items {
+					byName[n.Name] = &nodes.Items[i]
 					fmt.Fprintf(out, "node %s ready=%v %v\n", n.Name, nodeReady(&n), n.Status.Addresses)
+				}
+				for _, n := range Nodes() {
+					if o := byName[n.Name]; o == nil || !nodeReady(o) {
+						fmt.Fprint(out, c.nodeReport(n, o))
+					}
 				}
 			}
 			if pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); err == nil {

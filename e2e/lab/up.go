@@ -75,6 +75,9 @@ func (c Config) preflight() error {
 	if len(missing) > 0 {
 		return fmt.Errorf("missing (run make lab-up, which installs and builds them): %s", strings.Join(missing, ", "))
 	}
+	if err := c.checkViewable(); err != nil {
+		return err
+	}
 	if _, err := os.Stat("/sys/fs/cgroup/pids/cgroup.procs"); err != nil {
 		return errors.New("the lab expects cgroup v1 hierarchies under /sys/fs/cgroup (kubelet 1.35 + containerd 1.6)")
 	}
@@ -161,8 +164,8 @@ func Up(ctx context.Context, c Config, out io.Writer) error {
 		return err
 	}
 	if err := waitFor(ctx, 90*time.Second, "kube-apiserver /readyz", func() error {
-		if !c.running(cp[1]) {
-			return fmt.Errorf("kube-apiserver exited, see %s", c.logFile(daemonAPIServer))
+		if c.exited(cp[1]) {
+			return stopWaiting{fmt.Errorf("kube-apiserver exited:\n%s", c.daemonReport(cp[1], "exited"))}
 		}
 		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err
@@ -175,7 +178,10 @@ func Up(ctx context.Context, c Config, out io.Writer) error {
 			return err
 		}
 	}
-	p.step("nodes: containerd, image import, kubelet, kube-proxy (n3: nftables mode)")
+	p.step("nodes: own mount namespaces (views of /var/lib, /var/log), containerd, image import, kubelet, kube-proxy (n3: nftables mode)")
+	if err := c.prepareMountNSDir(); err != nil {
+		return err
+	}
 	if err := c.forNodes(func(n Node) error { return c.startNode(ctx, n) }); err != nil {
 		return err
 	}
@@ -217,31 +223,84 @@ func (c Config) forNodes(f func(Node) error) error {
 	return errors.Join(errs...)
 }
 
+// waitNodesReady waits until every node is Ready, then checks that every node daemon runs in
+// its node's view. A daemon that exits ends the wait at once. The error explains every node
+// that is not Ready: its Ready condition, its daemons that exited and the last errors of its
+// kubelet, with the known causes they match (diagnose.go).
 func (c Config) waitNodesReady(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) error {
-	return waitFor(ctx, timeout, "nodes Ready", func() error {
+	objs := map[string]*corev1.Node{} // from the last successful list
+	stopped := false                  // a daemon exited
+	err := waitFor(ctx, timeout, "nodes Ready", func() error {
+		var exited []string
 		for _, d := range c.allDaemons() {
-			if !c.running(d) {
-				return fmt.Errorf("%s is not running, see %s", d.Name, c.logFile(d.Name))
+			if c.exited(d) {
+				exited = append(exited, d.Name)
 			}
+		}
+		if len(exited) > 0 {
+			stopped = true
+			return stopWaiting{fmt.Errorf("%s exited", strings.Join(exited, ", "))}
 		}
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
-		ready := 0
+		clear(objs)
+		for i := range nodes.Items {
+			objs[nodes.Items[i].Name] = &nodes.Items[i]
+		}
 		var notReady []string
-		for _, n := range nodes.Items {
-			if nodeReady(&n) {
-				ready++
-			} else {
+		for _, n := range Nodes() {
+			if o := objs[n.Name]; o == nil || !nodeReady(o) {
 				notReady = append(notReady, n.Name)
 			}
 		}
-		if ready < NodeCount {
-			return fmt.Errorf("%d/%d nodes Ready (not ready: %v)", ready, NodeCount, notReady)
+		if len(notReady) > 0 {
+			return fmt.Errorf("%d/%d nodes Ready (not ready: %v)", NodeCount-len(notReady), NodeCount, notReady)
 		}
 		return nil
 	})
+	if err != nil {
+		// The latest state of the nodes (the wait may have ended before it listed any).
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if nodes, lerr := cs.CoreV1().Nodes().List(lctx, metav1.ListOptions{}); lerr == nil {
+			clear(objs)
+			for i := range nodes.Items {
+				objs[nodes.Items[i].Name] = &nodes.Items[i]
+			}
+		}
+		cancel()
+		// After a timeout every node that is not Ready; after an exit (the others may still be
+		// on their way) the nodes whose daemons exited.
+		var b strings.Builder
+		for _, n := range Nodes() {
+			bad := !stopped && (objs[n.Name] == nil || !nodeReady(objs[n.Name]))
+			for _, comp := range Components {
+				bad = bad || c.exited(c.nodeDaemon(n, comp))
+			}
+			if bad {
+				b.WriteString(c.nodeReport(n, objs[n.Name]))
+			}
+		}
+		for _, d := range c.controlPlaneDaemons() {
+			if c.exited(d) {
+				b.WriteString(c.daemonReport(d, "exited"))
+			}
+		}
+		return fmt.Errorf("%w\n%s", err, strings.TrimRight(b.String(), "\n"))
+	}
+	for _, n := range Nodes() {
+		for _, comp := range Components {
+			pid, err := c.readPid(c.nodeDaemon(n, comp))
+			if err != nil {
+				return err
+			}
+			if err := c.CheckNodeView(n.Name, pid); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func nodeReady(n *corev1.Node) bool {
@@ -253,14 +312,22 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// healthy returns nil when every daemon runs, the API server is ready and all nodes are Ready.
+// healthy returns nil when every daemon runs (node daemons in their node's view), the API
+// server is ready and all nodes are Ready.
 func (c Config) healthy(ctx context.Context) error {
 	if _, err := os.Stat(c.stateFile()); err != nil {
 		return errors.New("not up")
 	}
 	for _, d := range c.allDaemons() {
-		if !c.running(d) {
+		pid, err := c.readPid(d)
+		if err != nil {
 			return fmt.Errorf("%s is not running", d.Name)
+		}
+		// A lab from before the node views (issue #18) is rebuilt.
+		if d.MountNS != "" {
+			if err := c.CheckNodeView(filepath.Base(d.MountNS), pid); err != nil {
+				return fmt.Errorf("%s: %w", d.Name, err)
+			}
 		}
 	}
 	cs, err := c.clientset()
