@@ -77,3 +77,21 @@ e2e-deploy: lab-up ## Deploy the operator into the lab (config/lab overlay) and 
 e2e: e2e-deploy ## Lab up, operator deployed, then every end-to-end test (logs of failures in e2e/_logs/).
 	@rc=0; go test -tags e2e -count=1 -v $(E2E_FLAGS) ./e2e/... || rc=$$?; \
 	  if [ $$rc != 0 ]; then echo ">> e2e FAILED; logs of the failed tests are in $(E2E_LOGS)/"; fi; exit $$rc
+
+# N × (lab-up, lab-selftest, lab-down) in a row: a failure that happens once in a few dozen
+# lab-ups shows up as a number. The prerequisites (Kubernetes binaries, images, the lab driver,
+# the e2e test packages) are built once, before the first run, and a lab left up is taken down
+# first, so every lab-up builds a lab. Prints a table of step times and failures and ends with
+# `RESULT lab_soak_runs=N lab_soak_failures=F slowest_step=… slowest_s=…`; the output of every
+# step is in $(LAB_SOAK_LOGS), with the lab's and the tests' logs next to a failed step.
+N ?= 10
+LAB_SOAK_LOGS ?= $(ROOT)/_out/lab-soak-$(LAB_PREFIX)
+
+.PHONY: lab-soak
+lab-soak: lab-kube-bin lab-images lab-tool ## N x (lab-up, lab-selftest, lab-down): failures and the slowest step (make lab-soak N=20).
+	@go test -tags e2e -count=1 -run '^$$' ./e2e/ >/dev/null
+	@$(LAB) down
+	@$(LAB) soak -runs $(N) -logs $(LAB_SOAK_LOGS) -keep $(LAB_DIR)/logs -keep $(E2E_LOGS) \
+	  -step 'lab-up=$(LAB) up' \
+	  -step "lab-selftest=go test -tags e2e -count=1 -v $(E2E_FLAGS) -run '^TestLab' ./e2e/" \
+	  -finally 'lab-down=$(LAB) down'

@@ -10,6 +10,9 @@
 //	lab status    show daemons, nodes, BGP; exit 1 when not healthy
 //	lab load      import changed images into the running nodes, restart their pods
 //	lab env       print shell exports for the lab (eval "$(lab env)")
+//	lab soak -runs N -logs DIR -step name=command... [-finally name=command]... [-keep DIR]...
+//	              run the steps N times in a row; a table of step times and failures, then
+//	              a RESULT line (make lab-soak)
 package main
 
 import (
@@ -22,7 +25,7 @@ import (
 	"github.com/metalgate/metalgate/e2e/lab"
 )
 
-const usage = "usage: lab deps|up|down|status|load|env"
+const usage = "usage: lab deps|up|down|status|load|env|soak"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -34,6 +37,9 @@ func main() {
 }
 
 func run(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "soak" {
+		return runSoak(ctx, args[1:], os.Stdout)
+	}
 	if len(args) != 1 {
 		return fmt.Errorf("%s", usage)
 	}
