@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -13,8 +14,12 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
@@ -39,10 +44,15 @@ const (
 //     served Ingress once the proxy has written its VIP into the status;
 //   - when a rival keeps writing a node IP into an Ingress's status, check reports the node IP
 //     and the proxy's StatusConflict events;
-//   - with a BGPPeer to the lab router, announcers shows a BGP VIP from every node to that peer.
+//   - with a BGPPeer to the lab router, announcers shows a BGP VIP from every node to that peer;
+//   - the admin ports the plugin reads answer nobody else: from the node network, without a
+//     token, the speakers' metrics port, the proxy's admin port and the controller's metrics
+//     port say 401 (the proxy's probes stay open); a ServiceAccount bound to
+//     metalgate-metrics-reader reads /metrics everywhere but no /debug path (403).
 //
-// Speakers and proxies are reached through the API server's pods/proxy, as a user's kubectl
-// would.
+// Speakers and proxies are reached through the API server's pods/portforward, as a user's
+// kubectl would: the forwarded connection arrives from loopback inside the pod's network
+// namespace, the only caller the admin ports serve without a token.
 func TestPlugin(t *testing.T) {
 	l := openLab(t)
 	cs := clientset(t, l)
@@ -204,6 +214,10 @@ func TestPlugin(t *testing.T) {
 		t.Logf("kubectl metalgate check:\n%s", out)
 	})
 
+	t.Run("admin ports", func(t *testing.T) {
+		adminPortsRefuseStrangers(t, l, cs, ns)
+	})
+
 	t.Run("rival", func(t *testing.T) {
 		ingress("rival", ns)
 		nodeIP := lab.Nodes()[0].IPv4.String()
@@ -263,4 +277,83 @@ func TestPlugin(t *testing.T) {
 		})
 		t.Logf("kubectl metalgate announcers:\n%s", out)
 	})
+}
+
+// adminPortsRefuseStrangers checks, from node n2's network namespace (where a host-network
+// pod or anything on the node network would stand), that the speakers' metrics ports, the
+// proxy's admin port in ns and the controller's metrics port serve /metrics and /debug/* only
+// to a bearer token authorised for the path, while the proxy's probe paths stay open. The
+// token is a ServiceAccount's in ns bound to metalgate-metrics-reader (config/rbac): the
+// components' own RBAC (config/) must let them review it.
+func adminPortsRefuseStrangers(t *testing.T, l *lab.Lab, cs kubernetes.Interface, ns string) {
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "scraper", Namespace: ns}}
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create ServiceAccount: %v", err)
+	}
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "metalgate-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns}},
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("bind metalgate-metrics-reader: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
+	})
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("TokenRequest: %v", err)
+	}
+	token := tr.Status.Token
+
+	podIP := func(ns, selector string) string {
+		t.Helper()
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector, FieldSelector: "status.phase=Running"})
+		if err != nil || len(pods.Items) == 0 || pods.Items[0].Status.PodIP == "" {
+			t.Fatalf("no running pod %s in %s: %v", selector, ns, err)
+		}
+		return pods.Items[0].Status.PodIP
+	}
+	proxy := net.JoinHostPort(podIP(ns, "app.kubernetes.io/component=proxy"), "10254")
+	controller := net.JoinHostPort(podIP(operatorNamespace, "app.kubernetes.io/component=controller"), "8080")
+	speaker := net.JoinHostPort(lab.Nodes()[0].IPv4.String(), "7472") // n1's, asked from n2
+
+	// code GETs url from n2 with the token when withToken, and returns the HTTP status.
+	code := func(url string, withToken bool) (string, error) {
+		args := []string{"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5"}
+		if withToken {
+			args = append(args, "-H", "Authorization: Bearer "+token)
+		}
+		out, err := l.Exec(ctx, "n2", append(args, url)...)
+		return strings.TrimSpace(out), err
+	}
+	tests := []struct {
+		name, url          string
+		noToken, withToken string // HTTP status without a token, with the metrics reader's
+	}{
+		{"speaker metrics", "http://" + speaker + "/metrics", "401", "200"},
+		{"speaker debug", "http://" + speaker + "/debug/announcements", "401", "403"},
+		{"proxy metrics", "http://" + proxy + "/metrics", "401", "200"},
+		{"proxy debug", "http://" + proxy + "/debug/backends?ingress=" + ns + "/echo", "401", "403"},
+		{"proxy liveness probe", "http://" + proxy + "/healthz", "200", "200"},
+		{"proxy readiness probe", "http://" + proxy + "/readyz", "200", "200"},
+		{"controller metrics", "http://" + controller + "/metrics", "401", "200"},
+	}
+	for _, tc := range tests {
+		// The binding may reach the API server's authorizer a moment after it was created (a
+		// refusal is remembered for 10 s): poll.
+		eventually(t, 30*time.Second, tc.name+" from the node network", func() error {
+			got, err := code(tc.url, false)
+			if err != nil || got != tc.noToken {
+				return fmt.Errorf("GET %s without a token: %q %v, want %s", tc.url, got, err, tc.noToken)
+			}
+			got, err = code(tc.url, true)
+			if err != nil || got != tc.withToken {
+				return fmt.Errorf("GET %s with the metrics reader's token: %q %v, want %s", tc.url, got, err, tc.withToken)
+			}
+			return nil
+		})
+	}
 }

@@ -524,12 +524,13 @@ func podRestarts(pod corev1.Pod) int32 {
 }
 
 // tableSwaps reads metalgate_proxy_table_swaps_total from the proxy's admin port (through the
-// API server's pod proxy).
+// API server's pods/portforward: the admin port serves /metrics to loopback callers, and to
+// bearer tokens authorised for it, not to the API server's pod proxy).
 func (p *proxyLab) tableSwaps(t *testing.T, pod string) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	raw, err := p.cs.CoreV1().Pods(p.ns).ProxyGet("http", pod, "10254", "/metrics", nil).DoRaw(ctx)
+	raw, err := portForwardGet(ctx, p.l.RESTConfig(), p.ns, pod, 10254, "/metrics")
 	if err != nil {
 		t.Fatalf("metrics of %s: %v", pod, err)
 	}
