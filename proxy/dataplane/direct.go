@@ -107,7 +107,11 @@ func (s *Server) forwardDirect(w *responseWriter, r *http.Request, a *attempt) {
 		h.Add("Trailer", strings.Join(keys, ", "))
 	}
 	w.WriteHeader(resp.StatusCode)
-	if err := copyBody(w, resp.Body, resp.ContentLength < 0 || eventStream(resp.Header.Get("Content-Type"))); err != nil {
+	stream := resp.ContentLength < 0 || eventStream(resp.Header.Get("Content-Type"))
+	if stream {
+		w.Flush() // a stream's head goes out before its first part, as ReverseProxy's does
+	}
+	if err := copyBody(w, resp.Body, stream); err != nil {
 		if ctx.Value(http.ServerContextKey) != nil {
 			// The status line is out: the only way to tell the client is to cut the response.
 			panic(http.ErrAbortHandler)

@@ -235,8 +235,7 @@ func (b *clientBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err != nil {
 		b.disarm()
-		if err != io.EOF && b.a.bodyErr == nil {
-			b.a.bodyErr = err
+		if err != io.EOF && b.a.bodyErr.CompareAndSwap(nil, &err) {
 			if isTimeout(err) {
 				b.s.limitHit(limitClientBody)
 			}
@@ -260,8 +259,8 @@ func (b *clientBody) disarm() {
 }
 
 // responseWriter records the status and size for metrics and the access log, puts this
-// hop's Server and X-Request-Id headers on every final response, and bounds each write to a
-// slow client by SendTimeout. Unwrap lets http.ResponseController (used by ReverseProxy)
+// hop's Server and X-Request-Id headers on every final response (and no sniffed
+// Content-Type), and bounds each write to a slow client by SendTimeout. Unwrap lets http.ResponseController (used by ReverseProxy)
 // reach Flush and Hijack underneath.
 type responseWriter struct {
 	http.ResponseWriter
@@ -270,6 +269,7 @@ type responseWriter struct {
 	bytes    int64
 	reqID    string
 	deadline time.Time // of the current write; renewed when half of SendTimeout is gone
+	timedOut bool      // counted once
 }
 
 func (w *responseWriter) WriteHeader(code int) {
@@ -280,6 +280,12 @@ func (w *responseWriter) WriteHeader(code int) {
 		}
 		if w.reqID != "" {
 			h["X-Request-Id"] = []string{w.reqID}
+		}
+		if _, ok := h["Content-Type"]; !ok {
+			// A present, empty Content-Type stops net/http from sniffing one: the client
+			// gets the backend's headers, not a type the backend did not send. (Through
+			// ReverseProxy it depended on timing whether the sniff ran.)
+			h["Content-Type"] = nil
 		}
 		w.arm()
 	}
@@ -297,10 +303,19 @@ func (w *responseWriter) Write(b []byte) (int, error) {
 	}
 	n, err := w.ResponseWriter.Write(b)
 	w.bytes += int64(n)
-	if err != nil && isTimeout(err) {
-		w.s.limitHit(limitSendTimeout)
+	if err != nil {
+		w.writeFailed()
 	}
 	return n, err
+}
+
+// writeFailed counts a failed write as a send timeout when the deadline has passed (the
+// error may be the deadline's own, or a later one on the broken connection).
+func (w *responseWriter) writeFailed() {
+	if !w.timedOut && !w.deadline.IsZero() && !time.Now().Before(w.deadline) {
+		w.timedOut = true
+		w.s.limitHit(limitSendTimeout)
+	}
 }
 
 // arm moves the write deadline to SendTimeout from now when less than half of it is left.
@@ -318,8 +333,8 @@ func (w *responseWriter) arm() {
 
 func (w *responseWriter) Flush() {
 	w.arm()
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
+	if err := http.NewResponseController(w.ResponseWriter).Flush(); err != nil {
+		w.writeFailed()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/metalgate/metalgate/proxy/balancer"
@@ -29,7 +30,9 @@ type attempt struct {
 	trusted   bool
 	reqID     string
 	upstream  string // error reason when the backend failed
-	bodyErr   error  // the client's request body failed (malformed, too large, too slow)
+	// bodyErr is the client's request body's failure (malformed, too large, too slow), set
+	// by the goroutine that writes the body to the backend.
+	bodyErr atomic.Pointer[error]
 }
 
 type attemptKey struct{}
@@ -210,8 +213,8 @@ func (s *Server) failed(w http.ResponseWriter, r *http.Request, a *attempt, err 
 	code := http.StatusBadGateway
 	var mbe *http.MaxBytesError
 	switch {
-	case a != nil && a.bodyErr != nil:
-		err = a.bodyErr
+	case a != nil && a.bodyErr.Load() != nil:
+		err = *a.bodyErr.Load()
 		code, reason = http.StatusBadRequest, "client_body"
 		if errors.As(err, &mbe) {
 			code = http.StatusRequestEntityTooLarge
