@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -116,6 +117,34 @@ func TestGuardAgainstAPIServer(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != http.StatusOK || string(b) != "served /metrics" {
 			t.Errorf("got %d %q, want 200 from the handler", resp.StatusCode, b)
+		}
+	})
+
+	// As the speaker and the controller use it: controller-runtime's metrics server calls the
+	// FilterProvider with the manager's config and wraps each handler with the filter.
+	t.Run("FilterProvider", func(t *testing.T) {
+		filter, err := adminauth.FilterProvider(adminauth.Options{})(as(guardToken), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := filter(logr.Discard(), backend)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			token string
+			want  int
+		}{{"", 401}, {strangerToken, 403}, {readerToken, 200}} {
+			req := httptest.NewRequest(http.MethodGet, "http://metrics/metrics", nil)
+			req.RemoteAddr = "198.51.100.7:43210"
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.want {
+				t.Errorf("token %.8q…: %d %q, want %d", tc.token, rec.Code, rec.Body.String(), tc.want)
+			}
 		}
 	})
 

@@ -25,6 +25,38 @@ func (tokenReviewer) Authorize(_ context.Context, _ adminauth.User, verb, path s
 	return verb == "get" && path == "/metrics", nil
 }
 
+// TestAdmin: the admin handler alone (what the guard lets through): /healthz while the process
+// runs, /readyz by the ready func, /metrics from the gatherer.
+func TestAdmin(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	NewMetrics(reg)
+	var ready error
+	srv := httptest.NewServer(AdminHandler(reg, func() error { return ready }))
+	defer srv.Close()
+	stale := errors.New("stale")
+	for _, step := range []struct {
+		ready error
+		path  string
+		want  int
+	}{
+		{nil, "/healthz", 200},
+		{nil, "/readyz", 200},
+		{nil, "/metrics", 200},
+		{stale, "/readyz", 503},
+		{stale, "/healthz", 200},
+	} {
+		ready = step.ready
+		resp, err := http.Get(srv.URL + step.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != step.want {
+			t.Errorf("%s (ready: %v): %d, want %d", step.path, step.ready, resp.StatusCode, step.want)
+		}
+	}
+}
+
 // TestAdminGuarded is the admin port as cmd/metalgate serves it (AdminHandler behind an
 // adminauth.Guard opening AdminOpenPaths): the kubelet's probes from the node address, with
 // no token, get their answer; /metrics and /debug/backends answer loopback, and otherwise only

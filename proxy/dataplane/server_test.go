@@ -435,31 +435,6 @@ func upgradeEcho(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func TestAdmin(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	NewMetrics(reg)
-	var ready error
-	srv := httptest.NewServer(AdminHandler(reg, func() error { return ready }))
-	defer srv.Close()
-	check := func(path string, want int) {
-		t.Helper()
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Errorf("%s: %d, want %d", path, resp.StatusCode, want)
-		}
-	}
-	check("/healthz", 200)
-	check("/readyz", 200)
-	check("/metrics", 200)
-	ready = fmt.Errorf("stale")
-	check("/readyz", 503)
-	check("/healthz", 200)
-}
-
 // TestStaleKeepAlive: the backend closes idle keep-alive connections quickly; a request on a
 // pooled connection the backend already closed is sent again on a new one, not failed.
 func TestStaleKeepAlive(t *testing.T) {
