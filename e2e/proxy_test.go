@@ -209,6 +209,10 @@ func (p *proxyLab) testHTTP(t *testing.T) {
 			if r.Headers.Get("X-Forwarded-Proto") != "http" || r.Headers.Get("X-Forwarded-Host") != host {
 				return fmt.Errorf("forwarded headers %v", r.Headers)
 			}
+			// The port the client connected to (the Service's 80), not the container's 8080.
+			if got := r.Headers.Get("X-Forwarded-Port"); got != "80" {
+				return fmt.Errorf("X-Forwarded-Port %q, want 80", got)
+			}
 			return nil
 		})
 	}

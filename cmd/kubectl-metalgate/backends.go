@@ -155,9 +155,12 @@ func readiness(e dataplane.Endpoint) string {
 	return "no"
 }
 
-// health is the HEALTHY column: the data plane's view; "-" when not routed at all.
+// health is the HEALTHY column: the data plane's view; "-" when not routed at all, with the
+// reason when the proxy refuses the address.
 func health(e dataplane.Endpoint) string {
 	switch {
+	case e.Refused != "":
+		return "- (refused: " + e.Refused + ")"
 	case !e.Routed:
 		return "- (not routed)"
 	case e.Healthy:

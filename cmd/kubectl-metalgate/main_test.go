@@ -215,6 +215,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		Endpoints: []discoveryv1.Endpoint{
 			{Addresses: []string{"10.244.1.5"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}},
 			{Addresses: []string{"10.244.2.6"}, Conditions: discoveryv1.EndpointConditions{Ready: &notReady}},
+			{Addresses: []string{"239.1.2.3"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}, // the API server refuses link-local and loopback itself
 		}}
 	must(c.Create(ctx, slice))
 	now := time.Now()
@@ -282,8 +283,9 @@ func TestAgainstAPIServer(t *testing.T) {
 		}, nil},
 		{"backends", []string{"backends", "web", "-n", "shop"}, 0, []string{
 			"proxy metalgate-system/metalgate-proxy-1 (node n2): table generation 1, applied",
-			"web.test  / (Prefix)  shop/shop:http  10.244.1.5:8080  yes    yes             0",
-			"web.test  / (Prefix)  shop/shop:http  10.244.2.6:8080  no     - (not routed)  -",
+			"web.test  / (Prefix)  shop/shop:http  10.244.1.5:8080  yes    yes                             0",
+			"web.test  / (Prefix)  shop/shop:http  10.244.2.6:8080  no     - (not routed)                  -",
+			"web.test  / (Prefix)  shop/shop:http  239.1.2.3:8080   yes    - (refused: multicast address)  -",
 		}, []string{"rival.test"}},
 		{"backends of an Ingress no proxy serves", []string{"backends", "tenant/t"}, 1, []string{
 			"proxy metalgate-system/metalgate-proxy-1: this proxy does not serve Ingress tenant/t",

@@ -55,6 +55,9 @@ type Endpoint struct {
 	// Healthy: not ejected by passive health checks. Meaningful only when Routed.
 	Healthy  bool  `json:"healthy"`
 	InFlight int64 `json:"inFlight"`
+	// Refused says why the address is never routed: not a pod IP (loopback, link-local,
+	// ...) or from an EndpointSlice that is not trusted. Empty when it may be.
+	Refused string `json:"refused,omitempty"`
 }
 
 // Debug installs tables into a Server, counting them, and serves DebugBackendsPath from the
@@ -120,10 +123,7 @@ func (d *Debug) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // backendsOf lists the routes of Ingress id in a compiled table, with live endpoint state.
 func backendsOf(rt *router, id types.NamespacedName, now time.Time) Backends {
 	out := Backends{Ingress: id.String(), Routes: []Route{}}
-	routes := rt.table.Routes()
-	if d := rt.table.Default; d != nil {
-		routes = append(routes, d)
-	}
+	routes := append(rt.table.Routes(), rt.table.Defaults()...)
 	for _, r := range routes {
 		if r.Ingress != id {
 			continue
@@ -138,7 +138,7 @@ func backendsOf(rt *router, id types.NamespacedName, now time.Time) Backends {
 			}
 		}
 		for _, st := range be.States {
-			e := Endpoint{Address: st.Addr, Ready: st.Ready, Serving: st.Serving, Terminating: st.Terminating}
+			e := Endpoint{Address: st.Addr, Ready: st.Ready, Serving: st.Serving, Terminating: st.Terminating, Refused: st.Refused}
 			if le := live[st.Addr]; le != nil {
 				e.Routed, e.Healthy, e.InFlight = true, le.Healthy(now), le.InFlight()
 			}

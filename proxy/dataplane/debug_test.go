@@ -74,7 +74,8 @@ func debugInput(blocking, closed string) table.Input {
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "api"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}},
 		},
 		Slices: []*discoveryv1.EndpointSlice{
-			slice("web", bport, ep(bh, true, true, false), ep("127.0.0.2", false, false, false), ep("127.0.0.3", false, true, true)),
+			slice("web", bport, ep(bh, true, true, false), ep("127.0.0.2", false, false, false), ep("127.0.0.3", false, true, true),
+				ep("169.254.169.254", true, true, false)),
 			slice("api", cport, ep(ch, true, true, false)),
 		},
 	}
@@ -120,8 +121,10 @@ func TestDebugBackends(t *testing.T) {
 	}
 
 	tab, problems := table.Build(debugInput(blocking.Listener.Addr().String(), closed))
-	if len(problems) != 0 {
-		t.Fatalf("build: %v", problems)
+	for _, p := range problems {
+		if p.Reason != table.ReasonRefusedEndpoint { // the link-local address, refused on purpose
+			t.Fatalf("build: %v", p)
+		}
 	}
 	d.Swap(tab)
 	d.Swap(tab) // the second install is generation 2
@@ -174,6 +177,8 @@ func TestDebugBackends(t *testing.T) {
 				{Address: blocking.Listener.Addr().String(), Ready: true, Serving: true, Routed: true, Healthy: true, InFlight: 1},
 				{Address: "127.0.0.2:" + portOf(blocking.Listener.Addr().String())},
 				{Address: "127.0.0.3:" + portOf(blocking.Listener.Addr().String()), Serving: true, Terminating: true},
+				{Address: "169.254.169.254:" + portOf(blocking.Listener.Addr().String()), Ready: true, Serving: true,
+					Refused: "link-local address"},
 			}},
 		{Host: "a.test", Path: "/api", PathType: "Exact", Service: "shop/api", Port: "80", Protocol: "http", Balance: "round-robin",
 			Endpoints: []Endpoint{{Address: closed, Ready: true, Serving: true, Routed: true, Healthy: false}}},
