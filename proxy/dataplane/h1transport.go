@@ -69,7 +69,7 @@ var (
 // (limit), so a backend cannot make the proxy buffer an unbounded header.
 type h1Conn struct {
 	conn      net.Conn
-	raw       syscall.RawConn // for the idle check; nil when the connection has none
+	idle      *idleCheck // nil when the connection has no file descriptor
 	addr      string
 	limit     int64
 	br        *bufio.Reader
@@ -117,7 +117,7 @@ func (t *h1Transport) get(ctx context.Context, addr string) (*h1Conn, bool, erro
 			continue
 		}
 		t.mu.Unlock()
-		switch idleState(c.raw) {
+		switch c.idle.state() {
 		case idleOK:
 			return c, true, nil
 		case idleUnsolicited:
@@ -133,7 +133,9 @@ func (t *h1Transport) get(ctx context.Context, addr string) (*h1Conn, bool, erro
 	}
 	c := &h1Conn{conn: nc, addr: addr}
 	if sc, ok := nc.(syscall.Conn); ok {
-		c.raw, _ = sc.SyscallConn()
+		if raw, err := sc.SyscallConn(); err == nil {
+			c.idle = newIdleCheck(raw)
+		}
 	}
 	c.br = bufio.NewReaderSize(c, 16<<10)
 	c.bw = bufio.NewWriterSize(nc, 8<<10)

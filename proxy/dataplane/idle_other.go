@@ -12,6 +12,10 @@ const (
 	idleUnsolicited
 )
 
-// idleState cannot look at a connection without reading it here: bytes sent while it was
+// idleCheck cannot look at a connection without reading it here: bytes sent while it was
 // idle are caught only as they come with the next response (br.Buffered or a bad status line).
-func idleState(syscall.RawConn) idleResult { return idleOK }
+type idleCheck struct{}
+
+func newIdleCheck(syscall.RawConn) *idleCheck { return nil }
+
+func (c *idleCheck) state() idleResult { return idleOK }
