@@ -2,8 +2,10 @@ package speaker_test
 
 import (
 	"context"
+	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,6 +32,9 @@ func (r *recorder) Live() map[string]bool      { return map[string]bool{"n1": tr
 func (r *recorder) Reachable() map[string]bool { return map[string]bool{"n1": true} }
 func (r *recorder) Join([]string) (int, error) { r.add("join"); return 1, nil }
 func (r *recorder) Leave(time.Duration) error  { r.add("leave"); return nil }
+func (r *recorder) Admit(nodes map[string][]netip.Addr) {
+	r.add("admit " + strings.Join(slices.Sorted(maps.Keys(nodes)), ","))
+}
 func (r *recorder) Announce(_ context.Context, d []speaker.Announcement) error {
 	if len(d) == 0 {
 		r.add("announce nothing")
@@ -39,8 +44,9 @@ func (r *recorder) Announce(_ context.Context, d []speaker.Announcement) error {
 }
 func (r *recorder) Close() error { r.add("close"); return nil }
 
-// TestRunAnnouncesThenHandsOver: Run joins the peers of the first World, announces after the
-// hold-down, and on cancel leaves the membership before it stops announcing.
+// TestRunAnnouncesThenHandsOver: Run admits the speakers of the first World and then joins its
+// peers, announces after the hold-down, and on cancel leaves the membership before it stops
+// announcing.
 func TestRunAnnouncesThenHandsOver(t *testing.T) {
 	r := &recorder{got: make(chan []speaker.Announcement, 100)}
 	sp, err := speaker.New(speaker.Options{
@@ -56,7 +62,8 @@ func TestRunAnnouncesThenHandsOver(t *testing.T) {
 	vip := netip.MustParseAddr("2001:db8::100")
 	sp.SetWorld(speaker.World{
 		Nodes: []election.Node{{Name: "n1"}}, Speakers: []string{"n1", "n2"}, Peers: []string{"[2001:db8::12]:7946"},
-		VIPs: []speaker.VIP{{Request: election.Request{VIP: vip, AnyReady: true}, Mode: speaker.ModeLayer2, Service: "ns/web"}},
+		SpeakerAddrs: map[string][]netip.Addr{"n1": {netip.MustParseAddr("2001:db8::11")}, "n2": {netip.MustParseAddr("2001:db8::12")}},
+		VIPs:         []speaker.VIP{{Request: election.Request{VIP: vip, AnyReady: true}, Mode: speaker.ModeLayer2, Service: "ns/web"}},
 	})
 	deadline := time.After(5 * time.Second)
 	for announced := false; !announced; {
@@ -76,8 +83,8 @@ func TestRunAnnouncesThenHandsOver(t *testing.T) {
 	// n2 is expected but never live, so the join loop may have retried; what matters is the order
 	// at the end.
 	n := len(r.steps)
-	if n < 4 || !slices.Contains(r.steps, "join") {
-		t.Fatalf("steps %v", r.steps)
+	if n < 5 || r.steps[0] != "admit n1,n2" || !slices.Contains(r.steps, "join") {
+		t.Fatalf("steps %v, want the World's speakers admitted before the first join", r.steps)
 	}
 	if diff := cmp.Diff([]string{"leave", "announce nothing", "close"}, r.steps[n-3:]); diff != "" {
 		t.Errorf("shutdown order (-want +got):\n%s\nall: %v", diff, r.steps)

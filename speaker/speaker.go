@@ -26,6 +26,8 @@ type Membership interface {
 	Reachable() map[string]bool
 	Join(peers []string) (int, error)
 	Leave(timeout time.Duration) error
+	// Admit sets who may be a member: node name → the node's addresses (World.SpeakerAddrs).
+	Admit(nodes map[string][]netip.Addr)
 }
 
 // Locator is implemented by announcers that can say where they announce an address (layer 2:
@@ -133,8 +135,10 @@ func New(opts Options) (*Speaker, error) {
 	}, nil
 }
 
-// SetWorld replaces the cluster view and schedules a sync.
+// SetWorld replaces the cluster view and schedules a sync. The membership admits the
+// speakers it lists (World.SpeakerAddrs) from now on.
 func (s *Speaker) SetWorld(w World) {
+	s.opts.Membership.Admit(w.SpeakerAddrs)
 	s.mu.Lock()
 	s.world = &w
 	s.mu.Unlock()

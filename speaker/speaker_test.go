@@ -35,9 +35,10 @@ func (f *fakeMembership) Live() map[string]bool {
 	}
 	return out
 }
-func (f *fakeMembership) Reachable() map[string]bool { return f.Live() }
-func (f *fakeMembership) Join([]string) (int, error) { return 0, nil }
-func (f *fakeMembership) Leave(time.Duration) error  { return nil }
+func (f *fakeMembership) Reachable() map[string]bool    { return f.Live() }
+func (f *fakeMembership) Join([]string) (int, error)    { return 0, nil }
+func (f *fakeMembership) Leave(time.Duration) error     { return nil }
+func (f *fakeMembership) Admit(map[string][]netip.Addr) {}
 
 // clock is a manual clock shared by the test cluster.
 type clock struct{ t time.Time }

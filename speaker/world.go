@@ -1,6 +1,8 @@
 package speaker
 
 import (
+	"net/netip"
+
 	"github.com/metalgate/metalgate/speaker/bgp"
 	"github.com/metalgate/metalgate/speaker/election"
 )
@@ -29,6 +31,11 @@ type World struct {
 	Speakers []string
 	// Peers are memberlist addresses ("host:port") of the other speakers, joined on change.
 	Peers []string
+	// SpeakerAddrs are the nodes that run a speaker Pod (terminating ones too: they still
+	// announce their leave), by node name, with the addresses the API server gives the node
+	// (InternalIPs, and the speaker Pod's host IPs). Only these may be memberlist members, and
+	// only from these addresses (membership.Membership.Admit).
+	SpeakerAddrs map[string][]netip.Addr
 	// BGPPeers are the BGP sessions this node opens (BGPPeers whose node selectors match it).
 	BGPPeers []bgp.Peer
 	// InvalidBGPPeers are the BGPPeers that select this node (or whose node selectors do not

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -35,6 +36,7 @@ type controllerOptions struct {
 	LeaderElectionID        string
 	LBClass                 string
 	Namespace               string
+	MemberlistSecret        string
 	QPS                     float64
 	Burst                   int
 	Zap                     zap.Options
@@ -49,6 +51,7 @@ func (o *controllerOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", "metalgate-controller", "Name of the Lease.")
 	fs.StringVar(&o.LBClass, "lb-class", controllers.DefaultLBClass, "spec.loadBalancerClass served, besides Services with no class.")
 	fs.StringVar(&o.Namespace, "namespace", controllers.DefaultNamespace, "Namespace of the configuration objects (IPAddressPools, advertisements, peers).")
+	fs.StringVar(&o.MemberlistSecret, "memberlist-secret", controllers.MemberlistKeySecret, "Secret in --namespace with the speakers' memberlist key; created with a random key at start when missing.")
 	fs.Float64Var(&o.QPS, "kube-api-qps", 50, "Requests per second to the API server (client-side limit).")
 	fs.IntVar(&o.Burst, "kube-api-burst", 100, "Burst of requests to the API server (client-side limit).")
 	o.Zap.BindFlags(fs)
@@ -108,6 +111,13 @@ func runController(ctx context.Context, opts controllerOptions) error {
 	}
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("add readyz: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("create clientset: %w", err)
+	}
+	if err := controllers.EnsureMemberlistKey(ctx, cs.CoreV1(), opts.Namespace, opts.MemberlistSecret); err != nil {
+		return err
 	}
 	m := controllers.NewMetrics(metrics.Registry)
 	if err := controllers.Setup(ctx, mgr, controllers.Options{LBClass: opts.LBClass, Namespace: opts.Namespace, Metrics: m}); err != nil {

@@ -53,6 +53,7 @@ type speakerOptions struct {
 	LBClass            string
 	SpeakerSelector    string
 	MemberlistPort     int
+	MemberlistKeyDir   string
 	MetricsAddr        string
 	HealthAddr         string
 	StaticConfig       string
@@ -71,6 +72,7 @@ func (o *speakerOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.LBClass, "lb-class", controllers.DefaultLBClass, "spec.loadBalancerClass served, besides Services with no class.")
 	fs.StringVar(&o.SpeakerSelector, "speaker-selector", "app.kubernetes.io/name=metalgate,app.kubernetes.io/component=speaker", "Label selector of the speaker Pods (memberlist peers and quorum base).")
 	fs.IntVar(&o.MemberlistPort, "memberlist-port", 7946, "UDP and TCP port of memberlist, the same on every node.")
+	fs.StringVar(&o.MemberlistKeyDir, "memberlist-key-dir", "/etc/metalgate/memberlist", "Directory with the speaker cluster's keys: file \"key\" (primary), files \"key-*\" (also accepted); the DaemonSet mounts the Secret metalgate-memberlist here. Re-read every 10s (rotation, docs/speaker.md).")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":7472", "Address of /metrics and /debug/announcements (loopback, or a bearer token authorised for the path); \"0\" disables it.")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":7473", "Address of /healthz and /readyz; \"0\" disables them.")
 	fs.StringVar(&o.StaticConfig, "static-config", "", "Run without the API server from this JSON file (lab and benchmarks; see docs/speaker.md).")
@@ -102,6 +104,8 @@ type staticConfig struct {
 	Peers []string `json:"peers"`
 	// NodeIPs are this node's addresses for the off-subnet interface fallback.
 	NodeIPs []string `json:"nodeIPs,omitempty"`
+	// Addresses are the node addresses of every speaker, by name: only these may be members.
+	Addresses map[string][]string `json:"addresses"`
 	// VIPs are the addresses announced at layer 2.
 	VIPs []struct {
 		VIP        string   `json:"vip"`
@@ -123,6 +127,19 @@ func loadStatic(path string) (speaker.World, []netip.Addr, error) {
 	w.Speakers, w.Peers = sc.Speakers, sc.Peers
 	for _, n := range sc.Speakers {
 		w.Nodes = append(w.Nodes, election.Node{Name: n})
+	}
+	if len(sc.Addresses) == 0 {
+		return w, nil, fmt.Errorf("%s: addresses: required (node name → addresses of every speaker: who may be a member)", path)
+	}
+	w.SpeakerAddrs = map[string][]netip.Addr{}
+	for n, as := range sc.Addresses {
+		for _, s := range as {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				return w, nil, fmt.Errorf("%s: addresses: %s: %w", path, n, err)
+			}
+			w.SpeakerAddrs[n] = append(w.SpeakerAddrs[n], a.Unmap())
+		}
 	}
 	for _, v := range sc.VIPs {
 		a, err := netip.ParseAddr(v.VIP)
@@ -191,8 +208,13 @@ func runSpeaker(ctx context.Context, opts speakerOptions) error {
 	}
 
 	sm, l2m := speaker.NewMetrics(reg), layer2.NewMetrics(reg)
+	keys, err := membership.ReadKeyDir(opts.MemberlistKeyDir)
+	if err != nil {
+		return fmt.Errorf("--memberlist-key-dir: %w (the DaemonSet mounts the Secret metalgate-memberlist, which the controller creates)", err)
+	}
 	mem, err := membership.New(membership.Options{
 		Name: opts.NodeName, BindAddr: opts.NodeIP, BindPort: opts.MemberlistPort, Logger: logger.WithName("memberlist"),
+		Keys: keys, Metrics: membership.NewMetrics(reg),
 		OnChange: func() {
 			if sp := spRef.Load(); sp != nil {
 				sp.MembershipChanged()
@@ -202,6 +224,7 @@ func runSpeaker(ctx context.Context, opts speakerOptions) error {
 	if err != nil {
 		return err
 	}
+	go watchKeys(ctx, opts.MemberlistKeyDir, keys, mem, logger.WithName("memberlist"), 10*time.Second)
 	l2 := layer2.New(layer2.Options{
 		NodeIPs: nodeIPs, Logger: logger.WithName("layer2"), Metrics: l2m,
 		GratuitousCount: opts.GratuitousCount, GratuitousInterval: opts.GratuitousInterval,
@@ -251,7 +274,7 @@ func runSpeaker(ctx context.Context, opts speakerOptions) error {
 	}
 	spRef.Store(sp)
 	logger.Info("starting speaker", "version", version.Version, "node", opts.NodeName, "nodeIP", opts.NodeIP,
-		"memberlistPort", opts.MemberlistPort, "static", opts.StaticConfig != "")
+		"memberlistPort", opts.MemberlistPort, "memberlistKey", membership.Fingerprint(keys.Primary), "static", opts.StaticConfig != "")
 
 	if mgr == nil {
 		sp.SetWorld(staticWorld)
@@ -373,4 +396,38 @@ func serveMetrics(addr string, reg metrics.RegistererGatherer, debug http.Handle
 	}
 	go func() { _ = srv.Serve(ln) }()
 	return func() { _ = srv.Close() }
+}
+
+// watchKeys re-reads the key directory every interval until ctx ends and hands changed keys to
+// the membership: the kubelet updates a mounted Secret in place, so a rotation needs no
+// restart (docs/speaker.md, "Rotating the key"). A directory that cannot be read keeps the
+// keys in use.
+func watchKeys(ctx context.Context, dir string, cur membership.Keys, mem *membership.Membership, log logr.Logger, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		k, err := membership.ReadKeyDir(dir)
+		if err != nil {
+			log.Error(err, "Reading the memberlist keys failed; keeping the keys in use")
+			continue
+		}
+		if k.Equal(cur) {
+			continue
+		}
+		if err := mem.SetKeys(k); err != nil {
+			log.Error(err, "Installing the memberlist keys failed; keeping the keys in use")
+			continue
+		}
+		var others []string
+		for _, o := range k.Others {
+			others = append(others, membership.Fingerprint(o))
+		}
+		log.Info("memberlist keys changed", "primary", membership.Fingerprint(k.Primary), "accepted", others)
+		cur = k
+	}
 }

@@ -91,6 +91,7 @@ func Build(s Snapshot, o Options) (speaker.World, []error) {
 	}
 	slices.SortFunc(w.Nodes, func(a, b election.Node) int { return cmp.Compare(a.Name, b.Name) })
 
+	w.SpeakerAddrs = speakerAddrs(s.SpeakerPods, s.Nodes)
 	for _, p := range s.SpeakerPods {
 		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" || notReady[p.Spec.NodeName] ||
 			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
@@ -171,6 +172,51 @@ func Build(s Snapshot, o Options) (speaker.World, []error) {
 		return cmp.Or(a.VIP.Compare(b.VIP), cmp.Compare(a.Mode, b.Mode))
 	})
 	return w, errs
+}
+
+// speakerAddrs returns, for every node with a speaker Pod that has not ended (terminating ones
+// included: they still announce their leave), the node's InternalIPs and the Pod's host IPs
+// (the kubelet's choice among the node's addresses, the address the speaker binds to), sorted.
+// These are the memberlist members the speakers admit (invariant 11: only speakers speak).
+func speakerAddrs(pods []corev1.Pod, nodes []corev1.Node) map[string][]netip.Addr {
+	byName := make(map[string]*corev1.Node, len(nodes))
+	for i := range nodes {
+		byName[nodes[i].Name] = &nodes[i]
+	}
+	out := map[string][]netip.Addr{}
+	add := func(node, s string) {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			out[node] = append(out[node], ip.Unmap())
+		}
+	}
+	for _, p := range pods {
+		name := p.Spec.NodeName
+		if name == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if _, seen := out[name]; !seen {
+			out[name] = nil
+			if n := byName[name]; n != nil {
+				for _, a := range n.Status.Addresses {
+					if a.Type == corev1.NodeInternalIP {
+						add(name, a.Address)
+					}
+				}
+			}
+		}
+		add(name, p.Status.HostIP)
+		for _, h := range p.Status.HostIPs {
+			add(name, h.IP)
+		}
+	}
+	for name, ips := range out {
+		slices.SortFunc(ips, netip.Addr.Compare)
+		out[name] = slices.Compact(ips)
+		if len(out[name]) == 0 {
+			delete(out, name) // no address known: nothing to admit
+		}
+	}
+	return out
 }
 
 // addEndpoints adds the ready endpoints of one Service to v. A shared address is announced for

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -218,5 +219,85 @@ func TestBuildNodesAndSpeakers(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"10.0.0.1:7946", "10.0.0.2:7946"}, w.Peers); diff != "" {
 		t.Errorf("peers (-want +got):\n%s", diff)
+	}
+}
+
+// TestBuildSpeakerAddrs: the members the speakers admit are the nodes with a speaker Pod,
+// with their InternalIPs and the Pod's host IPs; nothing else.
+func TestBuildSpeakerAddrs(t *testing.T) {
+	now := metav1.Now()
+	node := func(name string, addrs ...corev1.NodeAddress) corev1.Node {
+		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Addresses: addrs}}
+	}
+	internal := func(ip string) corev1.NodeAddress {
+		return corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip}
+	}
+	pod := func(name, node, hostIP string, mutate func(*corev1.Pod)) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: node},
+			Status: corev1.PodStatus{HostIP: hostIP, Phase: corev1.PodRunning}}
+		if mutate != nil {
+			mutate(&p)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name  string
+		nodes []corev1.Node
+		pods  []corev1.Pod
+		want  map[string][]netip.Addr
+	}{
+		{
+			name: "InternalIPs of both families and the host IP; no ExternalIP, no Hostname",
+			nodes: []corev1.Node{node("n1", internal("2001:db8::11"), internal("10.0.0.1"),
+				corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "203.0.113.1"},
+				corev1.NodeAddress{Type: corev1.NodeHostName, Address: "n1"})},
+			pods: []corev1.Pod{pod("p1", "n1", "10.0.0.1", func(p *corev1.Pod) {
+				p.Status.HostIPs = []corev1.HostIP{{IP: "10.0.0.1"}, {IP: "2001:db8::11"}}
+			})},
+			want: map[string][]netip.Addr{"n1": {netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("2001:db8::11")}},
+		},
+		{
+			name:  "a node without a speaker Pod is not admitted",
+			nodes: []corev1.Node{node("n1", internal("10.0.0.1")), node("n2", internal("10.0.0.2"))},
+			pods:  []corev1.Pod{pod("p1", "n1", "10.0.0.1", nil)},
+			want:  map[string][]netip.Addr{"n1": {netip.MustParseAddr("10.0.0.1")}},
+		},
+		{
+			name:  "a terminating speaker is still admitted (its leave must get through); an ended one is not",
+			nodes: []corev1.Node{node("n1", internal("10.0.0.1")), node("n2", internal("10.0.0.2"))},
+			pods: []corev1.Pod{
+				pod("p1", "n1", "10.0.0.1", func(p *corev1.Pod) { p.DeletionTimestamp = &now }),
+				pod("p2", "n2", "10.0.0.2", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }),
+			},
+			want: map[string][]netip.Addr{"n1": {netip.MustParseAddr("10.0.0.1")}},
+		},
+		{
+			name:  "a Pending Pod without a host IP yet: the node's InternalIP",
+			nodes: []corev1.Node{node("n1", internal("10.0.0.1"))},
+			pods:  []corev1.Pod{pod("p1", "n1", "", func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending })},
+			want:  map[string][]netip.Addr{"n1": {netip.MustParseAddr("10.0.0.1")}},
+		},
+		{
+			name:  "unscheduled Pod, unknown node without host IP: nothing",
+			nodes: []corev1.Node{node("n1", internal("10.0.0.1"))},
+			pods:  []corev1.Pod{pod("p1", "", "", nil), pod("p2", "gone", "", nil)},
+			want:  map[string][]netip.Addr{},
+		},
+		{
+			name:  "a node with only an ExternalIP: the host IP the kubelet chose",
+			nodes: []corev1.Node{node("n1", corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "203.0.113.1"})},
+			pods:  []corev1.Pod{pod("p1", "n1", "203.0.113.1", nil)},
+			want:  map[string][]netip.Addr{"n1": {netip.MustParseAddr("203.0.113.1")}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, errs := Build(Snapshot{Nodes: tc.nodes, SpeakerPods: tc.pods}, Options{MemberlistPort: 7946})
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			if diff := cmp.Diff(tc.want, w.SpeakerAddrs, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+				t.Errorf("SpeakerAddrs (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

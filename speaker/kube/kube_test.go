@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -35,13 +37,21 @@ import (
 
 const ns = "metalgate-system"
 
-// single is a membership of one speaker.
-type single struct{}
+// single is a membership of one speaker; it keeps what it was told to admit.
+type single struct {
+	mu       sync.Mutex
+	admitted map[string][]netip.Addr
+}
 
-func (single) Live() map[string]bool      { return map[string]bool{"n1": true} }
-func (single) Reachable() map[string]bool { return map[string]bool{"n1": true} }
-func (single) Join([]string) (int, error) { return 0, nil }
-func (single) Leave(time.Duration) error  { return nil }
+func (*single) Live() map[string]bool      { return map[string]bool{"n1": true} }
+func (*single) Reachable() map[string]bool { return map[string]bool{"n1": true} }
+func (*single) Join([]string) (int, error) { return 0, nil }
+func (*single) Leave(time.Duration) error  { return nil }
+func (s *single) Admit(nodes map[string][]netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.admitted = nodes
+}
 
 // startAPIServer starts a real kube-apiserver + etcd with metalgate's CRDs (stopped at the
 // end of the test) and returns its config, the scheme and an admin client. Without
@@ -125,8 +135,9 @@ func TestSpeakerWithLeastPrivilege(t *testing.T) {
 	must(err)
 	var mu sync.Mutex
 	var announced []netip.Addr
+	mem := &single{}
 	sp, err := speaker.New(speaker.Options{
-		Node: "n1", Membership: single{}, HoldDown: time.Millisecond,
+		Node: "n1", Membership: mem, HoldDown: time.Millisecond,
 		Announcers: map[speaker.Mode]speaker.Announcer{speaker.ModeLayer2: speaker.AnnouncerFunc(func(_ context.Context, d []speaker.Announcement) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -153,6 +164,13 @@ func TestSpeakerWithLeastPrivilege(t *testing.T) {
 		return len(announced) == 1 && announced[0] == want
 	}) {
 		t.Fatalf("speaker did not announce %s; announced %v", want, announced)
+	}
+	// The membership admits the node of the speaker Pod, at the node's InternalIP.
+	mem.mu.Lock()
+	admitted := mem.admitted
+	mem.mu.Unlock()
+	if diff := cmp.Diff(map[string][]netip.Addr{"n1": {netip.MustParseAddr("198.51.100.11")}}, admitted, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+		t.Errorf("admitted members (-want +got):\n%s", diff)
 	}
 	if !eventually(10*time.Second, func() bool {
 		var evs eventsv1.EventList

@@ -2,10 +2,25 @@ package membership
 
 import (
 	"fmt"
+	"net/netip"
 	"sort"
 	"testing"
 	"time"
 )
+
+// testKeys is the cluster key of the tests' speakers.
+var testKeys = Keys{Primary: []byte("metalgate test key, 32 bytes....")}
+
+// admitAll admits the named members at their loopback addresses.
+func admitAll(ms []*Membership, addrs map[string]string) {
+	nodes := map[string][]netip.Addr{}
+	for n, a := range addrs {
+		nodes[n] = []netip.Addr{netip.MustParseAddr(a)}
+	}
+	for _, m := range ms {
+		m.Admit(nodes)
+	}
+}
 
 // TestFailureDetectionUnderOneSecond starts three members on loopback addresses, crashes one
 // (Shutdown without Leave: it just stops answering) and measures how long the others take to
@@ -31,11 +46,16 @@ func detectOnce(t *testing.T, run int) time.Duration {
 	t.Helper()
 	changed := make(chan struct{}, 64)
 	var ms []*Membership
+	addrs := map[string]string{}
+	for i := range 3 {
+		addrs[fmt.Sprintf("n%d", i+1)] = fmt.Sprintf("127.0.0.%d", 11+i)
+	}
 	for i := range 3 {
 		m, err := New(Options{
 			Name:     fmt.Sprintf("n%d", i+1),
 			BindAddr: fmt.Sprintf("127.0.0.%d", 11+i),
 			BindPort: 17946 + run,
+			Keys:     testKeys,
 			OnChange: func() {
 				select {
 				case changed <- struct{}{}:
@@ -49,6 +69,7 @@ func detectOnce(t *testing.T, run int) time.Duration {
 		ms = append(ms, m)
 		t.Cleanup(func() { _ = m.Shutdown() })
 	}
+	admitAll(ms, addrs)
 	for _, m := range ms[1:] {
 		if _, err := m.Join([]string{fmt.Sprintf("127.0.0.11:%d", 17946+run)}); err != nil {
 			t.Fatal(err)
@@ -74,16 +95,17 @@ func TestLeaveIsImmediate(t *testing.T) {
 		default:
 		}
 	}
-	a, err := New(Options{Name: "a", BindAddr: "127.0.0.21", BindPort: -1, OnChange: notify})
+	a, err := New(Options{Name: "a", BindAddr: "127.0.0.21", BindPort: -1, OnChange: notify, Keys: testKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Shutdown()
-	b, err := New(Options{Name: "b", BindAddr: "127.0.0.22", BindPort: -1, OnChange: notify})
+	b, err := New(Options{Name: "b", BindAddr: "127.0.0.22", BindPort: -1, OnChange: notify, Keys: testKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Shutdown()
+	admitAll([]*Membership{a, b}, map[string]string{"a": "127.0.0.21", "b": "127.0.0.22"})
 	if _, err := b.Join([]string{fmt.Sprintf("127.0.0.21:%d", a.Port())}); err != nil {
 		t.Fatal(err)
 	}

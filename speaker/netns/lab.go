@@ -123,6 +123,8 @@ type Lab struct {
 	ID    string
 	Nodes int
 	dir   string
+	// Key is the speaker cluster's key, in KeyDir/key (every speaker's --memberlist-key-dir).
+	Key []byte
 
 	mu    sync.Mutex
 	procs map[int]*exec.Cmd
@@ -150,6 +152,13 @@ func New(t testing.TB, nodes int) *Lab {
 	SkipUnlessRoot(t)
 	l := &Lab{t: t, ID: fmt.Sprintf("%04x", rand.IntN(0x10000)), Nodes: nodes, dir: t.TempDir(), procs: map[int]*exec.Cmd{}}
 	t.Cleanup(l.destroy)
+	l.Key = []byte(fmt.Sprintf("lab %s key %016x%016x", l.ID, rand.Uint64(), rand.Uint64()))
+	if err := os.MkdirAll(l.KeyDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(l.KeyDir(), "key"), l.Key, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	sysctl := func(ns string, kv ...string) {
 		for i := 0; i < len(kv); i += 2 {
 			l.Run("ip", "netns", "exec", ns, "sysctl", "-qw", kv[i]+"="+kv[i+1])
@@ -211,20 +220,26 @@ func (l *Lab) roles() []string {
 	return out
 }
 
-// StaticConfig is the speaker's --static-config for this lab.
+// KeyDir is the speakers' --memberlist-key-dir: one file "key" holding Key.
+func (l *Lab) KeyDir() string { return filepath.Join(l.dir, "memberlist") }
+
+// StaticConfig is the speaker's --static-config for this lab: every node is a speaker,
+// admitted at its IPv4 and IPv6 address.
 func (l *Lab) StaticConfig(vips ...string) []byte {
 	type vip struct {
 		VIP     string `json:"vip"`
 		Service string `json:"service"`
 	}
 	cfg := struct {
-		Speakers []string `json:"speakers"`
-		Peers    []string `json:"peers"`
-		VIPs     []vip    `json:"vips"`
-	}{}
+		Speakers  []string            `json:"speakers"`
+		Peers     []string            `json:"peers"`
+		Addresses map[string][]string `json:"addresses"`
+		VIPs      []vip               `json:"vips"`
+	}{Addresses: map[string][]string{}}
 	for i := 1; i <= l.Nodes; i++ {
 		cfg.Speakers = append(cfg.Speakers, fmt.Sprintf("n%d", i))
 		cfg.Peers = append(cfg.Peers, net.JoinHostPort(NodeV4(i), fmt.Sprint(MemberlistPort)))
+		cfg.Addresses[fmt.Sprintf("n%d", i)] = []string{NodeV4(i), NodeV6(i)}
 	}
 	for _, v := range vips {
 		cfg.VIPs = append(cfg.VIPs, vip{VIP: v, Service: "lab/" + v})
@@ -246,7 +261,7 @@ func (l *Lab) StartSpeaker(i int, config []byte, extra ...string) {
 	}
 	defer logf.Close()
 	args := append([]string{"netns", "exec", l.NodeNS(i), Binary(l.t), "speaker",
-		"--node-name", fmt.Sprintf("n%d", i), "--node-ip", NodeV4(i), "--static-config", cfgPath,
+		"--node-name", fmt.Sprintf("n%d", i), "--node-ip", NodeV4(i), "--static-config", cfgPath, "--memberlist-key-dir", l.KeyDir(),
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", MetricsPort), "--zap-log-level", "info", "--zap-time-encoding", "rfc3339nano"}, extra...)
 	// ip netns exec execs the program itself, so Process is the speaker.
 	cmd := exec.Command("ip", args...)

@@ -1,0 +1,103 @@
+package controllers_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/metalgate/metalgate/controllers"
+)
+
+// TestEnsureMemberlistKey runs as the controller's ServiceAccount with exactly the namespaced
+// Role generated from the code's markers (config/rbac/controller/role.yaml): the first start
+// creates the Secret with a random key, a second start keeps it, and the controller can read
+// no other Secret.
+func TestEnsureMemberlistKey(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(cfg)
+	b, err := os.ReadFile(filepath.Join("..", "config", "rbac", "controller", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role *rbacv1.Role
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var r rbacv1.Role
+		if err := yaml.Unmarshal([]byte(doc), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Kind == "Role" {
+			role = &r
+		}
+	}
+	if role == nil {
+		t.Fatal("no Role in config/rbac/controller/role.yaml")
+	}
+	ns := controllers.DefaultNamespace
+	role.Name = "memberlist-key-test"
+	if _, err := admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sa := "memberlist-key-test"
+	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	asController := rest.CopyConfig(cfg)
+	asController.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa}
+	cs := kubernetes.NewForConfigOrDie(asController)
+
+	// The authorizer sees a new Role within a moment.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := controllers.EnsureMemberlistKey(ctx, cs.CoreV1(), ns, controllers.MemberlistKeySecret)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsForbidden(err) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s, err := admin.CoreV1().Secrets(ns).Get(ctx, controllers.MemberlistKeySecret, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := s.Data["key"]
+	if len(key) != 32 || bytes.Equal(key, make([]byte, 32)) {
+		t.Fatalf("key %x: want 32 random bytes", key)
+	}
+	if err := controllers.EnsureMemberlistKey(ctx, cs.CoreV1(), ns, controllers.MemberlistKeySecret); err != nil {
+		t.Fatal(err)
+	}
+	again, err := admin.CoreV1().Secrets(ns).Get(ctx, controllers.MemberlistKeySecret, metav1.GetOptions{})
+	if err != nil || !bytes.Equal(again.Data["key"], key) {
+		t.Fatalf("second start changed the key: %v", err)
+	}
+
+	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tor-md5", Namespace: ns}, StringData: map[string]string{"password": "x"}}
+	if _, err := admin.CoreV1().Secrets(ns).Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Secrets(ns).Get(ctx, "tor-md5", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the controller read another Secret: err = %v, want Forbidden", err)
+	}
+	if _, err := cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the controller listed Secrets: err = %v, want Forbidden", err)
+	}
+}
