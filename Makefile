@@ -122,6 +122,10 @@ bench-proxy: kube-bin ## Proxy vs nginx vs haproxy (wrk), endpoint-update latenc
 fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
 	hack/fuzz.sh $${FUZZTIME:-30s}
 
+.PHONY: mutations
+mutations: ## Revert each proxy hardening fix in a scratch worktree: the test that pins it must fail.
+	hack/mutations.py
+
 .PHONY: clean
 clean: ## Remove build outputs (keeps cached tools and Kubernetes binaries).
 	rm -f $(BIN)/metalgate
