@@ -52,13 +52,13 @@ func Ensure(ctx context.Context, secrets corev1client.SecretsGetter, id types.Na
 		}
 		// Another replica created it first: read its key.
 	}
-	return nil, fmt.Errorf("Secret %s: created and deleted again while reading it", id)
+	return nil, fmt.Errorf("secret %s: created and deleted again while reading it", id)
 }
 
 func keyOf(s *corev1.Secret, id types.NamespacedName) ([]byte, error) {
 	key := s.Data[DataKey]
 	if len(key) < MinSize {
-		return nil, fmt.Errorf("Secret %s: data.%s has %d bytes, want at least %d (delete the Secret to have a new key made)", id, DataKey, len(key), MinSize)
+		return nil, fmt.Errorf("secret %s: data.%s has %d bytes, want at least %d (delete the Secret to have a new key made)", id, DataKey, len(key), MinSize)
 	}
 	return key, nil
 }
