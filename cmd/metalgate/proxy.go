@@ -42,6 +42,7 @@ type proxyOptions struct {
 	WatchNamespaces         stringList
 	WatchDefaultClass       bool
 	AllowUnmanagedSlices    bool
+	ServeYielded            bool
 	PublishService          string
 	LeaderElect             bool
 	LeaderElectionNamespace string
@@ -109,6 +110,7 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.Var(&o.WatchNamespaces, "watch-namespace", "Serve only Ingresses in this namespace (repeatable, or comma-separated). Default: all namespaces.")
 	fs.BoolVar(&o.WatchDefaultClass, "watch-ingress-without-class", false, "Also serve Ingresses without a class when the default IngressClass is ours.")
 	fs.BoolVar(&o.AllowUnmanagedSlices, "allow-unmanaged-endpointslices", false, "Also route to EndpointSlices not managed by endpointslice-controller.k8s.io (hand-written, or mirrored from hand-written Endpoints); their addresses are still checked.")
+	fs.BoolVar(&o.ServeYielded, "serve-yielded-ingresses", true, "Also route the Ingresses whose status another metalgate proxy publishes (it wins the arbitration, docs/proxy.md) or that annotation metalgate.io/status-owner gives to another writer.")
 	fs.StringVar(&o.PublishService, "publish-service", "", "namespace/name of the proxy's own LoadBalancer Service, whose addresses go into Ingress status. Default: the Service that selects this Pod (POD_NAME, POD_NAMESPACE).")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "Elect one status writer among replicas with a Lease (every replica serves traffic).")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the Lease. Default: the Pod's namespace; out of cluster, default.")
@@ -423,6 +425,7 @@ func startControlPlane(ctx context.Context, opts proxyOptions, swap func(*table.
 		Logger:            logger.WithName("controlplane"),
 	}
 	copts.AllowUnmanagedSlices = opts.AllowUnmanagedSlices
+	copts.YieldTraffic = !opts.ServeYielded
 	identity := copts.PodNamespace
 	if opts.PublishService != "" {
 		ns, name, ok := strings.Cut(opts.PublishService, "/")

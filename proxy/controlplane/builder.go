@@ -68,13 +68,19 @@ type builder struct {
 	// elected is closed when this replica leads; only the leader emits events, so N
 	// replicas do not report each problem N times.
 	elected <-chan struct{}
+	// arb decides which Ingresses another writer publishes (Options.YieldTraffic); expiry
+	// rebuilds when a proxy without ready endpoints stops outranking others.
+	arb    *arbiter
+	expiry *time.Timer
 }
 
 func (b *builder) NeedLeaderElection() bool { return false }
 
-// event records a change of kind and wakes the build loop.
+// event records a change of kind and wakes the build loop; kind "" is a timer, not a change.
 func (b *builder) event(kind string) {
-	b.fresh.OK(kind)
+	if kind != "" {
+		b.fresh.OK(kind)
+	}
 	b.mu.Lock()
 	if b.pending.IsZero() {
 		b.pending = time.Now()
@@ -166,7 +172,7 @@ func (b *builder) rebuild(ctx context.Context, log logr.Logger) {
 		log.Error(err, "snapshot for table build failed")
 		return
 	}
-	t, problems := table.Build(in)
+	t, problems := table.Build(b.routed(ctx, in))
 	b.opts.Swap(t)
 	done := time.Now()
 	if m := b.opts.Metrics; m != nil {
@@ -190,6 +196,46 @@ func (b *builder) rebuild(ctx context.Context, log logr.Logger) {
 	default:
 	}
 	b.snapshots <- in
+}
+
+// routed is the snapshot to route: all of it, or with Options.YieldTraffic without the
+// Ingresses this proxy leaves to another writer by arbitration or annotation (the status
+// publisher, leader only, decides the same way from the same cache). Without a known own
+// Service this proxy has no address and loses to any proxy that has one.
+func (b *builder) routed(ctx context.Context, in table.Input) table.Input {
+	if !b.opts.YieldTraffic || b.arb == nil {
+		return in
+	}
+	own, _ := b.arb.self.resolve(ctx, in.Services)
+	var ownSvc *corev1.Service
+	for _, s := range in.Services {
+		if s.Namespace == own.Namespace && s.Name == own.Name {
+			ownSvc = s
+		}
+	}
+	cands, expires := b.arb.candidates(in, own, ownSvc, nil)
+	if !expires.IsZero() { // a proxy without ready endpoints stops outranking others then
+		b.mu.Lock()
+		if b.expiry == nil {
+			b.expiry = time.AfterFunc(time.Until(expires), func() { b.event("") })
+		} else {
+			b.expiry.Reset(time.Until(expires))
+		}
+		b.mu.Unlock()
+	}
+	out := in
+	out.Ingresses = nil
+	for _, ing := range in.Ingresses {
+		if owner := ing.Annotations[AnnotationStatusOwner]; owner != "" {
+			if owner != b.opts.FieldManager && owner != own.String() {
+				continue
+			}
+		} else if w := Arbitrate(cands, b.arb.subject(ing)).Winner; w != nil && w.Service != own {
+			continue
+		}
+		out.Ingresses = append(out.Ingresses, ing)
+	}
+	return out
 }
 
 // report turns build problems into Warning events, once per Ingress per distinct set.

@@ -11,6 +11,8 @@ type Metrics struct {
 	StatusWrites     *prometheus.CounterVec
 	StatusConflicts  prometheus.Counter
 	AddressMissing   prometheus.Gauge
+	IngressesYielded *prometheus.GaugeVec
+	Announced        prometheus.Gauge
 	WatchErrors      *prometheus.CounterVec
 	TableIngresses   prometheus.Gauge
 	TableEndpoints   prometheus.Gauge
@@ -46,11 +48,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 		StatusConflicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "metalgate_proxy_status_conflicts_total",
-			Help: "Times another writer was found overwriting the status this proxy wrote (the proxy backs off).",
+			Help: "Times another writer was found overwriting the status this proxy wrote (the proxy backs off, then stops; see metalgate_proxy_ingresses_yielded).",
 		}),
 		AddressMissing: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "metalgate_proxy_status_address_missing",
 			Help: "1 when the proxy's own Service has no load-balancer address (or is not found), so no status is written.",
+		}),
+		IngressesYielded: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "metalgate_proxy_ingresses_yielded",
+			Help: "Owned Ingresses whose status this proxy leaves to another writer, by reason: proxy (another metalgate proxy wins the arbitration), annotation (metalgate.io/status-owner names another writer), foreign (another writer kept replacing it).",
+		}, []string{"reason"}),
+		Announced: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "metalgate_proxy_announced",
+			Help: "1 when this proxy's publish Service carries its announcement (other metalgate proxies can arbitrate with it); leader only.",
 		}),
 		WatchErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metalgate_proxy_watch_errors_total",
@@ -70,7 +80,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"1 when the watch of this kind is not known to be broken.", []string{"kind"}, nil),
 	}
 	reg.MustRegister(m.ChangeApplied, m.Builds, m.BuildDuration, m.Problems, m.StatusWrites, m.StatusConflicts,
-		m.AddressMissing, m.WatchErrors, m.TableIngresses, m.TableEndpoints, m)
+		m.AddressMissing, m.IngressesYielded, m.Announced, m.WatchErrors, m.TableIngresses, m.TableEndpoints, m)
 	return m
 }
 

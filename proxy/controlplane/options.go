@@ -52,6 +52,22 @@ type Options struct {
 	ConflictWindow time.Duration
 	BackoffBase    time.Duration
 	BackoffMax     time.Duration
+	// MaxConflicts overwrites of our value by another writer within ConflictWindow make this
+	// proxy stop writing that Ingress (Warning ForeignStatusWriter). Default 3.
+	MaxConflicts int
+	// ForeignQuiet is how long the status of an Ingress given up to another writer must stay
+	// unchanged before this proxy writes it again; doubled per further stop, at most 8×.
+	// Default 10m.
+	ForeignQuiet time.Duration
+	// GoneAfter is how long another proxy's publish Service may have no ready endpoint
+	// before that proxy stops outranking serving ones in arbitration (a restart keeps its
+	// Ingresses; an uninstalled Deployment whose Service stayed hands them over). Default 2m.
+	GoneAfter time.Duration
+	// YieldTraffic also leaves out of the routing table the Ingresses whose status another
+	// metalgate proxy publishes (it wins arbitration) or that annotation
+	// metalgate.io/status-owner gives to another writer. Default false: this proxy still
+	// routes them, as it owns their class, so clients that use its VIP keep working.
+	YieldTraffic bool
 	// ResyncStatus re-checks every Ingress's status this often even without events.
 	// Default 30s.
 	ResyncStatus time.Duration
@@ -85,4 +101,9 @@ func (o *Options) defaults() {
 	def(&o.BackoffBase, time.Second)
 	def(&o.BackoffMax, 5*time.Minute)
 	def(&o.ResyncStatus, 30*time.Second)
+	def(&o.ForeignQuiet, 10*time.Minute)
+	def(&o.GoneAfter, 2*time.Minute)
+	if o.MaxConflicts <= 0 {
+		o.MaxConflicts = 3
+	}
 }

@@ -23,6 +23,9 @@ import (
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingressclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
+// The announcement on the proxy's own publish Service (announce.go); config/proxy grants it
+// for the Service metalgate-proxy only.
+// +kubebuilder:rbac:groups="",resources=services,resourceNames=metalgate-proxy,verbs=patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // The affinity cookie key Secret (cmd/metalgate, --affinity-key-secret), in the proxy's own namespace:
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create
@@ -100,9 +103,11 @@ func (cp *ControlPlane) Setup(mgr manager.Manager) error {
 	if cp.opts.Recorder == nil {
 		cp.opts.Recorder = mgr.GetEventRecorder("metalgate-proxy")
 	}
+	arb := &arbiter{opts: cp.opts, presence: newPresence(cp.opts.GoneAfter, timeNow), bad: map[string]bool{},
+		self: &selfResolver{opts: cp.opts, reader: mgr.GetAPIReader()}}
 	cp.builder = &builder{opts: cp.opts, cache: mgr.GetCache(), fresh: cp.fresh, kick: make(chan struct{}, 1),
-		built: make(chan struct{}), snapshots: cp.snapshots, reported: map[types.NamespacedName]string{}, elected: mgr.Elected()}
-	pub := &publisher{opts: cp.opts, client: mgr.GetClient(), reader: mgr.GetAPIReader(), snapshots: cp.snapshots,
+		built: make(chan struct{}), snapshots: cp.snapshots, reported: map[types.NamespacedName]string{}, elected: mgr.Elected(), arb: arb}
+	pub := &publisher{opts: cp.opts, client: mgr.GetClient(), reader: mgr.GetAPIReader(), snapshots: cp.snapshots, arb: arb,
 		kick: make(chan struct{}, 1), states: map[types.NamespacedName]*statusState{}, now: timeNow}
 	for _, r := range []manager.Runnable{cp.builder, &prober{reader: mgr.GetAPIReader(), fresh: cp.fresh, opts: cp.opts}, pub} {
 		if err := mgr.Add(r); err != nil {

@@ -14,8 +14,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metalgate/metalgate/proxy/table"
@@ -25,7 +25,24 @@ import (
 const (
 	ReasonNoAddress      = "NoLoadBalancerAddress"
 	ReasonStatusConflict = "StatusConflict"
+	// ReasonYielded: another metalgate proxy publishes this Ingress's status (it wins the
+	// arbitration), or annotation metalgate.io/status-owner names another writer.
+	ReasonYielded = "StatusYielded"
+	// ReasonForeignWriter: another writer kept replacing the status; this proxy stopped.
+	ReasonForeignWriter = "ForeignStatusWriter"
+	// ReasonAnnounceFailed, on the proxy's own Service: it could not announce itself there.
+	ReasonAnnounceFailed = "AnnounceFailed"
 )
+
+// Why a proxy leaves an owned Ingress's status to another writer (label reason of
+// metalgate_proxy_ingresses_yielded).
+const (
+	yieldProxy      = "proxy"      // another metalgate proxy wins the arbitration
+	yieldAnnotation = "annotation" // metalgate.io/status-owner names another writer
+	yieldForeign    = "foreign"    // another writer kept replacing the status
+)
+
+var yieldReasons = []string{yieldProxy, yieldAnnotation, yieldForeign}
 
 // publisher writes the proxy's own Service addresses into the status of the Ingresses it
 // owns. It runs on the leader only. The rules:
@@ -36,22 +53,37 @@ const (
 //   - Only Ingresses it owns are written. What it wrote is known from managedFields: its
 //     field manager owns status.loadBalancer. It clears only that, e.g. when an Ingress
 //     changes class.
+//   - It announces itself on its own Service (announce.go) before it writes any status.
+//   - Annotation metalgate.io/status-owner on an Ingress decides first: only the writer it
+//     names writes.
+//   - Among metalgate proxies that serve one Ingress, only the winner of Arbitrate writes;
+//     the others leave it alone and say so once per Ingress (Warning StatusYielded). Before
+//     it replaces a value another writer put there, the winner decides again on the live
+//     Services of the Ingress's namespace, not the cache, which may not show yet the proxy
+//     that wrote it.
 //   - When another writer overwrites the value it wrote twice within ConflictWindow, it stops
 //     rewriting in a loop: each further rewrite waits BackoffBase, doubling up to BackoffMax,
 //     and every conflict is a Warning event naming the other field manager (on the Ingress
-//     and its IngressClass) and a count in metalgate_proxy_status_conflicts_total.
+//     and its IngressClass) and a count in metalgate_proxy_status_conflicts_total. At
+//     MaxConflicts overwrites within ConflictWindow it stops writing that Ingress (Warning
+//     ForeignStatusWriter) until the status has not changed for ForeignQuiet; after such a
+//     resume, one overwrite stops it again and the quiet time doubles (up to 8×).
 var timeNow = time.Now
 
 type publisher struct {
 	opts      Options
 	client    client.Client // reads from the cache, writes to the API server
-	reader    client.Reader // the API server, for the own Pod
+	reader    client.Reader // the API server: own Pod, live Services before a takeover
+	arb       *arbiter
 	snapshots chan table.Input
 	kick      chan struct{}
 	states    map[types.NamespacedName]*statusState
-	own       types.NamespacedName // resolved own Service
 	lastWhy   string
-	now       func() time.Time
+	announce  string // the last announcement error reported ("" when announced)
+	// announcedRV is the own Service's resourceVersion our last announcement was applied
+	// to: while the cache still shows it, the cache has not seen the announcement yet.
+	announcedRV string
+	now         func() time.Time
 }
 
 // statusState is what the publisher remembers about one Ingress.
@@ -64,6 +96,18 @@ type statusState struct {
 	// basedOn is the resourceVersion our last write replaced: while the cache still shows it,
 	// the cache has not seen our write yet and the Ingress is skipped.
 	basedOn string
+	// yielded says why we leave the status to another writer (yieldProxy, yieldAnnotation,
+	// yieldForeign; "" while we write it); reported is what the last Event said, so that each
+	// yield is reported once per Ingress, not once per sync.
+	yielded  string
+	reported string
+	// Foreign writer: stoppedBy names the writer we stopped fighting; lastSeen is the status
+	// value we last saw and quietSince since when it has not changed; stops counts the stops
+	// (each doubles the quiet time needed to resume).
+	stoppedBy  string
+	lastSeen   string
+	quietSince time.Time
+	stops      int
 }
 
 func (p *publisher) NeedLeaderElection() bool { return true }
@@ -95,9 +139,9 @@ func (p *publisher) Start(ctx context.Context) error {
 }
 
 // sync brings every Ingress's status in line; it returns when it next needs to run for a
-// backoff to expire (zero: no need).
+// backoff or a quiet time to expire (zero: no need).
 func (p *publisher) sync(ctx context.Context, log logr.Logger, in table.Input) time.Time {
-	addrs, why := p.ownAddresses(ctx, in)
+	ownID, ownSvc, addrs, why := p.ownService(ctx, in)
 	if m := p.opts.Metrics; m != nil {
 		if why != "" {
 			m.AddressMissing.Set(1)
@@ -109,12 +153,28 @@ func (p *publisher) sync(ctx context.Context, log logr.Logger, in table.Input) t
 		log.Info("not writing Ingress status", "reason", why)
 	}
 	p.lastWhy = why
+	if ownSvc != nil {
+		p.announceSelf(ctx, log, ownSvc)
+	}
+	cands, expires := p.arb.candidates(in, ownID, ownSvc, nil)
+	var self Candidate
+	for _, c := range cands {
+		if c.Service == ownID {
+			self = c
+		}
+	}
 	ours, defaultIsOurs := table.Classes(in.Classes, p.opts.Controller)
 	classes := map[string]*networkingv1.IngressClass{}
 	for _, c := range in.Classes {
 		classes[c.Name] = c
 	}
 	var next time.Time
+	wake := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	wake(expires) // a proxy without ready endpoints stops outranking others then
 	seen := map[types.NamespacedName]bool{}
 	for _, ing := range in.Ingresses {
 		id := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
@@ -137,23 +197,63 @@ func (p *publisher) sync(ctx context.Context, log logr.Logger, in table.Input) t
 			delete(p.states, id)
 			continue
 		}
-		var want []networkingv1.IngressLoadBalancerIngress
 		if why != "" {
+			st.yielded, st.reported = "", ""
 			if st.noAddrWhy != why && p.opts.Recorder != nil {
 				p.opts.Recorder.Eventf(ing, nil, corev1.EventTypeWarning, ReasonNoAddress, "PublishStatus", "%s; not writing status.loadBalancer (never a node or cluster IP)", why)
 			}
 			st.noAddrWhy = why
-			if !mine || len(cur) == 0 {
-				continue // nothing of ours to clear
+			if mine && len(cur) > 0 {
+				p.write(ctx, log, ing, nil, "cleared") // what we wrote is no longer our address
 			}
-		} else {
-			st.noAddrWhy = ""
-			want = addrs
+			continue
+		}
+		st.noAddrWhy = ""
+		want := addrs
+		now := p.now()
+
+		// Who writes: the annotation, else the arbitration between metalgate proxies.
+		forced := false
+		if owner := ing.Annotations[AnnotationStatusOwner]; owner != "" {
+			if owner != p.opts.FieldManager && owner != ownID.String() {
+				p.yield(log, ing, st, yieldAnnotation, owner, corev1.EventTypeNormal, fmt.Sprintf(
+					"annotation %s names %q as the writer of status.loadBalancer; this proxy (%s, field manager %q) leaves it alone%s",
+					AnnotationStatusOwner, owner, ownID, p.opts.FieldManager, p.servingNote()))
+				continue
+			}
+			forced = true
+		} else if w, lost := p.loses(ctx, log, in, cands, self, ing, cur, mine, want); lost {
+			p.yield(log, ing, st, yieldProxy, w.Service.String(), corev1.EventTypeWarning, fmt.Sprintf(
+				"status.loadBalancer of this Ingress is published by metalgate proxy %s (%s), not by this proxy (%s): %s (docs/proxy.md, \"Two proxies, one class\")%s",
+				w, strings.Join(w.Addresses, ","), ownID, Why(w, self, ing.Namespace), p.servingNote()))
+			continue
+		}
+		if st.yielded == yieldProxy || st.yielded == yieldAnnotation || forced && st.yielded != "" {
+			log.Info("publishing Ingress status again", "ingress", id.String(), "was", st.yielded)
+			st.yielded, st.reported, st.stoppedBy = "", "", ""
+		}
+
+		// A foreign writer we stopped fighting: wait until it lets go of the status, or has
+		// been quiet long enough (not after the third stop).
+		if st.stoppedBy != "" {
+			if v := formatAddresses(cur); v != st.lastSeen {
+				st.lastSeen, st.quietSince = v, now
+			}
+			letGo := len(cur) == 0 || p.otherWriter(ing) != st.stoppedBy
+			quiet := p.quietNeeded(st.stops)
+			if !letGo && (quiet == 0 || now.Before(st.quietSince.Add(quiet))) {
+				if quiet > 0 {
+					wake(st.quietSince.Add(quiet))
+				}
+				continue
+			}
+			log.Info("writing Ingress status again: the other writer let go of it or was quiet", "ingress", id.String(), "otherWriter", st.stoppedBy, "letGo", letGo)
+			st.stoppedBy, st.yielded, st.reported = "", "", ""
+			st.overwrites, st.backoff, st.notBefore = nil, 0, time.Time{}
 		}
 		if sameAddresses(cur, want) {
 			continue
 		}
-		now := p.now()
 		if st.wrote != nil && !mine && sameAddresses(st.wrote, want) {
 			// We wrote this value and someone replaced it.
 			cutoff := now.Add(-p.opts.ConflictWindow)
@@ -164,6 +264,14 @@ func (p *publisher) sync(ctx context.Context, log logr.Logger, in table.Input) t
 				}
 			}
 			st.overwrites = append(kept, now)
+			st.wrote = nil // counted; the next rewrite sets it again
+			if !forced && (len(st.overwrites) >= p.opts.MaxConflicts || st.stops > 0) {
+				p.stop(log, ing, st, cands, ownID, cur, now)
+				if q := p.quietNeeded(st.stops); q > 0 {
+					wake(st.quietSince.Add(q))
+				}
+				continue
+			}
 			if len(st.overwrites) >= 2 {
 				if st.backoff == 0 {
 					st.backoff = p.opts.BackoffBase
@@ -171,14 +279,11 @@ func (p *publisher) sync(ctx context.Context, log logr.Logger, in table.Input) t
 					st.backoff = min(st.backoff*2, p.opts.BackoffMax)
 				}
 				st.notBefore = now.Add(st.backoff)
-				p.conflict(log, ing, classes, cur, st.backoff)
+				p.conflict(log, ing, classes, cands, cur, st.backoff)
 			}
-			st.wrote = nil // counted; the next rewrite sets it again
 		}
 		if now.Before(st.notBefore) {
-			if next.IsZero() || st.notBefore.Before(next) {
-				next = st.notBefore
-			}
+			wake(st.notBefore)
 			continue
 		}
 		if p.write(ctx, log, ing, want, "ok") {
@@ -190,19 +295,178 @@ func (p *publisher) sync(ctx context.Context, log logr.Logger, in table.Input) t
 			delete(p.states, id)
 		}
 	}
+	if m := p.opts.Metrics; m != nil {
+		count := map[string]int{}
+		for _, st := range p.states {
+			if st.yielded != "" {
+				count[st.yielded]++
+			}
+		}
+		for _, r := range yieldReasons {
+			m.IngressesYielded.WithLabelValues(r).Set(float64(count[r]))
+		}
+	}
 	return next
 }
 
-// conflict reports another writer of an owned Ingress's status.
-func (p *publisher) conflict(log logr.Logger, ing *networkingv1.Ingress, classes map[string]*networkingv1.IngressClass, theirs []networkingv1.IngressLoadBalancerIngress, backoff time.Duration) {
-	other := p.otherWriter(ing)
-	if other == "" {
-		other = "an unknown writer"
-	} else {
-		other = fmt.Sprintf("field manager %q", other)
+// loses reports whether another metalgate proxy wins the Ingress, and which. When the
+// cache says we win but we would replace a value another writer put there, it decides again
+// on the Services of the Ingress's namespace as the API server has them now: the proxy that
+// wrote that value may be newer than our cache.
+func (p *publisher) loses(ctx context.Context, log logr.Logger, in table.Input, cands []Candidate, self Candidate, ing *networkingv1.Ingress,
+	cur []networkingv1.IngressLoadBalancerIngress, mine bool, want []networkingv1.IngressLoadBalancerIngress) (Candidate, bool) {
+	s := p.arb.subject(ing)
+	d := Arbitrate(cands, s)
+	if d.Winner != nil && d.Winner.Service != self.Service {
+		return *d.Winner, true
 	}
-	msg := fmt.Sprintf("status.loadBalancer of this Ingress is being overwritten by %s (to %s); another controller may claim the same IngressClass. Backing off %s before rewriting",
-		other, formatAddresses(theirs), backoff)
+	if len(cur) == 0 || mine || sameAddresses(cur, want) {
+		return Candidate{}, false
+	}
+	var list corev1.ServiceList
+	if err := p.reader.List(ctx, &list, client.InNamespace(ing.Namespace)); err != nil {
+		log.Error(err, "list Services before replacing another writer's status; deciding on the cache", "namespace", ing.Namespace)
+		return Candidate{}, false
+	}
+	live := make([]*corev1.Service, len(list.Items))
+	for i := range list.Items {
+		live[i] = &list.Items[i]
+	}
+	var ownSvc *corev1.Service
+	for _, svc := range in.Services {
+		if svc.Namespace == self.Service.Namespace && svc.Name == self.Service.Name {
+			ownSvc = svc
+		}
+	}
+	cands, _ = p.arb.candidates(in, self.Service, ownSvc, map[string][]*corev1.Service{ing.Namespace: live})
+	d = Arbitrate(cands, s)
+	if d.Winner != nil && d.Winner.Service != self.Service {
+		return *d.Winner, true
+	}
+	return Candidate{}, false
+}
+
+// servingNote says whether this proxy still routes the traffic of Ingresses it yields.
+func (p *publisher) servingNote() string {
+	if p.opts.YieldTraffic {
+		return ". This proxy does not route its traffic either (--serve-yielded-ingresses=false)"
+	}
+	return ". This proxy still routes its traffic (its VIP keeps working; --serve-yielded-ingresses=false stops that)"
+}
+
+// yield records that another writer has the Ingress's status and reports it once per
+// Ingress and writer (an Event and a log line), not once per sync.
+func (p *publisher) yield(log logr.Logger, ing *networkingv1.Ingress, st *statusState, why, to, eventType, msg string) {
+	st.yielded = why
+	st.wrote, st.overwrites, st.backoff, st.notBefore = nil, nil, 0, time.Time{}
+	key := why + ":" + to
+	if st.reported == key {
+		return
+	}
+	st.reported = key
+	log.Info("leaving Ingress status to another writer", "ingress", ing.Namespace+"/"+ing.Name, "why", why, "writer", to)
+	if p.opts.Recorder != nil {
+		reason := ReasonYielded
+		if why == yieldForeign {
+			reason = ReasonForeignWriter
+		}
+		p.opts.Recorder.Eventf(ing, nil, eventType, reason, "PublishStatus", "%s", msg)
+	}
+}
+
+// stop gives up the Ingress to a foreign writer after MaxConflicts overwrites.
+func (p *publisher) stop(log logr.Logger, ing *networkingv1.Ingress, st *statusState, cands []Candidate, own types.NamespacedName,
+	theirs []networkingv1.IngressLoadBalancerIngress, now time.Time) {
+	other := p.otherWriter(ing)
+	st.stops++
+	st.stoppedBy, st.lastSeen, st.quietSince = other, formatAddresses(theirs), now
+	if p.opts.Metrics != nil {
+		p.opts.Metrics.StatusConflicts.Inc()
+	}
+	quiet := p.quietNeeded(st.stops)
+	name := describeWriter(other, cands)
+	resume := fmt.Sprintf("once the status has not changed for %s", quiet)
+	if quiet == 0 {
+		resume = "only when the other writer clears the status"
+	}
+	msg := fmt.Sprintf("status.loadBalancer of this Ingress was replaced %d time(s) within %s by %s (now %s); this proxy (%s, field manager %q) stops writing it. "+
+		"It writes again %s, or at once if annotation %s names this proxy; to leave the Ingress to the other writer for good, set %s=%q",
+		len(st.overwrites), p.opts.ConflictWindow, name, formatAddresses(theirs), own, p.opts.FieldManager, resume, AnnotationStatusOwner, AnnotationStatusOwner, other)
+	if st.stops > 1 {
+		msg = fmt.Sprintf("status.loadBalancer of this Ingress was replaced again by %s (now %s) after this proxy (%s) wrote it again; it stops writing it (stop %d of %d) and writes again %s, or when annotation %s names this proxy",
+			name, formatAddresses(theirs), own, st.stops, maxQuietStops, resume, AnnotationStatusOwner)
+	}
+	st.reported = "" // each stop is reported
+	p.yield(log, ing, st, yieldForeign, other, corev1.EventTypeWarning, msg)
+	st.stoppedBy = other
+}
+
+// maxQuietStops is the stop after which only the annotation, or the other writer letting go
+// of the status, brings a stopped proxy back: a writer that keeps taking the status back is
+// given it for good, so the status changes a bounded number of times in all.
+const maxQuietStops = 3
+
+// quietNeeded is how long the status must stay unchanged before a stopped proxy writes
+// again: ForeignQuiet after the first stop, twice that after the second, never (0) after the
+// third.
+func (p *publisher) quietNeeded(stops int) time.Duration {
+	if stops >= maxQuietStops {
+		return 0
+	}
+	return p.opts.ForeignQuiet << max(stops-1, 0)
+}
+
+// describeWriter names a field manager for a message, and the metalgate proxy behind it.
+func describeWriter(fm string, cands []Candidate) string {
+	if fm == "" {
+		return "an unknown writer (no field manager in managedFields)"
+	}
+	for _, c := range cands {
+		if c.FieldManager == fm {
+			return fmt.Sprintf("field manager %q (metalgate proxy %s)", fm, c.Service)
+		}
+	}
+	return fmt.Sprintf("field manager %q", fm)
+}
+
+// announceSelf puts this proxy's announcement on its own Service unless it is there already.
+// A failure is reported once per distinct error (log, Warning AnnounceFailed on the Service,
+// metric metalgate_proxy_announced 0); statuses are still written.
+func (p *publisher) announceSelf(ctx context.Context, log logr.Logger, svc *corev1.Service) {
+	ok := p.opts.announced(svc) || svc.ResourceVersion == p.announcedRV && p.announce == ""
+	if !ok {
+		lbls, ann := p.opts.announcement()
+		ac := corev1ac.Service(svc.Name, svc.Namespace).WithLabels(lbls).WithAnnotations(ann)
+		err := p.client.Apply(ctx, ac, client.FieldOwner(p.opts.FieldManager), client.ForceOwnership)
+		if err != nil {
+			why := fmt.Sprintf("cannot announce this proxy on its publish Service %s/%s (other metalgate proxies cannot arbitrate with it): %v", svc.Namespace, svc.Name, err)
+			if why != p.announce {
+				p.announce = why
+				log.Info("announce failed", "service", svc.Namespace+"/"+svc.Name, "error", err.Error())
+				if p.opts.Recorder != nil {
+					p.opts.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, ReasonAnnounceFailed, "Announce", "%s", why)
+				}
+			}
+		} else {
+			ok = true
+			p.announce, p.announcedRV = "", svc.ResourceVersion
+			log.Info("announced on publish Service", "service", svc.Namespace+"/"+svc.Name)
+		}
+	}
+	if p.opts.Metrics != nil {
+		if ok {
+			p.opts.Metrics.Announced.Set(1)
+		} else {
+			p.opts.Metrics.Announced.Set(0)
+		}
+	}
+}
+
+// conflict reports another writer of an owned Ingress's status.
+func (p *publisher) conflict(log logr.Logger, ing *networkingv1.Ingress, classes map[string]*networkingv1.IngressClass, cands []Candidate, theirs []networkingv1.IngressLoadBalancerIngress, backoff time.Duration) {
+	other := describeWriter(p.otherWriter(ing), cands)
+	msg := fmt.Sprintf("status.loadBalancer of this Ingress is being overwritten by %s (to %s); another controller may claim the same IngressClass. Backing off %s before rewriting; at %d overwrites within %s this proxy stops writing it",
+		other, formatAddresses(theirs), backoff, p.opts.MaxConflicts, p.opts.ConflictWindow)
 	log.Info("ingress status conflict", "ingress", ing.Namespace+"/"+ing.Name, "otherWriter", other, "backoff", backoff)
 	if p.opts.Metrics != nil {
 		p.opts.Metrics.StatusConflicts.Inc()
@@ -280,15 +544,12 @@ func (p *publisher) otherWriter(ing *networkingv1.Ingress) string {
 
 var errNoOwnPod = errors.New("POD_NAME and POD_NAMESPACE are not set and no --publish-service was given")
 
-// ownAddresses returns the load-balancer addresses of the proxy's own Service, or why there
-// are none.
-func (p *publisher) ownAddresses(ctx context.Context, in table.Input) ([]networkingv1.IngressLoadBalancerIngress, string) {
-	id := p.opts.PublishService
-	if id.Name == "" {
-		var err error
-		if id, err = p.findOwnService(ctx, in); err != nil {
-			return nil, err.Error()
-		}
+// ownService returns the proxy's own Service and its load-balancer addresses, or why there
+// are none (the Service may still be returned: it exists without an address).
+func (p *publisher) ownService(ctx context.Context, in table.Input) (types.NamespacedName, *corev1.Service, []networkingv1.IngressLoadBalancerIngress, string) {
+	id, err := p.arb.self.resolve(ctx, in.Services)
+	if err != nil {
+		return id, nil, nil, err.Error()
 	}
 	var svc *corev1.Service
 	for _, s := range in.Services {
@@ -298,10 +559,10 @@ func (p *publisher) ownAddresses(ctx context.Context, in table.Input) ([]network
 		}
 	}
 	if svc == nil {
-		return nil, fmt.Sprintf("publish Service %s not found", id)
+		return id, nil, nil, fmt.Sprintf("publish Service %s not found", id)
 	}
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-		return nil, fmt.Sprintf("publish Service %s is type %s, not LoadBalancer", id, svc.Spec.Type)
+		return id, svc, nil, fmt.Sprintf("publish Service %s is type %s, not LoadBalancer", id, svc.Spec.Type)
 	}
 	var out []networkingv1.IngressLoadBalancerIngress
 	for _, lb := range svc.Status.LoadBalancer.Ingress {
@@ -311,44 +572,10 @@ func (p *publisher) ownAddresses(ctx context.Context, in table.Input) ([]network
 		out = append(out, networkingv1.IngressLoadBalancerIngress{IP: lb.IP, Hostname: lb.Hostname})
 	}
 	if len(out) == 0 {
-		return nil, fmt.Sprintf("publish Service %s has no load-balancer address yet", id)
+		return id, svc, nil, fmt.Sprintf("publish Service %s has no load-balancer address yet", id)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].IP+out[i].Hostname < out[j].IP+out[j].Hostname })
-	return out, ""
-}
-
-// findOwnService finds the Service that selects this proxy's Pod: type LoadBalancer first,
-// then by name.
-func (p *publisher) findOwnService(ctx context.Context, in table.Input) (types.NamespacedName, error) {
-	if p.own.Name != "" {
-		return p.own, nil
-	}
-	if p.opts.PodName == "" || p.opts.PodNamespace == "" {
-		return types.NamespacedName{}, errNoOwnPod
-	}
-	var pod corev1.Pod
-	if err := p.reader.Get(ctx, types.NamespacedName{Namespace: p.opts.PodNamespace, Name: p.opts.PodName}, &pod); err != nil {
-		return types.NamespacedName{}, fmt.Errorf("get own Pod %s/%s: %w", p.opts.PodNamespace, p.opts.PodName, err)
-	}
-	var best *corev1.Service
-	for _, s := range in.Services {
-		if s.Namespace != pod.Namespace || len(s.Spec.Selector) == 0 {
-			continue
-		}
-		if !labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(pod.Labels)) {
-			continue
-		}
-		lb := s.Spec.Type == corev1.ServiceTypeLoadBalancer
-		if best == nil || lb && best.Spec.Type != corev1.ServiceTypeLoadBalancer ||
-			lb == (best.Spec.Type == corev1.ServiceTypeLoadBalancer) && s.Name < best.Name {
-			best = s
-		}
-	}
-	if best == nil {
-		return types.NamespacedName{}, fmt.Errorf("no Service in %s selects own Pod %s", pod.Namespace, pod.Name)
-	}
-	p.own = types.NamespacedName{Namespace: best.Namespace, Name: best.Name}
-	return p.own, nil
+	return id, svc, out, ""
 }
 
 func sameAddresses(a, b []networkingv1.IngressLoadBalancerIngress) bool {
