@@ -10,8 +10,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
@@ -51,17 +53,19 @@ func (f finding) String() string {
 }
 
 // clusterState is what check reads: metalgate's objects in its namespace, and Services,
-// Ingresses, IngressClasses, proxy pods and StatusConflict events everywhere.
+// EndpointSlices, Ingresses, IngressClasses, proxy pods and StatusConflict and
+// ForeignStatusWriter events everywhere.
 type clusterState struct {
 	namespace string
 	pools     []v1alpha1.IPAddressPool
 	l2        []v1alpha1.L2Advertisement
 	bgp       []v1alpha1.BGPAdvertisement
 	services  []corev1.Service
+	slices    []discoveryv1.EndpointSlice
 	ingresses []networkingv1.Ingress
 	classes   []networkingv1.IngressClass
 	proxies   []proxyPod
-	conflicts []corev1.Event // reason StatusConflict
+	conflicts []corev1.Event // reason StatusConflict or ForeignStatusWriter
 }
 
 // check lists configuration problems and fails when there is any.
@@ -111,12 +115,19 @@ func readClusterState(ctx context.Context, c client.Reader, namespace string) (c
 	if err != nil {
 		return s, err
 	}
-	var events corev1.EventList
-	if err := c.List(ctx, &events, client.MatchingFields{"reason": controlplane.ReasonStatusConflict}); err != nil {
-		return s, fmt.Errorf("list %s events: %w", controlplane.ReasonStatusConflict, err)
+	var slices discoveryv1.EndpointSliceList
+	if err := c.List(ctx, &slices); err != nil {
+		return s, fmt.Errorf("list EndpointSlices: %w", err)
 	}
-	s.pools, s.l2, s.bgp, s.services, s.ingresses, s.classes, s.proxies, s.conflicts =
-		pools.Items, l2.Items, bgp.Items, svcs.Items, ings.Items, classes.Items, proxies, events.Items
+	for _, reason := range []string{controlplane.ReasonStatusConflict, controlplane.ReasonForeignWriter} {
+		var events corev1.EventList
+		if err := c.List(ctx, &events, client.MatchingFields{"reason": reason}); err != nil {
+			return s, fmt.Errorf("list %s events: %w", reason, err)
+		}
+		s.conflicts = append(s.conflicts, events.Items...)
+	}
+	s.pools, s.l2, s.bgp, s.services, s.slices, s.ingresses, s.classes, s.proxies =
+		pools.Items, l2.Items, bgp.Items, svcs.Items, slices.Items, ings.Items, classes.Items, proxies
 	return s, nil
 }
 
@@ -170,10 +181,11 @@ func poolFindings(s clusterState) []finding {
 
 // ingressFindings: Ingresses whose class does not exist or that no running metalgate proxy
 // serves, metalgate IngressClasses no running proxy serves, Ingress status overwritten by
-// another writer (recent StatusConflict events) or holding an address that is no metalgate
-// proxy's VIP.
+// another writer (recent StatusConflict and ForeignStatusWriter events) or holding an address
+// that is no metalgate proxy's VIP, Ingresses more than one metalgate proxy serves (who
+// publishes, who yields and why: the proxies' own arbitration rule).
 func ingressFindings(s clusterState, now time.Time) []finding {
-	var out []finding
+	cands, out := proxyCandidates(s)
 	classes := map[string]*networkingv1.IngressClass{}
 	var defaults []string
 	ours := map[string]bool{table.ControllerName: true} // controllers metalgate proxies serve
@@ -245,6 +257,7 @@ func ingressFindings(s clusterState, now time.Time) []finding {
 			out = append(out, finding{severityError, obj, msg,
 				"the proxies' --watch-namespace flags: kubectl get pods -A -l app.kubernetes.io/component=proxy -o yaml"})
 		}
+		out = append(out, arbitrationFindings(&ing, controller, classless, cands, vips)...)
 		for _, lb := range ing.Status.LoadBalancer.Ingress {
 			if lb.IP != "" && !vips[canonicalIP(lb.IP)] {
 				out = append(out, finding{severityError, obj,
@@ -267,30 +280,33 @@ func anyReady(proxies []proxyPod, controller string) bool {
 }
 
 // conflictFindings reports each Ingress with a StatusConflict Warning event seen within
-// conflictWindow: another writer keeps replacing the address a proxy wrote.
+// conflictWindow (another writer keeps replacing the address a proxy wrote), and each with a
+// ForeignStatusWriter one (a proxy stopped writing it, and who the other writer is).
 func conflictFindings(events []corev1.Event, now time.Time) []finding {
 	type latest struct {
-		at    time.Time
-		count int32
-		msg   string
+		at     time.Time
+		count  int32
+		msg    string
+		reason string
 	}
 	by := map[string]*latest{}
 	for _, ev := range events {
-		if ev.Reason != controlplane.ReasonStatusConflict || ev.Type != corev1.EventTypeWarning || ev.InvolvedObject.Kind != "Ingress" {
+		if ev.Reason != controlplane.ReasonStatusConflict && ev.Reason != controlplane.ReasonForeignWriter ||
+			ev.Type != corev1.EventTypeWarning || ev.InvolvedObject.Kind != "Ingress" {
 			continue
 		}
 		at := eventTime(&ev)
 		if now.Sub(at) > conflictWindow {
 			continue
 		}
-		k := ev.InvolvedObject.Namespace + "/" + ev.InvolvedObject.Name
+		k := ev.Reason + " " + ev.InvolvedObject.Namespace + "/" + ev.InvolvedObject.Name
 		count := max(ev.Count, 1)
 		if ev.Series != nil {
 			count = max(count, ev.Series.Count)
 		}
 		l := by[k]
 		if l == nil {
-			l = &latest{}
+			l = &latest{reason: ev.Reason}
 			by[k] = l
 		}
 		l.count += count
@@ -300,9 +316,144 @@ func conflictFindings(events []corev1.Event, now time.Time) []finding {
 	}
 	var out []finding
 	for k, l := range by {
-		out = append(out, finding{severityError, "Ingress " + k,
+		_, ing, _ := strings.Cut(k, " ")
+		if l.reason == controlplane.ReasonForeignWriter {
+			out = append(out, finding{severityError, "Ingress " + ing,
+				fmt.Sprintf("a metalgate proxy stopped writing its status (%s, %s ago): %s", l.reason, now.Sub(l.at).Round(time.Second), l.msg),
+				fmt.Sprintf("another controller claims its IngressClass: keep one, or say which writes the status with annotation %s (docs/proxy.md, \"Two proxies, one class\")", controlplane.AnnotationStatusOwner)})
+			continue
+		}
+		out = append(out, finding{severityError, "Ingress " + ing,
 			fmt.Sprintf("status conflict: %d %s event(s), last %s ago: %s", l.count, controlplane.ReasonStatusConflict, now.Sub(l.at).Round(time.Second), l.msg),
 			"two controllers claim its IngressClass (another ingress controller, or two metalgate proxies watching one namespace); keep one"})
+	}
+	return out
+}
+
+// proxyCandidates reads every metalgate proxy announced on a Service, as the proxies read
+// each other (proxy/controlplane), serving when its Service has a ready endpoint now. The
+// findings are malformed announcements, and Services through which a running proxy
+// publishes without announcing itself while another proxy serves its controller: the
+// others cannot yield to it.
+func proxyCandidates(s clusterState) ([]controlplane.Candidate, []finding) {
+	slices := make([]*discoveryv1.EndpointSlice, len(s.slices))
+	for i := range s.slices {
+		slices[i] = &s.slices[i]
+	}
+	ready := controlplane.ReadyServices(slices)
+	var cands []controlplane.Candidate
+	var out []finding
+	announced := map[string]bool{}
+	for i := range s.services {
+		svc := &s.services[i]
+		c, ok, err := controlplane.CandidateFromService(svc)
+		if err != nil {
+			out = append(out, finding{severityWarning, "Service " + svc.Namespace + "/" + svc.Name, err.Error(),
+				"the proxy's leader writes these annotations itself; remove hand-written ones (docs/proxy.md, \"Two proxies, one class\")"})
+		}
+		if !ok {
+			continue
+		}
+		c.Serving = ready[c.Service]
+		cands = append(cands, c)
+		announced[c.Service.String()] = true
+	}
+	// Publish Service of each running proxy: --publish-service, else the one selecting it.
+	publishers := map[string][]proxyPod{}
+	for _, p := range s.proxies {
+		if !p.ready() {
+			continue
+		}
+		if svc := publishService(p, s.services); svc != "" {
+			publishers[svc] = append(publishers[svc], p)
+		}
+	}
+	for svc, pods := range publishers {
+		if announced[svc] {
+			continue
+		}
+		others := false
+		for other, ps := range publishers {
+			others = others || other != svc && ps[0].controller == pods[0].controller
+		}
+		for _, c := range cands {
+			others = others || c.Service.String() != svc && c.Controller == pods[0].controller
+		}
+		if !others {
+			continue
+		}
+		ns, _, _ := strings.Cut(svc, "/")
+		out = append(out, finding{severityWarning, "Service " + svc,
+			fmt.Sprintf("metalgate proxy %s publishes this Service's address but the Service does not announce it (label %s): the other metalgate proxies of controller %s cannot yield to it, and the status of Ingresses both serve may change back and forth",
+				pods[0], controlplane.LabelProxy, pods[0].controller),
+			fmt.Sprintf("its leader writes the announcement and needs patch on this Service (config/proxy grants it for metalgate-proxy only); kubectl get events -n %s --field-selector reason=%s", ns, controlplane.ReasonAnnounceFailed)})
+	}
+	return cands, out
+}
+
+// publishService is the namespace/name of the Service whose address the proxy publishes:
+// --publish-service, else the Service in its namespace whose selector matches its pod (type
+// LoadBalancer first, then by name), as the proxy finds it.
+func publishService(p proxyPod, services []corev1.Service) string {
+	if p.publish != "" {
+		return p.publish
+	}
+	var best *corev1.Service
+	for i := range services {
+		s := &services[i]
+		if s.Namespace != p.pod.Namespace || len(s.Spec.Selector) == 0 ||
+			!labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(p.pod.Labels)) {
+			continue
+		}
+		lb := s.Spec.Type == corev1.ServiceTypeLoadBalancer
+		if best == nil || lb && best.Spec.Type != corev1.ServiceTypeLoadBalancer ||
+			lb == (best.Spec.Type == corev1.ServiceTypeLoadBalancer) && s.Name < best.Name {
+			best = s
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	return best.Namespace + "/" + best.Name
+}
+
+// arbitrationFindings: when more than one metalgate proxy serves the Ingress, which one
+// publishes its status by the proxies' rule and why each other one yields; and a status that
+// holds another proxy's VIP than the winner's (a hand-over in progress, or a winner that
+// cannot write).
+func arbitrationFindings(ing *networkingv1.Ingress, controller string, classless bool, cands []controlplane.Candidate, vips map[string]bool) []finding {
+	obj := "Ingress " + ing.Namespace + "/" + ing.Name
+	if owner := ing.Annotations[controlplane.AnnotationStatusOwner]; owner != "" {
+		return nil // the user chose the writer
+	}
+	d := controlplane.Arbitrate(cands, controlplane.Subject{Namespace: ing.Namespace, Controller: controller, Classless: classless})
+	if len(d.Serving) < 2 || d.Winner == nil {
+		return nil
+	}
+	w := *d.Winner
+	var yields []string
+	for _, c := range d.Serving[1:] {
+		yields = append(yields, fmt.Sprintf("%s yields: %s", c, controlplane.Why(w, c, ing.Namespace)))
+	}
+	out := []finding{{severityWarning, obj,
+		fmt.Sprintf("%d metalgate proxies serve it: %s publishes its status (%s); %s", len(d.Serving), w, strings.Join(w.Addresses, ","), strings.Join(yields, "; ")),
+		fmt.Sprintf("a cluster-wide proxy as a fallback is fine: the status stays put and the others still route it (docs/proxy.md, \"Two proxies, one class\"); otherwise narrow their --watch-namespace or remove them, or pick the writer with annotation %s", controlplane.AnnotationStatusOwner)}}
+	var have []string
+	others := true
+	for _, lb := range ing.Status.LoadBalancer.Ingress {
+		a := lb.IP
+		if a == "" {
+			a = lb.Hostname
+		} else {
+			others = others && vips[canonicalIP(a)]
+		}
+		have = append(have, a)
+	}
+	sort.Strings(have)
+	if len(have) > 0 && others && strings.Join(have, ",") != strings.Join(w.Addresses, ",") {
+		out = append(out, finding{severityWarning, obj,
+			fmt.Sprintf("status.loadBalancer holds %s, but by the arbitration rule %s publishes it (%s)", strings.Join(have, ","), w, strings.Join(w.Addresses, ",")),
+			fmt.Sprintf("a hand-over in progress, or %s cannot write it: kubectl get events -n %s --field-selector involvedObject.name=%s", w, ing.Namespace, ing.Name)})
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -187,6 +188,20 @@ func TestFindings(t *testing.T) {
 	}
 	proxySvc := lbService("metalgate-system", "metalgate-proxy", "100.64.0.1")
 	proxySvc.Spec.Selector = map[string]string{"app.kubernetes.io/component": "proxy"}
+	tenantSvc := lbService("one", "metalgate-proxy", "100.64.0.2")
+	tenantSvc.Spec.Selector = proxySvc.Spec.Selector
+	tenantSvc.CreationTimestamp = metav1.NewTime(now) // newer than the cluster-wide one
+	// announce puts a proxy's announcement on its Service, as its leader does.
+	announce := func(svc corev1.Service, namespaces string) corev1.Service {
+		svc.Labels = map[string]string{"metalgate.io/ingress-proxy": "true"}
+		svc.Annotations = map[string]string{"metalgate.io/proxy-controller": table.ControllerName, "metalgate.io/proxy-watch-namespaces": namespaces,
+			"metalgate.io/proxy-watch-ingress-without-class": "false", "metalgate.io/proxy-field-manager": "metalgate-proxy." + svc.Namespace}
+		return svc
+	}
+	readySlice := func(ns, svc string) discoveryv1.EndpointSlice {
+		return discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: svc + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.244.0.9"}}}}
+	}
 	base := clusterState{
 		namespace: "metalgate-system",
 		pools:     []v1alpha1.IPAddressPool{testPool("p", "100.64.0.0/16")},
@@ -240,6 +255,60 @@ func TestFindings(t *testing.T) {
 			s.conflicts = []corev1.Event{conflict("a", "web", now.Add(-5*time.Minute)), conflict("a", "web", now.Add(-time.Minute))}
 		}), []string{
 			"error: Ingress a/web: status conflict: 4 StatusConflict event(s), last 1m0s ago: overwritten by field manager \"rival\"",
+			"error: Ingress a/web: status.loadBalancer holds 198.51.100.11, which is the VIP of no metalgate proxy Service",
+		}},
+		{"two proxies serve one Ingress: the namespace's own publishes, the cluster-wide yields", with(func(s *clusterState) {
+			s.services = []corev1.Service{announce(proxySvc, "*"), announce(tenantSvc, "one")}
+			s.slices = []discoveryv1.EndpointSlice{readySlice("metalgate-system", "metalgate-proxy"), readySlice("one", "metalgate-proxy")}
+			s.proxies = append(s.proxies, readyProxy("one", "metalgate-proxy-1", true, "--watch-namespace=one"))
+			s.ingresses = []networkingv1.Ingress{ingress("one", "web", "metalgate", "100.64.0.2"), ingress("two", "web", "metalgate", "100.64.0.1")}
+		}), []string{
+			"warning: Ingress one/web: 2 metalgate proxies serve it: one/metalgate-proxy publishes its status (100.64.0.2); metalgate-system/metalgate-proxy yields: one/metalgate-proxy is namespace one's own proxy and metalgate-system/metalgate-proxy is cluster-wide",
+		}},
+		{"the status holds the losing proxy's VIP", with(func(s *clusterState) {
+			s.services = []corev1.Service{announce(proxySvc, "*"), announce(tenantSvc, "one")}
+			s.slices = []discoveryv1.EndpointSlice{readySlice("metalgate-system", "metalgate-proxy"), readySlice("one", "metalgate-proxy")}
+			s.proxies = append(s.proxies, readyProxy("one", "metalgate-proxy-1", true, "--watch-namespace=one"))
+			s.ingresses = []networkingv1.Ingress{ingress("one", "web", "metalgate", "100.64.0.1")}
+		}), []string{
+			"warning: Ingress one/web: 2 metalgate proxies serve it: one/metalgate-proxy publishes",
+			"warning: Ingress one/web: status.loadBalancer holds 100.64.0.1, but by the arbitration rule one/metalgate-proxy publishes it (100.64.0.2)",
+		}},
+		{"the tenant's proxy has no ready endpoint: the cluster-wide proxy publishes", with(func(s *clusterState) {
+			s.services = []corev1.Service{announce(proxySvc, "*"), announce(tenantSvc, "one")}
+			s.slices = []discoveryv1.EndpointSlice{readySlice("metalgate-system", "metalgate-proxy")}
+			s.ingresses = []networkingv1.Ingress{ingress("one", "web", "metalgate", "100.64.0.1")}
+		}), []string{
+			"warning: Ingress one/web: 2 metalgate proxies serve it: metalgate-system/metalgate-proxy publishes its status (100.64.0.1); one/metalgate-proxy yields: metalgate-system/metalgate-proxy is serving and one/metalgate-proxy has had no ready endpoint",
+		}},
+		{"status-owner annotation: no arbitration line", with(func(s *clusterState) {
+			s.services = []corev1.Service{announce(proxySvc, "*"), announce(tenantSvc, "one")}
+			s.slices = []discoveryv1.EndpointSlice{readySlice("metalgate-system", "metalgate-proxy"), readySlice("one", "metalgate-proxy")}
+			s.proxies = append(s.proxies, readyProxy("one", "metalgate-proxy-1", true, "--watch-namespace=one"))
+			i := ingress("one", "web", "metalgate", "100.64.0.1")
+			i.Annotations = map[string]string{"metalgate.io/status-owner": "metalgate-system/metalgate-proxy"}
+			s.ingresses = []networkingv1.Ingress{i}
+		}), nil},
+		{"a proxy that does not announce itself beside one that does", with(func(s *clusterState) {
+			s.services = []corev1.Service{proxySvc, announce(tenantSvc, "one")}
+			s.proxies = append(s.proxies, readyProxy("one", "metalgate-proxy-1", true, "--watch-namespace=one"))
+		}), []string{
+			"warning: Service metalgate-system/metalgate-proxy: metalgate proxy metalgate-system/metalgate-proxy-1 publishes this Service's address but the Service does not announce it (label metalgate.io/ingress-proxy)",
+		}},
+		{"a malformed announcement", with(func(s *clusterState) {
+			bad := announce(tenantSvc, "one,,two")
+			s.services = append(s.services, bad)
+		}), []string{
+			`warning: Service one/metalgate-proxy: proxy announcement on Service one/metalgate-proxy: annotation metalgate.io/proxy-watch-namespaces="one,,two": "" is not a namespace name`,
+		}},
+		{"a proxy stopped writing: ForeignStatusWriter names the other writer", with(func(s *clusterState) {
+			s.ingresses = []networkingv1.Ingress{ingress("a", "web", "metalgate", "198.51.100.11")}
+			s.conflicts = []corev1.Event{conflict("a", "web", now.Add(-2*time.Minute)), {Reason: "ForeignStatusWriter", Type: corev1.EventTypeWarning,
+				Message:        `status.loadBalancer of this Ingress was replaced 3 time(s) within 10m0s by field manager "rival" (now 198.51.100.11); this proxy stops writing it`,
+				InvolvedObject: corev1.ObjectReference{Kind: "Ingress", Namespace: "a", Name: "web"}, LastTimestamp: metav1.NewTime(now.Add(-time.Minute))}}
+		}), []string{
+			`error: Ingress a/web: a metalgate proxy stopped writing its status (ForeignStatusWriter, 1m0s ago): status.loadBalancer of this Ingress was replaced 3 time(s) within 10m0s by field manager "rival"`,
+			"error: Ingress a/web: status conflict: 2 StatusConflict event(s), last 2m0s ago",
 			"error: Ingress a/web: status.loadBalancer holds 198.51.100.11, which is the VIP of no metalgate proxy Service",
 		}},
 		{"pool problems", with(func(s *clusterState) {
