@@ -128,6 +128,7 @@ type Lab struct {
 
 	mu    sync.Mutex
 	procs map[int]*exec.Cmd
+	extra []string // roles added by AddHost
 }
 
 // NS returns the full namespace name of a role ("br", "c", "n1").
@@ -179,14 +180,7 @@ func New(t testing.TB, nodes int) *Lab {
 	br := l.NS("br")
 	l.Run("ip", "-n", br, "link", "add", "br0", "type", "bridge", "forward_delay", "0", "mcast_snooping", "0")
 	l.Run("ip", "-n", br, "link", "set", "br0", "up")
-	attach := func(role, mac, v4, v6 string) {
-		ns := l.NS(role)
-		l.Run("ip", "-n", ns, "link", "add", "eth0", "address", mac, "type", "veth", "peer", "name", role, "netns", br)
-		l.Run("ip", "-n", br, "link", "set", role, "master", "br0", "up")
-		l.Run("ip", "-n", ns, "addr", "add", v4+"/24", "dev", "eth0")
-		l.Run("ip", "-n", ns, "addr", "add", v6+"/64", "dev", "eth0", "nodad")
-		l.Run("ip", "-n", ns, "link", "set", "eth0", "up")
-	}
+	attach := l.attach
 	attach("c", "02:00:00:00:00:c0", ClientV4, ClientV6)
 	for i := 1; i <= nodes; i++ {
 		ns := l.NodeNS(i)
@@ -197,6 +191,33 @@ func New(t testing.TB, nodes int) *Lab {
 		attach(fmt.Sprintf("n%d", i), NodeMAC(i), NodeV4(i), NodeV6(i))
 	}
 	return l
+}
+
+// attach links namespace role to the bridge as eth0 with the given MAC and addresses.
+func (l *Lab) attach(role, mac, v4, v6 string) {
+	ns, br := l.NS(role), l.NS("br")
+	l.Run("ip", "-n", ns, "link", "add", "eth0", "address", mac, "type", "veth", "peer", "name", role, "netns", br)
+	l.Run("ip", "-n", br, "link", "set", role, "master", "br0", "up")
+	l.Run("ip", "-n", ns, "addr", "add", v4+"/24", "dev", "eth0")
+	l.Run("ip", "-n", ns, "addr", "add", v6+"/64", "dev", "eth0", "nodad")
+	l.Run("ip", "-n", ns, "link", "set", "eth0", "up")
+}
+
+// AddHost adds a namespace for role (e.g. "r" for a rogue host) on the bridge with the given
+// MAC and addresses, deleted with the lab, and returns its name.
+func (l *Lab) AddHost(role, mac, v4, v6 string) string {
+	l.t.Helper()
+	ns := l.NS(role)
+	l.Run("ip", "netns", "add", ns)
+	l.mu.Lock()
+	l.extra = append(l.extra, role)
+	l.mu.Unlock()
+	for _, kv := range [][2]string{{"net.ipv6.conf.all.accept_dad", "0"}, {"net.ipv6.conf.default.accept_dad", "0"}} {
+		l.Run("ip", "netns", "exec", ns, "sysctl", "-qw", kv[0]+"="+kv[1])
+	}
+	l.Run("ip", "-n", ns, "link", "set", "lo", "up")
+	l.attach(role, mac, v4, v6)
+	return ns
 }
 
 func (l *Lab) destroy() {
@@ -217,7 +238,9 @@ func (l *Lab) roles() []string {
 	for i := 1; i <= l.Nodes; i++ {
 		out = append(out, fmt.Sprintf("n%d", i))
 	}
-	return out
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append(out, l.extra...)
 }
 
 // KeyDir is the speakers' --memberlist-key-dir: one file "key" holding Key.
