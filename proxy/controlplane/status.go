@@ -222,10 +222,8 @@ func (p *publisher) sync(ctx context.Context, log logr.Logger, in table.Input) t
 				continue
 			}
 			forced = true
-		} else if w, lost := p.loses(ctx, log, in, cands, self, ing, cur, mine, want); lost {
-			p.yield(log, ing, st, yieldProxy, w.Service.String(), corev1.EventTypeWarning, fmt.Sprintf(
-				"status.loadBalancer of this Ingress is published by metalgate proxy %s (%s), not by this proxy (%s): %s (docs/proxy.md, \"Two proxies, one class\")%s",
-				w, strings.Join(w.Addresses, ","), ownID, Why(w, self, ing.Namespace), p.servingNote()))
+		} else if w, lost := p.loses(ctx, log, in, cands, self, ing, false); lost {
+			p.yieldTo(log, ing, st, w, self)
 			continue
 		}
 		if st.yielded == yieldProxy || st.yielded == yieldAnnotation || forced && st.yielded != "" {
@@ -255,7 +253,14 @@ func (p *publisher) sync(ctx context.Context, log logr.Logger, in table.Input) t
 			continue
 		}
 		if st.wrote != nil && !mine && sameAddresses(st.wrote, want) {
-			// We wrote this value and someone replaced it.
+			// We wrote this value and someone replaced it: a proxy that outranks us (newer
+			// than our cache), or a conflict.
+			if !forced {
+				if w, lost := p.loses(ctx, log, in, cands, self, ing, true); lost {
+					p.yieldTo(log, ing, st, w, self)
+					continue
+				}
+			}
 			cutoff := now.Add(-p.opts.ConflictWindow)
 			kept := st.overwrites[:0]
 			for _, t := range st.overwrites {
@@ -286,6 +291,14 @@ func (p *publisher) sync(ctx context.Context, log logr.Logger, in table.Input) t
 			wake(st.notBefore)
 			continue
 		}
+		if !forced && len(cur) > 0 && !mine {
+			// About to replace another writer's value: decide again on the live Services of
+			// the Ingress's namespace; the proxy that wrote it may be newer than our cache.
+			if w, lost := p.loses(ctx, log, in, cands, self, ing, true); lost {
+				p.yieldTo(log, ing, st, w, self)
+				continue
+			}
+		}
 		if p.write(ctx, log, ing, want, "ok") {
 			st.wrote, st.basedOn = want, ing.ResourceVersion
 		}
@@ -309,41 +322,41 @@ func (p *publisher) sync(ctx context.Context, log logr.Logger, in table.Input) t
 	return next
 }
 
-// loses reports whether another metalgate proxy wins the Ingress, and which. When the
-// cache says we win but we would replace a value another writer put there, it decides again
-// on the Services of the Ingress's namespace as the API server has them now: the proxy that
-// wrote that value may be newer than our cache.
-func (p *publisher) loses(ctx context.Context, log logr.Logger, in table.Input, cands []Candidate, self Candidate, ing *networkingv1.Ingress,
-	cur []networkingv1.IngressLoadBalancerIngress, mine bool, want []networkingv1.IngressLoadBalancerIngress) (Candidate, bool) {
+// loses reports whether another metalgate proxy wins the Ingress, and which. With live, it
+// decides on the Services of the Ingress's namespace as the API server has them now (our
+// other candidates stay as cached): the publisher asks so before it replaces a value another
+// writer put there, since the proxy that wrote it may be newer than our cache.
+func (p *publisher) loses(ctx context.Context, log logr.Logger, in table.Input, cands []Candidate, self Candidate, ing *networkingv1.Ingress, live bool) (Candidate, bool) {
 	s := p.arb.subject(ing)
-	d := Arbitrate(cands, s)
-	if d.Winner != nil && d.Winner.Service != self.Service {
-		return *d.Winner, true
-	}
-	if len(cur) == 0 || mine || sameAddresses(cur, want) {
-		return Candidate{}, false
-	}
-	var list corev1.ServiceList
-	if err := p.reader.List(ctx, &list, client.InNamespace(ing.Namespace)); err != nil {
-		log.Error(err, "list Services before replacing another writer's status; deciding on the cache", "namespace", ing.Namespace)
-		return Candidate{}, false
-	}
-	live := make([]*corev1.Service, len(list.Items))
-	for i := range list.Items {
-		live[i] = &list.Items[i]
-	}
-	var ownSvc *corev1.Service
-	for _, svc := range in.Services {
-		if svc.Namespace == self.Service.Namespace && svc.Name == self.Service.Name {
-			ownSvc = svc
+	if live {
+		var list corev1.ServiceList
+		if err := p.reader.List(ctx, &list, client.InNamespace(ing.Namespace)); err != nil {
+			log.Error(err, "list Services before replacing another writer's status; deciding on the cache", "namespace", ing.Namespace)
+		} else {
+			svcs := make([]*corev1.Service, len(list.Items))
+			for i := range list.Items {
+				svcs[i] = &list.Items[i]
+			}
+			var ownSvc *corev1.Service
+			for _, svc := range in.Services {
+				if svc.Namespace == self.Service.Namespace && svc.Name == self.Service.Name {
+					ownSvc = svc
+				}
+			}
+			cands, _ = p.arb.candidates(in, self.Service, ownSvc, map[string][]*corev1.Service{ing.Namespace: svcs})
 		}
 	}
-	cands, _ = p.arb.candidates(in, self.Service, ownSvc, map[string][]*corev1.Service{ing.Namespace: live})
-	d = Arbitrate(cands, s)
-	if d.Winner != nil && d.Winner.Service != self.Service {
+	if d := Arbitrate(cands, s); d.Winner != nil && d.Winner.Service != self.Service {
 		return *d.Winner, true
 	}
 	return Candidate{}, false
+}
+
+// yieldTo leaves the Ingress to the proxy w that wins it.
+func (p *publisher) yieldTo(log logr.Logger, ing *networkingv1.Ingress, st *statusState, w, self Candidate) {
+	p.yield(log, ing, st, yieldProxy, w.Service.String(), corev1.EventTypeWarning, fmt.Sprintf(
+		"status.loadBalancer of this Ingress is published by metalgate proxy %s (%s), not by this proxy (%s): %s (docs/proxy.md, \"Two proxies, one class\")%s",
+		w, strings.Join(w.Addresses, ","), self.Service, Why(w, self, ing.Namespace), p.servingNote()))
 }
 
 // servingNote says whether this proxy still routes the traffic of Ingresses it yields.
