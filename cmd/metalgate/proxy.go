@@ -42,6 +42,7 @@ type proxyOptions struct {
 	WatchNamespaces         stringList
 	WatchDefaultClass       bool
 	AllowUnmanagedSlices    bool
+	NginxAnnotations        bool
 	ServeYielded            bool
 	PublishService          string
 	LeaderElect             bool
@@ -109,6 +110,7 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.Controller, "controller-name", table.ControllerName, "IngressClass spec.controller served.")
 	fs.Var(&o.WatchNamespaces, "watch-namespace", "Serve only Ingresses in this namespace (repeatable, or comma-separated). Default: all namespaces.")
 	fs.BoolVar(&o.WatchDefaultClass, "watch-ingress-without-class", false, "Also serve Ingresses without a class when the default IngressClass is ours.")
+	fs.BoolVar(&o.NginxAnnotations, "nginx-annotations", true, "Also read the nginx.ingress.kubernetes.io/ form of every annotation metalgate supports (the metalgate.io/ form wins), and report every other nginx annotation as a Warning event; false: ignore them all.")
 	fs.BoolVar(&o.AllowUnmanagedSlices, "allow-unmanaged-endpointslices", false, "Also route to EndpointSlices not managed by endpointslice-controller.k8s.io (hand-written, or mirrored from hand-written Endpoints); their addresses are still checked.")
 	fs.BoolVar(&o.ServeYielded, "serve-yielded-ingresses", true, "Also route the Ingresses whose status another metalgate proxy publishes (it wins the arbitration, docs/proxy.md) or that annotation metalgate.io/status-owner gives to another writer.")
 	fs.StringVar(&o.PublishService, "publish-service", "", "namespace/name of the proxy's own LoadBalancer Service, whose addresses go into Ingress status. Default: the Service that selects this Pod (POD_NAME, POD_NAMESPACE).")
@@ -321,7 +323,7 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 		if err != nil {
 			return fmt.Errorf("static config %s: %w", opts.StaticConfig, err)
 		}
-		in.Controller, in.WatchDefaultClass = opts.Controller, opts.WatchDefaultClass
+		in.Controller, in.WatchDefaultClass, in.NginxAnnotations = opts.Controller, opts.WatchDefaultClass, opts.NginxAnnotations
 		t, problems := table.Build(in)
 		for _, p := range problems {
 			logger.Info("ingress problem", "ingress", p.Ingress.String(), "reason", p.Reason, "message", p.Message)
@@ -425,6 +427,7 @@ func startControlPlane(ctx context.Context, opts proxyOptions, swap func(*table.
 		Logger:            logger.WithName("controlplane"),
 	}
 	copts.AllowUnmanagedSlices = opts.AllowUnmanagedSlices
+	copts.NginxAnnotations = opts.NginxAnnotations
 	copts.YieldTraffic = !opts.ServeYielded
 	identity := copts.PodNamespace
 	if opts.PublishService != "" {

@@ -25,6 +25,9 @@ type Options struct {
 	// does not manage (hand-written, or mirrored from hand-written Endpoints); see
 	// table.Input.AllowUnmanagedSlices. Default false: their endpoints are refused.
 	AllowUnmanagedSlices bool
+	// NginxAnnotations also reads the nginx.ingress.kubernetes.io/ forms of the annotations
+	// and reports the nginx annotations metalgate does not support; table.Input's.
+	NginxAnnotations bool
 
 	// PublishService is the Service whose load-balancer addresses go into Ingress status.
 	// Default: the Service (type LoadBalancer first) in PodNamespace whose selector matches

@@ -77,7 +77,7 @@ func (s *Server) forwardDirect(w *responseWriter, r *http.Request, a *attempt) {
 		return nil
 	}
 	resp, err := s.send(ctx, a, true, func(e *balancer.Endpoint, _ int) (*http.Response, error) {
-		return s.h1.do(ctx, e.Addr, r, func(bw *bufio.Writer) error { return s.writeHead(bw, r, a) }, got1xx)
+		return s.h1.do(ctx, e.Addr, r, func(bw *bufio.Writer) error { return s.writeHead(bw, r, a) }, got1xx, a.route.Options.Policy.Timeouts)
 	})
 	if err != nil {
 		s.failed(w, r, a, err)
@@ -89,7 +89,7 @@ func (s *Server) forwardDirect(w *responseWriter, r *http.Request, a *attempt) {
 		s.failed(w, r, a, errors.New("backend switched protocols without an upgrade request"))
 		return
 	}
-	s.responseHeaders(resp.Header, resp.StatusCode, a)
+	s.responseHeaders(resp.Header, resp.StatusCode, a, r.Header.Get("Origin"))
 	h := w.Header()
 	for k, vv := range resp.Header {
 		if h[k] == nil {
@@ -135,7 +135,7 @@ func (s *Server) writeHead(bw *bufio.Writer, r *http.Request, a *attempt) error 
 	bw.WriteByte(' ')
 	bw.WriteString(r.URL.RequestURI())
 	bw.WriteString(" HTTP/1.1\r\nHost: ")
-	bw.WriteString(r.Host)
+	bw.WriteString(upstreamHost(r, a))
 	bw.WriteString("\r\n")
 	s.outboundHeaders(r, a, func(k, v string) {
 		if v == "" && k == "User-Agent" {

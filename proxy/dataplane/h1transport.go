@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // h1Transport is the pool of HTTP/1.1 connections to endpoints, for both forwarding paths
@@ -39,6 +41,7 @@ import (
 // within responseTimeout, and each read of the body within readTimeout of the previous one.
 type h1Transport struct {
 	dial            func(ctx context.Context, network, addr string) (net.Conn, error)
+	connectTimeout  time.Duration
 	maxIdle         int
 	idleTimeout     time.Duration
 	responseTimeout time.Duration
@@ -75,7 +78,22 @@ type h1Conn struct {
 	br        *bufio.Reader
 	bw        *bufio.Writer
 	idleSince time.Time
+	// sendTimeout bounds each write of the current request (the route's proxy-send-timeout);
+	// 0: none.
+	sendTimeout time.Duration
 }
+
+// write is the writer under bw: with a send timeout, each write must finish within it.
+func (c *h1Conn) write(p []byte) (int, error) {
+	if c.sendTimeout > 0 {
+		_ = c.conn.SetWriteDeadline(time.Now().Add(c.sendTimeout))
+	}
+	return c.conn.Write(p)
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func (c *h1Conn) Read(p []byte) (int, error) {
 	if c.limit <= 0 {
@@ -101,7 +119,7 @@ func hasBody(req *http.Request) bool {
 	return req.Body != nil && req.Body != http.NoBody && req.ContentLength != 0
 }
 
-func (t *h1Transport) get(ctx context.Context, addr string) (*h1Conn, bool, error) {
+func (t *h1Transport) get(ctx context.Context, addr string, connect time.Duration) (*h1Conn, bool, error) {
 	now := time.Now()
 	t.mu.Lock()
 	for {
@@ -127,7 +145,16 @@ func (t *h1Transport) get(ctx context.Context, addr string) (*h1Conn, bool, erro
 		t.mu.Lock()
 	}
 	t.mu.Unlock()
-	nc, err := t.dial(ctx, "tcp", addr)
+	if connect <= 0 {
+		connect = t.connectTimeout
+	}
+	dctx := ctx
+	if connect > 0 {
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithTimeout(ctx, connect)
+		defer cancel()
+	}
+	nc, err := t.dial(dctx, "tcp", addr)
 	if err != nil {
 		return nil, false, err
 	}
@@ -138,7 +165,7 @@ func (t *h1Transport) get(ctx context.Context, addr string) (*h1Conn, bool, erro
 		}
 	}
 	c.br = bufio.NewReaderSize(c, 16<<10)
-	c.bw = bufio.NewWriterSize(nc, 8<<10)
+	c.bw = bufio.NewWriterSize(writerFunc(c.write), 8<<10)
 	return c, false, nil
 }
 
@@ -177,23 +204,28 @@ func (t *h1Transport) CloseIdleConnections() { t.retain(nil) }
 // to an Upgrade request has the connection as its body (an io.ReadWriteCloser, as
 // ReverseProxy wants).
 func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	return t.do(req.Context(), req.URL.Host, req, nil, traceGot1xx(req.Context()))
+	var tm table.Timeouts
+	if a, ok := req.Context().Value(attemptKey{}).(*attempt); ok && a.route != nil {
+		tm = a.route.Options.Policy.Timeouts
+	}
+	return t.do(req.Context(), req.URL.Host, req, nil, traceGot1xx(req.Context()), tm)
 }
 
 // do sends a request to addr over a pooled connection and reads the response. The request
 // head is written by head (a request without a body), or the request by req.Write when head
 // is nil; req gives the method for reading the response (HEAD has no body). got1xx, when
 // set, receives each informational response (not 101) before the final one; an error from
-// it fails the request.
+// it fails the request. tm overrides the transport's timeouts for this request where set.
 func (t *h1Transport) do(ctx context.Context, addr string, req *http.Request, head func(*bufio.Writer) error,
-	got1xx func(code int, h http.Header) error) (*http.Response, error) {
+	got1xx func(code int, h http.Header) error, tm table.Timeouts) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
-		c, reused, err := t.get(ctx, addr)
+		c, reused, err := t.get(ctx, addr, tm.Connect)
 		if err != nil {
 			closeBody(req)
 			return nil, err
 		}
-		resp, sent, err := t.exchange(ctx, c, req, head, got1xx)
+		c.sendTimeout = tm.Send
+		resp, sent, err := t.exchange(ctx, c, req, head, got1xx, tm.Read)
 		if err == nil {
 			return resp, nil
 		}
@@ -220,7 +252,7 @@ func closeBody(req *http.Request) {
 // exchange writes the request on c and reads the response head. sent reports whether any
 // response byte (a 1xx included) had come back when it failed.
 func (t *h1Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request, head func(*bufio.Writer) error,
-	got1xx func(int, http.Header) error) (resp *http.Response, sent bool, err error) {
+	got1xx func(int, http.Header) error, read time.Duration) (resp *http.Response, sent bool, err error) {
 	// A cancel closes the connection: whatever is in progress (write, head, body) ends at
 	// once, and the connection is never pooled (the body's finish sees stop fail).
 	stop := context.AfterFunc(ctx, func() { c.conn.Close() })
@@ -232,9 +264,16 @@ func (t *h1Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request
 			}
 		}
 	}()
+	headTimeout, bodyTimeout := t.responseTimeout, t.readTimeout
+	if read > 0 { // the route's proxy-read-timeout: for the head and each read of the body
+		headTimeout, bodyTimeout = read, read
+	}
 	var deadline time.Time
-	if t.responseTimeout > 0 {
-		deadline = time.Now().Add(t.responseTimeout)
+	if headTimeout > 0 {
+		deadline = time.Now().Add(headTimeout)
+	}
+	if c.sendTimeout <= 0 {
+		_ = c.conn.SetWriteDeadline(time.Time{}) // a pooled connection may keep an earlier one
 	}
 	// The response timeout bounds the wait for the response head, a read: the request head
 	// goes into the socket buffer (a write blocked on a full one ends when ctx does).
@@ -310,7 +349,7 @@ func (t *h1Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request
 		resp.Body = &upgraded{Reader: c.br, conn: c.conn}
 		return resp, true, nil
 	}
-	b := &h1Body{rc: resp.Body, c: c, t: t, stop: stop, wrote: wrote,
+	b := &h1Body{rc: resp.Body, c: c, t: t, stop: stop, wrote: wrote, readTimeout: bodyTimeout,
 		reusable: !resp.Close && resp.StatusCode >= 200}
 	b.refresh(time.Now())
 	resp.Body = b
@@ -335,21 +374,23 @@ func (u *upgraded) Close() error                { return u.conn.Close() }
 // h1Body returns its connection to the pool when the body has been read to the end by its
 // framing, the request was written whole and nothing is left over, and closes it otherwise.
 type h1Body struct {
-	rc       io.ReadCloser
-	c        *h1Conn
-	t        *h1Transport
-	stop     func() bool // ends the cancel watch; false when the cancel already ran
-	wrote    chan error  // the request body's writer, when there is one
-	reusable bool
-	eof      bool
-	done     bool
-	deadline time.Time // of the next read; renewed when half of readTimeout is gone
+	rc    io.ReadCloser
+	c     *h1Conn
+	t     *h1Transport
+	stop  func() bool // ends the cancel watch; false when the cancel already ran
+	wrote chan error  // the request body's writer, when there is one
+	// readTimeout bounds each read (the transport's, or the route's); 0: none.
+	readTimeout time.Duration
+	reusable    bool
+	eof         bool
+	done        bool
+	deadline    time.Time // of the next read; renewed when half of readTimeout is gone
 }
 
 // refresh moves the read deadline to readTimeout from now when less than half of it is left,
 // so a body read in many small reads costs few timer updates.
 func (b *h1Body) refresh(now time.Time) {
-	d := b.t.readTimeout
+	d := b.readTimeout
 	if d <= 0 {
 		_ = b.c.conn.SetReadDeadline(time.Time{})
 		return
@@ -364,7 +405,7 @@ func (b *h1Body) Read(p []byte) (int, error) {
 	if b.done {
 		return 0, io.EOF
 	}
-	if b.t.readTimeout > 0 {
+	if b.readTimeout > 0 {
 		b.refresh(time.Now())
 	}
 	n, err := b.rc.Read(p)

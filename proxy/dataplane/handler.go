@@ -20,6 +20,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := &state{rw: responseWriter{ResponseWriter: w, s: s}} // one allocation for both
 	rw := &st.rw
 	s.serve(rw, r, &st.a)
+	if st.a.release != nil {
+		st.a.release()
+	}
 	if rw.code == 0 {
 		rw.code = http.StatusOK
 	}
@@ -63,15 +66,15 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 		http.Error(w, "no route for this host and path", http.StatusNotFound)
 		return
 	}
-	if route.Options.SSLRedirect && r.TLS == nil {
-		host := r.Host
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-		u := url.URL{Scheme: "https", Host: host, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
-		http.Redirect(w, r, u.String(), http.StatusPermanentRedirect)
+	a.route = route
+	a.clientIP, a.trusted = s.client(r)
+	if p := &route.Options.Policy; len(p.Allow) > 0 || len(p.Deny) > 0 || p.RateLimit != nil {
+		a.realIP = s.realClient(r, a)
+	}
+	if s.answer(w, r, route, a) {
 		return
 	}
+	rewritePath(r, route)
 	limit := route.Options.MaxBodyBytes
 	if limit == 0 {
 		limit = s.opts.MaxBodyBytes
@@ -95,7 +98,6 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 	}
 	a.pool = p
 	a.tried = a.triedBuf[:0]
-	a.clientIP, a.trusted = s.client(r)
 	a.reqID = r.Header.Get("X-Request-Id")
 	if a.reqID == "" || !a.trusted && !validRequestID(a.reqID) {
 		a.reqID = newRequestID()
@@ -205,13 +207,42 @@ func (s *Server) client(r *http.Request) (string, bool) {
 	if err != nil {
 		return host, false
 	}
+	return host, s.trustedAddr(ip.Unmap())
+}
+
+// realClient is the address the policy's lists and rate limits judge: the connection's
+// (the PROXY protocol's, when the listener takes it), or, from a trusted proxy, the
+// right-most X-Forwarded-For address that is not itself a trusted proxy.
+func (s *Server) realClient(r *http.Request, a *attempt) netip.Addr {
+	ip, err := netip.ParseAddr(a.clientIP)
+	if err != nil {
+		return netip.Addr{}
+	}
 	ip = ip.Unmap()
-	for _, p := range s.opts.TrustedProxies {
-		if p.Contains(ip) {
-			return host, true
+	if !a.trusted {
+		return ip
+	}
+	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+	for i := len(hops) - 1; i >= 0; i-- {
+		hop, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		if err != nil {
+			break
+		}
+		ip = hop.Unmap()
+		if !s.trustedAddr(ip) {
+			break
 		}
 	}
-	return host, false
+	return ip
+}
+
+func (s *Server) trustedAddr(ip netip.Addr) bool {
+	for _, p := range s.opts.TrustedProxies {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // clientBody is a request body on its way to the backend. Each read must return within

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // The header policy, in one place for both forwarding paths. The direct path writes the
@@ -82,7 +84,21 @@ func (s *Server) forwarded(in *http.Request, a *attempt) forwarding {
 // they are written: the client's own headers that pass the policy above, Te: trailers when
 // the client accepts trailers, then this hop's forwarding headers and the request ID.
 // Values may hold CR or LF; the writer must clean them (Request.Write and header do).
-func (s *Server) outboundHeaders(in *http.Request, a *attempt, add func(k, v string)) {
+func (s *Server) outboundHeaders(in *http.Request, a *attempt, emit func(k, v string)) {
+	var edits *table.HeaderEdits
+	if a.route != nil {
+		if p := &a.route.Options.Policy; !p.RequestHeaders.Empty() {
+			edits = &p.RequestHeaders
+		}
+	}
+	add := emit
+	if edits != nil {
+		add = func(k, v string) {
+			if !edited(edits, k) { // removed, or replaced by a set below
+				emit(k, v)
+			}
+		}
+	}
 	conn := in.Header["Connection"]
 	for k, vv := range in.Header {
 		if dropped(k) || listed(conn, k) || !s.opts.AllowUnderscoreHeaders && strings.IndexByte(k, '_') >= 0 {
@@ -91,6 +107,9 @@ func (s *Server) outboundHeaders(in *http.Request, a *attempt, add func(k, v str
 		for _, v := range vv {
 			add(k, v)
 		}
+	}
+	if a.route != nil && a.route.Options.Policy.ForwardedPrefix != "" {
+		add("X-Forwarded-Prefix", a.route.Options.Policy.ForwardedPrefix)
 	}
 	if hasToken(in.Header["Te"], "trailers") {
 		add("Te", "trailers")
@@ -113,18 +132,46 @@ func (s *Server) outboundHeaders(in *http.Request, a *attempt, add func(k, v str
 	}
 	add("Forwarded", forwarded)
 	add("X-Request-Id", a.reqID)
+	if edits != nil {
+		for _, h := range edits.Set {
+			emit(h.Name, h.Value)
+		}
+		for _, h := range edits.Add {
+			emit(h.Name, h.Value)
+		}
+	}
+}
+
+// upstreamHost is the Host header the backend sees: the client's, or the route's
+// upstream-vhost.
+func upstreamHost(in *http.Request, a *attempt) string {
+	if a.route != nil && a.route.Options.Policy.UpstreamHost != "" {
+		return a.route.Options.Policy.UpstreamHost
+	}
+	return in.Host
 }
 
 // responseHeaders applies the response policy to a backend's header h before it is copied
 // to the client: hop-by-hop headers go (but for a 101, whose Connection and Upgrade
 // ReverseProxy checks and passes on), the backend's Server header goes (responseWriter
-// writes ours), and the affinity cookie is added when the balancer chose the endpoint.
-func (s *Server) responseHeaders(h http.Header, status int, a *attempt) {
+// writes ours), the affinity cookie is added when the balancer chose the endpoint, then the
+// route's response header edits and, for a request from origin, its CORS headers.
+func (s *Server) responseHeaders(h http.Header, status int, a *attempt, origin string) {
 	if status != http.StatusSwitchingProtocols {
 		removeHopByHop(h)
 	}
 	delete(h, "Server")
 	affinityCookie(h, a)
+	if a == nil || a.route == nil {
+		return
+	}
+	p := &a.route.Options.Policy
+	if !p.ResponseHeaders.Empty() {
+		editHeaders(h, &p.ResponseHeaders)
+	}
+	if p.CORS != nil && origin != "" {
+		corsHeaders(h, p.CORS, origin)
+	}
 }
 
 // removeHopByHop deletes a message's hop-by-hop headers, those named in Connection too.

@@ -58,13 +58,24 @@ type route struct {
 	tlsSecret   *corev1.Secret
 }
 
-// buildTable makes a table the way the control plane does, from Kubernetes objects.
+// buildTable makes a table the way the control plane does, from Kubernetes objects; any
+// problem fails t.
 func buildTable(t testing.TB, routes ...route) *table.Table {
+	t.Helper()
+	tab, problems := buildTableProblems(t, routes...)
+	if len(problems) > 0 {
+		t.Fatalf("build table: %v", problems)
+	}
+	return tab
+}
+
+// buildTableProblems is buildTable that returns the problems.
+func buildTableProblems(t testing.TB, routes ...route) (*table.Table, []table.Problem) {
 	t.Helper()
 	// Test backends are hand-made slices of loopback addresses: both opted in, as in
 	// --static-config.
 	in := table.Input{Classes: []*networkingv1.IngressClass{{ObjectMeta: metav1.ObjectMeta{Name: "mg"}, Spec: networkingv1.IngressClassSpec{Controller: table.ControllerName}}},
-		AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true}
+		AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true, NginxAnnotations: true}
 	for i, r := range routes {
 		name := fmt.Sprintf("r%d", i)
 		ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Annotations: r.annotations,
@@ -93,11 +104,7 @@ func buildTable(t testing.TB, routes ...route) *table.Table {
 			})
 		}
 	}
-	tab, problems := table.Build(in)
-	if len(problems) > 0 {
-		t.Fatalf("build table: %v", problems)
-	}
-	return tab
+	return table.Build(in)
 }
 
 // echo is a backend that answers with its name and the request it saw, as JSON.

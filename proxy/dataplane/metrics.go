@@ -26,6 +26,8 @@ const (
 	limitMaxConnectionsPerClient = "max_connections_per_client"
 	limitPathRejected            = "path_rejected"
 	limitMisdirected             = "misdirected_request"
+	limitSourceRange             = "source_range"
+	limitRate                    = "rate_limit"
 )
 
 // NewMetrics creates the data plane's metrics and registers them with reg.
@@ -58,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		LimitHits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metalgate_proxy_limit_hits_total",
-			Help: "Requests or connections stopped by a limit, by limit (client_body_timeout, send_timeout, upstream_read_timeout, upstream_header_bytes, upstream_1xx, max_connections, max_connections_per_client, path_rejected, misdirected_request).",
+			Help: "Requests or connections stopped by a limit, by limit (client_body_timeout, send_timeout, upstream_read_timeout, upstream_header_bytes, upstream_1xx, max_connections, max_connections_per_client, path_rejected, misdirected_request, source_range, rate_limit).",
 		}, []string{"limit"}),
 		ConnsDiscarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metalgate_proxy_upstream_connections_discarded_total",

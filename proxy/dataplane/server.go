@@ -45,6 +45,7 @@ type Server struct {
 	serverHeader        []string
 	httpPort, httpsPort string // X-Forwarded-Port
 	affinityKey         []byte
+	limits              *limiters     // rate limits' state, across tables
 	served              atomic.Uint64 // for access-log sampling
 	// reencodeQueries: GODEBUG sets urlmaxqueryparams, with which ReverseProxy re-encodes
 	// every query; the direct path then leaves all requests to it.
@@ -61,6 +62,7 @@ func New(opts Options) (*Server, error) {
 		paths:           pathPolicy{slashes: opts.EscapedSlashes, mergeSlashes: !opts.KeepDuplicateSlashes},
 		httpPort:        strconv.Itoa(opts.PublicHTTPPort), httpsPort: strconv.Itoa(opts.PublicHTTPSPort),
 		affinityKey: opts.AffinityKey,
+		limits:      newLimiters(),
 	}
 	if opts.ServerHeader != "-" {
 		s.serverHeader = []string{opts.ServerHeader}
@@ -78,16 +80,19 @@ func New(opts Options) (*Server, error) {
 		}
 		s.defCert = c
 	}
-	dial := opts.DialContext
+	// The h1 transport bounds each dial itself (ConnectTimeout, or the route's); http.Transport
+	// (h2c backends) gets a dialer with the timeout.
+	dial, dialTimed := opts.DialContext, opts.DialContext
 	if dial == nil {
-		dial = (&net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+		dial = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
+		dialTimed = (&net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
 	}
 	var p1, p2 http.Protocols
 	p1.SetHTTP1(true)
 	p2.SetUnencryptedHTTP2(true)
 	base := func(p *http.Protocols) *http.Transport {
 		return &http.Transport{
-			DialContext:            dial,
+			DialContext:            dialTimed,
 			Protocols:              p,
 			MaxIdleConns:           0, // no global cap: the per-endpoint cap bounds it
 			MaxIdleConnsPerHost:    opts.MaxIdlePerEndpoint,
@@ -105,7 +110,7 @@ func New(opts Options) (*Server, error) {
 		s.std = base(&p1)
 	}
 	s.direct = !opts.DisableDirectPath && !opts.stdlibTransport
-	s.h1 = &h1Transport{dial: dial, maxIdle: opts.MaxIdlePerEndpoint, idleTimeout: opts.UpstreamIdleTimeout,
+	s.h1 = &h1Transport{dial: dial, connectTimeout: opts.ConnectTimeout, maxIdle: opts.MaxIdlePerEndpoint, idleTimeout: opts.UpstreamIdleTimeout,
 		responseTimeout: opts.ResponseHeaderTimeout, readTimeout: opts.UpstreamReadTimeout,
 		maxHeaderBytes: opts.MaxResponseHeaderBytes, max1xx: opts.Max1xxResponses,
 		discarded: s.discarded, idle: map[string][]*h1Conn{}}
@@ -129,7 +134,7 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 	in, out := pr.In, pr.Out
 	out.URL.Scheme = "http"
 	out.URL.Host = "endpoint.invalid" // replaced by the round trip
-	out.Host = in.Host
+	out.Host = upstreamHost(in, a)
 	up := out.Header.Get("Upgrade") // ReverseProxy set Connection and Upgrade for an upgrade
 	h := make(http.Header, len(in.Header)+8)
 	s.outboundHeaders(in, a, func(k, v string) { h[k] = append(h[k], v) })

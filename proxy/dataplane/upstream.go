@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/netip"
 	"net/textproto"
 	"sync"
 	"sync/atomic"
@@ -29,7 +30,10 @@ type attempt struct {
 	clientIP  string
 	trusted   bool
 	reqID     string
-	upstream  string // error reason when the backend failed
+	route     *table.Route
+	realIP    netip.Addr // the client the policy judges (realClient), when it needs one
+	release   func()     // ends the request's place under a connection limit
+	upstream  string     // error reason when the backend failed
 	// bodyErr is the client's request body's failure (malformed, too large, too slow), set
 	// by the goroutine that writes the body to the backend.
 	bodyErr atomic.Pointer[error]
@@ -182,7 +186,7 @@ func (b *endBody) Close() error {
 // already, responseHeaders does the rest of the policy.
 func (s *Server) modifyResponse(resp *http.Response) error {
 	a, _ := resp.Request.Context().Value(attemptKey{}).(*attempt)
-	s.responseHeaders(resp.Header, resp.StatusCode, a)
+	s.responseHeaders(resp.Header, resp.StatusCode, a, resp.Request.Header.Get("Origin"))
 	return nil
 }
 

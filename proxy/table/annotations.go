@@ -2,19 +2,32 @@ package table
 
 import (
 	"fmt"
+	"math"
+	"net/netip"
+	"regexp"
+	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
-// Annotations read from an Ingress. Values are documented in docs/proxy.md.
+// Annotation prefixes. Every metalgate.io/NAME below has the ingress-nginx form
+// nginx.ingress.kubernetes.io/NAME (unless noted), read when Input.NginxAnnotations is set;
+// the metalgate.io form wins when both are present. docs/proxy.md has the table.
 const (
-	AnnotationBackendProtocol = "metalgate.io/backend-protocol"
-	AnnotationSSLRedirect     = "metalgate.io/ssl-redirect"
-	AnnotationBodySize        = "metalgate.io/proxy-body-size"
-	AnnotationLoadBalance     = "metalgate.io/load-balance"
-	AnnotationHashBy          = "metalgate.io/hash-by"
-	AnnotationAffinity        = "metalgate.io/affinity"
-	AnnotationAffinityCookie  = "metalgate.io/affinity-cookie-name"
+	PrefixMetalgate = "metalgate.io/"
+	PrefixNginx     = "nginx.ingress.kubernetes.io/"
+)
+
+// Annotation names (without prefix) that other code refers to.
+const (
+	AnnotationBackendProtocol = PrefixMetalgate + "backend-protocol"
+	AnnotationSSLRedirect     = PrefixMetalgate + "ssl-redirect"
+	AnnotationBodySize        = PrefixMetalgate + "proxy-body-size"
+	AnnotationLoadBalance     = PrefixMetalgate + "load-balance"
+	AnnotationHashBy          = PrefixMetalgate + "hash-by"
+	AnnotationAffinity        = PrefixMetalgate + "affinity"
+	AnnotationAffinityCookie  = PrefixMetalgate + "affinity-cookie-name"
 )
 
 // Protocol is how the proxy speaks to a backend.
@@ -74,77 +87,177 @@ func (b Balance) String() string {
 
 // Options are the per-Ingress settings taken from its annotations.
 type Options struct {
-	Protocol    Protocol
-	Balance     Balance
-	SSLRedirect bool
+	Protocol Protocol
+	Balance  Balance
 	// MaxBodyBytes limits request bodies; 0 means the server's default, -1 unlimited.
 	MaxBodyBytes int64
+	// UseRegex makes the Ingress's Prefix and ImplementationSpecific paths regular
+	// expressions (anchored at the start, case-insensitive), as ingress-nginx's use-regex.
+	UseRegex bool
+	// ServerAliases are more hosts that the Ingress's rules serve.
+	ServerAliases []string
+	Policy        Policy
 }
 
-// parseOptions reads an Ingress's annotations. Invalid values fall back to the default and
-// are returned as problems (one string each).
-func parseOptions(ann map[string]string) (Options, []string) {
+// annotationReader reads one Ingress's annotations: the metalgate.io form of a name, else
+// (when nginx is set) its nginx.ingress.kubernetes.io form. It remembers what it read, so
+// that the nginx annotations nobody read can be reported.
+type annotationReader struct {
+	ann      map[string]string
+	nginx    bool
+	read     map[string]bool
+	problems []problemText
+}
+
+// problemText is one problem found in the annotations, with its reason.
+type problemText struct{ reason, msg string }
+
+// get returns the value of annotation name (without prefix) and its full key.
+func (a *annotationReader) get(name string) (key, val string, ok bool) {
+	return a.getAs(name, name)
+}
+
+// getAs is get where the nginx form has another name.
+func (a *annotationReader) getAs(name, nginxName string) (key, val string, ok bool) {
+	if v, ok := a.ann[PrefixMetalgate+name]; ok {
+		a.read[PrefixMetalgate+name] = true
+		if nginxName != "" && a.nginx {
+			a.read[PrefixNginx+nginxName] = true // shadowed: the metalgate.io form wins
+		}
+		return PrefixMetalgate + name, strings.TrimSpace(v), true
+	}
+	if nginxName != "" && a.nginx {
+		if v, ok := a.ann[PrefixNginx+nginxName]; ok {
+			a.read[PrefixNginx+nginxName] = true
+			return PrefixNginx + nginxName, strings.TrimSpace(v), true
+		}
+	}
+	return "", "", false
+}
+
+// nginxOnly reads an annotation that has only an ingress-nginx form.
+func (a *annotationReader) nginxOnly(name string) (key, val string, ok bool) {
+	if !a.nginx {
+		return "", "", false
+	}
+	if v, ok := a.ann[PrefixNginx+name]; ok {
+		a.read[PrefixNginx+name] = true
+		return PrefixNginx + name, strings.TrimSpace(v), true
+	}
+	return "", "", false
+}
+
+func (a *annotationReader) bad(key, val, want string) {
+	a.problems = append(a.problems, problemText{ReasonInvalidAnnotation,
+		fmt.Sprintf("annotation %s=%q is invalid (want %s); using the default", key, val, want)})
+}
+
+func (a *annotationReader) boolean(name string) (bool, string, bool) {
+	key, v, ok := a.get(name)
+	if !ok {
+		return false, "", false
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		a.bad(key, v, "true or false")
+		return false, key, false
+	}
+	return b, key, true
+}
+
+// snippets are the ingress-nginx annotations that paste configuration text into nginx.conf:
+// how ingress-nginx got its remote-code-execution CVEs (CVE-2021-25742, CVE-2025-1974 and
+// others). metalgate has no configuration language to paste into and refuses them by name.
+var snippets = map[string]bool{
+	"configuration-snippet": true, "server-snippet": true, "auth-snippet": true, "stream-snippet": true,
+	"modsecurity-snippet": true, "location-snippet": true, "main-snippet": true, "http-snippet": true,
+	"auth-proxy-set-headers": true,
+}
+
+// parseOptions reads an Ingress's annotations (with nginx: their ingress-nginx forms too).
+// Invalid values fall back to the default; every problem is returned with its reason.
+func parseOptions(ann map[string]string, nginx bool) (Options, []problemText) {
+	a := &annotationReader{ann: ann, nginx: nginx, read: map[string]bool{}}
 	o := Options{Protocol: ProtocolHTTP, Balance: Balance{Algorithm: RoundRobin}}
-	var problems []string
-	bad := func(key, val, want string) {
-		problems = append(problems, fmt.Sprintf("annotation %s=%q is invalid (want %s); using the default", key, val, want))
-	}
-	if v, ok := ann[AnnotationBackendProtocol]; ok {
-		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "http", "http1", "":
-			o.Protocol = ProtocolHTTP
-		case "h2c", "grpc":
-			o.Protocol = ProtocolH2C
-		default:
-			bad(AnnotationBackendProtocol, v, "http, h2c or grpc")
-		}
-	}
-	if v, ok := ann[AnnotationSSLRedirect]; ok {
-		b, err := strconv.ParseBool(strings.TrimSpace(v))
-		if err != nil {
-			bad(AnnotationSSLRedirect, v, "true or false")
-		}
-		o.SSLRedirect = b
-	}
-	if v, ok := ann[AnnotationBodySize]; ok {
+	a.protocol(&o)
+	a.balance(&o)
+	a.paths(&o)
+	a.redirects(&o)
+	a.forwarding(&o)
+	a.access(&o)
+	a.cors(&o)
+	a.timeouts(&o)
+	if key, v, ok := a.get("proxy-body-size"); ok {
 		n, err := parseSize(v)
-		if err != nil {
-			bad(AnnotationBodySize, v, "a size such as 0, 512k, 8m or 1g")
-		} else if n == 0 {
+		switch {
+		case err != nil:
+			a.bad(key, v, "a size such as 0, 512k, 8m or 1g")
+		case n == 0:
 			o.MaxBodyBytes = -1
-		} else {
+		default:
 			o.MaxBodyBytes = n
 		}
 	}
-	if v, ok := ann[AnnotationLoadBalance]; ok {
-		switch a := Algorithm(strings.ToLower(strings.TrimSpace(v))); a {
+	a.unread()
+	return o, a.problems
+}
+
+func (a *annotationReader) protocol(o *Options) {
+	key, v, ok := a.get("backend-protocol")
+	if !ok {
+		return
+	}
+	switch strings.ToLower(v) {
+	case "http", "http1", "":
+		o.Protocol = ProtocolHTTP
+	case "h2c", "grpc":
+		o.Protocol = ProtocolH2C
+	default:
+		a.bad(key, v, "http, h2c or grpc (https and grpcs to the backend are not supported yet)")
+	}
+}
+
+func (a *annotationReader) balance(o *Options) {
+	if key, v, ok := a.get("load-balance"); ok {
+		switch alg := Algorithm(strings.ReplaceAll(strings.ToLower(v), "_", "-")); alg {
 		case RoundRobin, LeastRequest, EWMA, Hash:
-			o.Balance.Algorithm = a
+			o.Balance.Algorithm = alg
 		case "peak-ewma":
 			o.Balance.Algorithm = EWMA
 		default:
-			bad(AnnotationLoadBalance, v, "round-robin, least-request, ewma or hash")
+			a.bad(key, v, "round-robin, least-request, ewma or hash")
 		}
 	}
-	if v, ok := ann[AnnotationHashBy]; ok {
-		src, key, _ := strings.Cut(strings.TrimSpace(v), ":")
+	lbSet := a.ann[PrefixMetalgate+"load-balance"] != "" || a.nginx && a.ann[PrefixNginx+"load-balance"] != ""
+	if key, v, ok := a.getAs("hash-by", ""); ok {
+		src, name, _ := strings.Cut(v, ":")
 		switch HashSource(strings.ToLower(src)) {
 		case HashByHeader, HashByCookie:
-			if key == "" {
-				bad(AnnotationHashBy, v, "header:NAME, cookie:NAME or client-ip")
+			if name == "" {
+				a.bad(key, v, "header:NAME, cookie:NAME or client-ip")
 				break
 			}
-			o.Balance.HashBy, o.Balance.HashKey = HashSource(strings.ToLower(src)), key
+			o.Balance.HashBy, o.Balance.HashKey = HashSource(strings.ToLower(src)), name
 		case HashByClientIP:
 			o.Balance.HashBy = HashByClientIP
 		default:
-			bad(AnnotationHashBy, v, "header:NAME, cookie:NAME or client-ip")
+			a.bad(key, v, "header:NAME, cookie:NAME or client-ip")
 		}
-		if o.Balance.HashBy != HashByNone {
-			if _, set := ann[AnnotationLoadBalance]; !set {
-				o.Balance.Algorithm = Hash // hash-by alone implies hashing
-			}
+	} else if key, v, ok := a.nginxOnly("upstream-hash-by"); ok {
+		// ingress-nginx hashes an nginx variable: the ones that name a request part map.
+		switch {
+		case v == "$remote_addr" || v == "$binary_remote_addr":
+			o.Balance.HashBy = HashByClientIP
+		case strings.HasPrefix(v, "$http_") && len(v) > 6:
+			o.Balance.HashBy, o.Balance.HashKey = HashByHeader, strings.ReplaceAll(v[6:], "_", "-")
+		case strings.HasPrefix(v, "$cookie_") && len(v) > 8:
+			o.Balance.HashBy, o.Balance.HashKey = HashByCookie, v[8:]
+		default:
+			a.bad(key, v, "$remote_addr, $http_NAME or $cookie_NAME (other nginx variables do not exist here)")
 		}
+	}
+	if o.Balance.HashBy != HashByNone && !lbSet {
+		o.Balance.Algorithm = Hash // hash-by alone implies hashing
 	}
 	if o.Balance.Algorithm == Hash && o.Balance.HashBy == HashByNone {
 		o.Balance.HashBy = HashByClientIP
@@ -152,19 +265,370 @@ func parseOptions(ann map[string]string) (Options, []string) {
 	if o.Balance.Algorithm != Hash {
 		o.Balance.HashBy, o.Balance.HashKey = HashByNone, ""
 	}
-	if v, ok := ann[AnnotationAffinity]; ok {
-		switch strings.ToLower(strings.TrimSpace(v)) {
+	if key, v, ok := a.get("affinity"); ok {
+		switch strings.ToLower(v) {
 		case "cookie":
 			o.Balance.AffinityCookie = DefaultAffinityCookie
-			if name := strings.TrimSpace(ann[AnnotationAffinityCookie]); name != "" {
+			if _, name, ok := a.getAs("affinity-cookie-name", "session-cookie-name"); ok && name != "" {
 				o.Balance.AffinityCookie = name
 			}
 		case "", "none":
 		default:
-			bad(AnnotationAffinity, v, "cookie or none")
+			a.bad(key, v, "cookie or none")
 		}
 	}
-	return o, problems
+}
+
+// paths reads use-regex, rewrite-target and server-alias.
+func (a *annotationReader) paths(o *Options) {
+	useRegex, _, _ := a.boolean("use-regex")
+	o.UseRegex = useRegex
+	if key, v, ok := a.get("rewrite-target"); ok {
+		switch {
+		case v == "" || v[0] != '/':
+			a.bad(key, v, "a path starting with /, with $1…$9 for groups of a regex path")
+		case strings.HasPrefix(key, PrefixNginx) || strings.Contains(v, "$"):
+			// ingress-nginx: rewrite-target makes the paths regular expressions and replaces
+			// the whole path; groups are $1…$9.
+			o.UseRegex = true
+			o.Policy.Rewrite = &Rewrite{Target: v, Regex: true}
+		default:
+			o.Policy.Rewrite = &Rewrite{Target: v, Regex: o.UseRegex}
+		}
+	}
+	if key, v, ok := a.get("server-alias"); ok {
+		for _, h := range splitList(v) {
+			h = strings.ToLower(h)
+			if !validHost(h) || h == "" || strings.ContainsAny(h, "/:") {
+				a.bad(key, v, "host names separated by commas or spaces")
+				o.ServerAliases = nil
+				break
+			}
+			o.ServerAliases = append(o.ServerAliases, h)
+		}
+	}
+}
+
+// redirects reads ssl-redirect, force-ssl-redirect, app-root and the fixed redirects.
+func (a *annotationReader) redirects(o *Options) {
+	if b, key, ok := a.boolean("ssl-redirect"); ok && b {
+		o.Policy.HTTPSRedirect = 308
+		// ingress-nginx redirects only hosts with TLS; metalgate's own annotation always.
+		o.Policy.HTTPSOnlyTLS = strings.HasPrefix(key, PrefixNginx)
+	}
+	if b, _, ok := a.boolean("force-ssl-redirect"); ok && b {
+		o.Policy.HTTPSRedirect, o.Policy.HTTPSOnlyTLS = 308, false
+	}
+	if key, v, ok := a.get("app-root"); ok {
+		if v == "" || v[0] != '/' || strings.ContainsAny(v, " \t\r\n") {
+			a.bad(key, v, "a path starting with /")
+		} else {
+			o.Policy.AppRoot = v
+		}
+	}
+	fixed := func(name, nginxName, codeName, nginxCodeName string, def int, codes ...int) {
+		key, v, ok := a.getAs(name, nginxName)
+		if !ok {
+			return
+		}
+		if !validRedirectTarget(v) {
+			a.bad(key, v, "an absolute URL (https://host/path) or a path starting with /")
+			return
+		}
+		r := &Redirect{URL: v, Code: def}
+		if ckey, cv, ok := a.getAs(codeName, nginxCodeName); ok {
+			n, err := strconv.Atoi(cv)
+			if err != nil || !contains(codes, n) {
+				a.bad(ckey, cv, fmt.Sprintf("one of %v", codes))
+			} else {
+				r.Code = n
+			}
+		}
+		if o.Policy.Redirect == nil {
+			o.Policy.Redirect = r
+		}
+	}
+	fixed("permanent-redirect", "permanent-redirect", "permanent-redirect-code", "permanent-redirect-code", 301, 301, 308)
+	fixed("temporary-redirect", "temporal-redirect", "temporary-redirect-code", "temporal-redirect-code", 302, 302, 303, 307)
+}
+
+func validRedirectTarget(v string) bool {
+	if v == "" || strings.ContainsAny(v, " \t\r\n") {
+		return false
+	}
+	return v[0] == '/' && !strings.HasPrefix(v, "//") || strings.HasPrefix(v, "https://") || strings.HasPrefix(v, "http://")
+}
+
+// forwarding reads upstream-vhost, x-forwarded-prefix and the header edits.
+func (a *annotationReader) forwarding(o *Options) {
+	if key, v, ok := a.get("upstream-vhost"); ok {
+		if v == "" || !validHeaderValue(v) || strings.ContainsAny(v, " /") {
+			a.bad(key, v, "a host name, with an optional :port")
+		} else {
+			o.Policy.UpstreamHost = v
+		}
+	}
+	if key, v, ok := a.get("x-forwarded-prefix"); ok {
+		if v == "" || !validHeaderValue(v) {
+			a.bad(key, v, "a path prefix such as /app")
+		} else {
+			o.Policy.ForwardedPrefix = v
+		}
+	}
+	edits := func(e *HeaderEdits, kind string) {
+		if key, v, ok := a.getAs(kind+"-headers-set", ""); ok {
+			e.Set = a.headerLines(key, v)
+		}
+		if key, v, ok := a.getAs(kind+"-headers-add", ""); ok {
+			e.Add = a.headerLines(key, v)
+		}
+		if key, v, ok := a.getAs(kind+"-headers-remove", ""); ok {
+			for _, n := range splitList(v) {
+				if !validHeaderName(n) || protectedHeader(n) {
+					a.bad(key, v, "header names separated by commas (not the framing or hop-by-hop ones)")
+					e.Remove = nil
+					break
+				}
+				e.Remove = append(e.Remove, canonicalHeader(n))
+			}
+		}
+	}
+	edits(&o.Policy.RequestHeaders, "request")
+	edits(&o.Policy.ResponseHeaders, "response")
+}
+
+// headerLines parses "Name: value" lines (one a line).
+func (a *annotationReader) headerLines(key, v string) []Header {
+	var out []Header
+	for _, line := range strings.Split(v, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(line, ":")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		if !ok || !validHeaderName(name) || protectedHeader(name) || !validHeaderValue(value) {
+			a.bad(key, v, `"Name: value" lines (not the framing or hop-by-hop headers)`)
+			return nil
+		}
+		out = append(out, Header{Name: canonicalHeader(name), Value: value})
+	}
+	return out
+}
+
+// access reads the address lists and the rate limits.
+func (a *annotationReader) access(o *Options) {
+	cidrs := func(name, nginxName string) []netip.Prefix {
+		key, v, ok := a.getAs(name, nginxName)
+		if !ok && nginxName == "allowlist-source-range" {
+			key, v, ok = a.getAs(name, "whitelist-source-range") // its older name
+		}
+		if !ok {
+			return nil
+		}
+		var out []netip.Prefix
+		for _, s := range splitList(v) {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				addr, aerr := netip.ParseAddr(s)
+				if aerr != nil {
+					a.bad(key, v, "CIDRs or addresses separated by commas")
+					return nil
+				}
+				p = netip.PrefixFrom(addr, addr.BitLen())
+			}
+			out = append(out, p.Masked())
+		}
+		return out
+	}
+	o.Policy.Allow = cidrs("allowlist-source-range", "allowlist-source-range")
+	o.Policy.Deny = cidrs("denylist-source-range", "denylist-source-range")
+
+	rl := &RateLimit{}
+	if key, v, ok := a.get("limit-rps"); ok {
+		if f, err := strconv.ParseFloat(v, 64); err != nil || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+			a.bad(key, v, "requests a second, more than 0")
+		} else {
+			rl.RPS = f
+		}
+	} else if key, v, ok := a.get("limit-rpm"); ok {
+		if f, err := strconv.ParseFloat(v, 64); err != nil || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+			a.bad(key, v, "requests a minute, more than 0")
+		} else {
+			rl.RPS = f / 60
+		}
+	}
+	if rl.RPS > 0 {
+		rl.Burst = int(math.Ceil(rl.RPS * 5)) // ingress-nginx's default burst multiplier
+		if key, v, ok := a.getAs("limit-burst", ""); ok {
+			if n, err := strconv.Atoi(v); err != nil || n < 1 {
+				a.bad(key, v, "a whole number of requests, at least 1")
+			} else {
+				rl.Burst = n
+			}
+		} else if key, v, ok := a.nginxOnly("limit-burst-multiplier"); ok {
+			if n, err := strconv.Atoi(v); err != nil || n < 1 {
+				a.bad(key, v, "a whole number, at least 1")
+			} else {
+				rl.Burst = int(math.Ceil(rl.RPS * float64(n)))
+			}
+		}
+	}
+	if key, v, ok := a.get("limit-connections"); ok {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 {
+			a.bad(key, v, "a whole number of connections, at least 1")
+		} else {
+			rl.Connections = n
+		}
+	}
+	if rl.RPS > 0 || rl.Connections > 0 {
+		o.Policy.RateLimit = rl
+	}
+}
+
+func (a *annotationReader) cors(o *Options) {
+	on, _, _ := a.boolean("enable-cors")
+	if !on {
+		for _, n := range []string{"cors-allow-origin", "cors-allow-methods", "cors-allow-headers", "cors-expose-headers", "cors-allow-credentials", "cors-max-age"} {
+			a.get(n) // read: without enable-cors they do nothing, as in ingress-nginx
+		}
+		return
+	}
+	// ingress-nginx's defaults.
+	c := &CORS{AllowOrigins: []string{"*"}, AllowMethods: "GET, PUT, POST, DELETE, PATCH, OPTIONS",
+		AllowHeaders:     "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization",
+		AllowCredentials: true, MaxAge: 1728000}
+	if key, v, ok := a.get("cors-allow-origin"); ok {
+		c.AllowOrigins = nil
+		for _, origin := range splitList(v) {
+			if origin != "*" && !(strings.HasPrefix(origin, "https://") || strings.HasPrefix(origin, "http://")) || !validHeaderValue(origin) {
+				a.bad(key, v, "* or origins such as https://app.example.com, separated by commas")
+				c.AllowOrigins = []string{"*"}
+				break
+			}
+			c.AllowOrigins = append(c.AllowOrigins, strings.TrimSuffix(origin, "/"))
+		}
+	}
+	str := func(name string, dst *string) {
+		if key, v, ok := a.get(name); ok {
+			if !validHeaderValue(v) {
+				a.bad(key, v, "a header value")
+				return
+			}
+			*dst = v
+		}
+	}
+	str("cors-allow-methods", &c.AllowMethods)
+	str("cors-allow-headers", &c.AllowHeaders)
+	str("cors-expose-headers", &c.ExposeHeaders)
+	if b, _, ok := a.boolean("cors-allow-credentials"); ok {
+		c.AllowCredentials = b
+	}
+	if key, v, ok := a.get("cors-max-age"); ok {
+		if n, err := strconv.Atoi(v); err != nil || n < 0 {
+			a.bad(key, v, "seconds, 0 or more")
+		} else {
+			c.MaxAge = n
+		}
+	}
+	o.Policy.CORS = c
+}
+
+func (a *annotationReader) timeouts(o *Options) {
+	d := func(name string, dst *time.Duration) {
+		key, v, ok := a.get(name)
+		if !ok {
+			return
+		}
+		// ingress-nginx takes whole seconds; a Go duration ("500ms", "2m") works too.
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			*dst = time.Duration(n) * time.Second
+			return
+		}
+		if t, err := time.ParseDuration(v); err == nil && t > 0 {
+			*dst = t
+			return
+		}
+		a.bad(key, v, "seconds (60) or a duration (500ms, 2m), more than 0")
+	}
+	d("proxy-connect-timeout", &o.Policy.Timeouts.Connect)
+	d("proxy-read-timeout", &o.Policy.Timeouts.Read)
+	d("proxy-send-timeout", &o.Policy.Timeouts.Send)
+}
+
+// unread reports the nginx annotations that nothing read: refused snippets, and those
+// metalgate does not support. They are never silently ignored.
+func (a *annotationReader) unread() {
+	if !a.nginx {
+		return
+	}
+	var keys []string
+	for k := range a.ann {
+		if strings.HasPrefix(k, PrefixNginx) && !a.read[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		name := strings.TrimPrefix(k, PrefixNginx)
+		if snippets[name] {
+			a.problems = append(a.problems, problemText{ReasonRefusedAnnotation, fmt.Sprintf(
+				"annotation %s is refused: snippets paste configuration text into the proxy, the way ingress-nginx got its remote-code-execution CVEs; use metalgate.io/request-headers-set, response-headers-set and the other annotations instead", k)})
+			continue
+		}
+		a.problems = append(a.problems, problemText{ReasonUnsupportedAnnotation, fmt.Sprintf(
+			"annotation %s is not supported by metalgate and has no effect (kubectl metalgate migrate lists what maps)", k)})
+	}
+}
+
+// splitList splits a comma- or space-separated list.
+func splitList(v string) []string {
+	return strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' })
+}
+
+func contains(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+var headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+func validHeaderName(n string) bool { return headerNameRE.MatchString(n) }
+
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// protectedHeader: the framing and hop-by-hop headers, which only the proxy sets.
+func protectedHeader(n string) bool {
+	switch canonicalHeader(n) {
+	case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Upgrade", "Te", "Trailer",
+		"Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization":
+		return true
+	}
+	return false
+}
+
+// canonicalHeader is textproto's canonical form for valid names ("x-user" → "X-User").
+func canonicalHeader(n string) string {
+	b := []byte(strings.ToLower(n))
+	upper := true
+	for i, c := range b {
+		if upper && c >= 'a' && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+		upper = c == '-'
+	}
+	return string(b)
 }
 
 // parseSize parses "1024", "512k", "8m", "1g" (powers of 1024, case-insensitive).

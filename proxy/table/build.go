@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,6 +45,11 @@ type Input struct {
 	// --static-config file (development, benchmarks on one host) sets it; default false.
 	// Link-local, unspecified, multicast and broadcast addresses are always refused.
 	AllowLoopbackEndpoints bool
+	// NginxAnnotations also reads the nginx.ingress.kubernetes.io/ form of every annotation
+	// metalgate supports, and reports every other nginx annotation as a Problem
+	// (UnsupportedAnnotation, RefusedAnnotation for snippets). Default false here; the proxy's
+	// --nginx-annotations flag turns it on (its default).
+	NginxAnnotations bool
 }
 
 // EndpointSliceController is the endpointslice.kubernetes.io/managed-by value of the
@@ -72,6 +78,12 @@ const (
 	// ReasonRefusedEndpoint: a backend's EndpointSlices list addresses that are not routed
 	// (not a pod IP, or a slice not managed by the endpoint-slice controller).
 	ReasonRefusedEndpoint = "RefusedEndpoint"
+	// ReasonUnsupportedAnnotation: an nginx.ingress.kubernetes.io annotation metalgate does
+	// not implement; it has no effect (never silently).
+	ReasonUnsupportedAnnotation = "UnsupportedAnnotation"
+	// ReasonRefusedAnnotation: a snippet annotation, refused by name (free-form
+	// configuration is how ingress-nginx got its remote-code-execution CVEs).
+	ReasonRefusedAnnotation = "RefusedAnnotation"
 )
 
 // Classes returns the names of the IngressClasses with our controller, and whether one of
@@ -154,11 +166,14 @@ func Build(in Input) (*Table, []Problem) {
 		}
 	}
 	sort.Slice(owned, func(i, j int) bool { return first(owned[i], owned[j]) })
-	for _, ing := range owned {
-		b.claim(ing)
+	parsed := make([]parsedIngress, len(owned))
+	for i, ing := range owned {
+		parsed[i].opts, parsed[i].problems = parseOptions(ing.Annotations, in.NginxAnnotations)
+		parsed[i].rules = withAliases(ing.Spec.Rules, parsed[i].opts.ServerAliases)
+		b.claim(ing, parsed[i].rules)
 	}
-	for _, ing := range owned {
-		b.ingress(ing)
+	for i, ing := range owned {
+		b.ingress(ing, parsed[i])
 	}
 	b.chooseDefaults()
 	b.t.Ingresses = len(owned)
@@ -247,9 +262,17 @@ func validHost(h string) bool {
 	return !strings.Contains(h, "*") || strings.HasPrefix(h, "*.") && strings.Count(h, "*") == 1
 }
 
-// claim records the hosts an Ingress names, in its rules and under spec.tls, that no Ingress
-// before it named: its namespace owns them.
-func (b *builder) claim(ing *networkingv1.Ingress) {
+// parsedIngress is an Ingress's annotations read once: its options, their problems, and its
+// rules with those of its server aliases.
+type parsedIngress struct {
+	opts     Options
+	problems []problemText
+	rules    []networkingv1.IngressRule
+}
+
+// claim records the hosts an Ingress names, in its rules (server aliases included) and under
+// spec.tls, that no Ingress before it named: its namespace owns them.
+func (b *builder) claim(ing *networkingv1.Ingress, rules []networkingv1.IngressRule) {
 	id := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
 	name := func(h string) {
 		if h = strings.ToLower(h); h == "" || !validHost(h) {
@@ -259,7 +282,7 @@ func (b *builder) claim(ing *networkingv1.Ingress) {
 			b.hosts[h] = id
 		}
 	}
-	for _, r := range ing.Spec.Rules {
+	for _, r := range rules {
 		name(r.Host)
 	}
 	for _, t := range ing.Spec.TLS {
@@ -283,16 +306,20 @@ func (b *builder) allowed(id types.NamespacedName, field, h string) bool {
 	return false
 }
 
-func (b *builder) ingress(ing *networkingv1.Ingress) {
+func (b *builder) ingress(ing *networkingv1.Ingress, p parsedIngress) {
 	id := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
-	opts, bad := parseOptions(ing.Annotations)
-	for _, msg := range bad {
-		b.problem(id, ReasonInvalidAnnotation, "%s", msg)
+	opts, rules := p.opts, p.rules
+	for _, pt := range p.problems {
+		b.problem(id, pt.reason, "%s", pt.msg)
 	}
 	// Hosts first: one of another namespace is refused before anything for it is loaded, and
 	// a host of ours is known even without a path (its requests stay in this namespace).
-	for i, rule := range ing.Spec.Rules {
-		if host := strings.ToLower(rule.Host); host != "" && validHost(host) && b.allowed(id, fmt.Sprintf("spec.rules[%d].host", i), host) {
+	for i, rule := range rules {
+		field := fmt.Sprintf("spec.rules[%d].host", i)
+		if i >= len(ing.Spec.Rules) {
+			field = "server-alias"
+		}
+		if host := strings.ToLower(rule.Host); host != "" && validHost(host) && b.allowed(id, field, host) {
 			b.hostRules(host, ing.Namespace)
 		}
 	}
@@ -305,7 +332,7 @@ func (b *builder) ingress(ing *networkingv1.Ingress) {
 			})
 		}
 	}
-	for _, rule := range ing.Spec.Rules {
+	for _, rule := range rules {
 		host := strings.ToLower(rule.Host)
 		if !validHost(host) {
 			b.problem(id, ReasonInvalidRule, "host %q: a wildcard must be the whole first label (*.example.com)", rule.Host)
@@ -330,11 +357,21 @@ func (b *builder) ingress(ing *networkingv1.Ingress) {
 				b.problem(id, ReasonInvalidRule, "path %q on host %q must start with /", p.Path, rule.Host)
 				continue
 			}
-			// Exact stays exact; Prefix and ImplementationSpecific both match by element.
+			// Exact stays exact; Prefix and ImplementationSpecific both match by element,
+			// or, with use-regex, as a regular expression.
 			kind := "Prefix"
-			if pt == string(networkingv1.PathTypeExact) {
+			var re *regexp.Regexp
+			switch {
+			case pt == string(networkingv1.PathTypeExact):
 				kind = "Exact"
-			} else {
+			case opts.UseRegex:
+				var err error
+				if re, err = regexRoute(path); err != nil {
+					b.problem(id, ReasonInvalidRule, "path %q on host %q is not a regular expression (use-regex, RE2 syntax): %v", p.Path, hostOrAny(rule.Host), err)
+					continue
+				}
+				kind = "Regex"
+			default:
 				path = "/" + strings.Trim(path, "/")
 			}
 			k := routeKey{host, path, kind}
@@ -354,7 +391,7 @@ func (b *builder) ingress(ing *networkingv1.Ingress) {
 			if be == nil {
 				continue
 			}
-			r := &Route{Host: host, Path: path, PathType: pt, Ingress: id, Backend: be, Options: opts, TLS: tlsHosts[host]}
+			r := &Route{Host: host, Path: path, PathType: pt, Ingress: id, Backend: be, Options: opts, TLS: tlsHosts[host], Regex: re}
 			if host == "" {
 				b.nsOwner[nsRouteKey{ing.Namespace, k}] = id
 				b.namespace(ing.Namespace).hostless().add(r, kind)
@@ -367,6 +404,24 @@ func (b *builder) ingress(ing *networkingv1.Ingress) {
 			b.hostRules(host, ing.Namespace).add(r, kind)
 		}
 	}
+}
+
+// withAliases returns rules followed by a copy of every rule with a host for each alias
+// (server-alias): the aliases serve what the Ingress's hosts serve.
+func withAliases(rules []networkingv1.IngressRule, aliases []string) []networkingv1.IngressRule {
+	if len(aliases) == 0 {
+		return rules
+	}
+	out := append([]networkingv1.IngressRule(nil), rules...)
+	for _, alias := range aliases {
+		for _, r := range rules {
+			if r.Host != "" {
+				r.Host = alias
+				out = append(out, r)
+			}
+		}
+	}
+	return out
 }
 
 func hostOrAny(h string) string {
@@ -417,15 +472,20 @@ func (nr *namespaceRules) hostless() *hostRules {
 }
 
 func (hr *hostRules) add(r *Route, kind string) {
-	if kind == "Exact" {
+	switch kind {
+	case "Exact":
 		hr.exact[r.Path] = r
-		return
+	case "Regex":
+		hr.regexes = append(hr.regexes, r)
+	default:
+		hr.prefixes = append(hr.prefixes, r)
 	}
-	hr.prefixes = append(hr.prefixes, r)
 }
 
 func (hr *hostRules) sort() {
 	sort.SliceStable(hr.prefixes, func(i, j int) bool { return prefixLess(hr.prefixes[i].Path, hr.prefixes[j].Path) })
+	// Regular expressions: the longest first, as ingress-nginx orders its locations.
+	sort.SliceStable(hr.regexes, func(i, j int) bool { return len(hr.regexes[i].Path) > len(hr.regexes[j].Path) })
 }
 
 // tls loads the certificates of the Ingress's hosts (those of its namespace) into the table

@@ -2,6 +2,7 @@ package table
 
 import (
 	"crypto/tls"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -42,6 +43,8 @@ type Route struct {
 	Options  Options
 	// TLS says whether the Ingress lists this route's host under spec.tls.
 	TLS bool
+	// Regex is the compiled Path of a use-regex route; nil otherwise.
+	Regex *regexp.Regexp
 }
 
 // Backend is one Service port with its endpoints and balancing policy. Backends are shared
@@ -77,6 +80,7 @@ type hostRules struct {
 	cert      *tls.Certificate // from a Secret of the owner namespace; nil: the default one
 	exact     map[string]*Route
 	prefixes  []*Route // longest (by path element) first
+	regexes   []*Route // use-regex routes, longest pattern first
 }
 
 // namespaceRules is where a namespace's own hosts' unmatched requests go.
@@ -176,6 +180,7 @@ func (t *Table) Routes() []*Route {
 			out = append(out, r)
 		}
 		out = append(out, hr.prefixes...)
+		out = append(out, hr.regexes...)
 	}
 	for _, hr := range t.exact {
 		add(hr)
@@ -197,7 +202,7 @@ func (t *Table) Routes() []*Route {
 					out = append(out, r)
 				}
 			}
-			for _, r := range hr.prefixes {
+			for _, r := range append(hr.prefixes[:len(hr.prefixes):len(hr.prefixes)], hr.regexes...) {
 				if !seen[r] {
 					out = append(out, r)
 				}
@@ -226,6 +231,13 @@ func (hr *hostRules) match(path string) *Route {
 	}
 	if r := hr.exact[path]; r != nil {
 		return r
+	}
+	// As nginx does: a regular expression that matches wins over a prefix (ingress-nginx's
+	// use-regex locations are nginx regex locations).
+	for _, r := range hr.regexes {
+		if r.Regex.MatchString(path) {
+			return r
+		}
 	}
 	for _, r := range hr.prefixes {
 		if prefixMatch(r.Path, path) {

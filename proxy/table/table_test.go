@@ -8,7 +8,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
-	"strings"
 	"testing"
 	"time"
 
@@ -222,33 +221,6 @@ func TestEndpoints(t *testing.T) {
 			r := tab.Lookup("n.com", "/")
 			if diff := cmp.Diff(tc.want, r.Backend.Endpoints); diff != "" {
 				t.Errorf("endpoints (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestAnnotations(t *testing.T) {
-	for _, tc := range []struct {
-		ann     map[string]string
-		want    Options
-		problem bool
-	}{
-		{nil, Options{Protocol: ProtocolHTTP, Balance: Balance{Algorithm: RoundRobin}}, false},
-		{map[string]string{AnnotationBackendProtocol: "grpc", AnnotationSSLRedirect: "true", AnnotationBodySize: "8m"},
-			Options{Protocol: ProtocolH2C, SSLRedirect: true, MaxBodyBytes: 8 << 20, Balance: Balance{Algorithm: RoundRobin}}, false},
-		{map[string]string{AnnotationHashBy: "header:X-User"}, Options{Protocol: ProtocolHTTP, Balance: Balance{Algorithm: Hash, HashBy: HashByHeader, HashKey: "X-User"}}, false},
-		{map[string]string{AnnotationLoadBalance: "hash"}, Options{Protocol: ProtocolHTTP, Balance: Balance{Algorithm: Hash, HashBy: HashByClientIP}}, false},
-		{map[string]string{AnnotationLoadBalance: "ewma", AnnotationAffinity: "cookie"}, Options{Protocol: ProtocolHTTP, Balance: Balance{Algorithm: EWMA, AffinityCookie: DefaultAffinityCookie}}, false},
-		{map[string]string{AnnotationBodySize: "0"}, Options{Protocol: ProtocolHTTP, MaxBodyBytes: -1, Balance: Balance{Algorithm: RoundRobin}}, false},
-		{map[string]string{AnnotationBodySize: "lots"}, Options{Protocol: ProtocolHTTP, Balance: Balance{Algorithm: RoundRobin}}, true},
-	} {
-		t.Run(strings.ReplaceAll(cmp.Diff(nil, tc.ann), "\n", ""), func(t *testing.T) {
-			got, problems := parseOptions(tc.ann)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("options (-want +got):\n%s", diff)
-			}
-			if (len(problems) > 0) != tc.problem {
-				t.Errorf("problems = %v, want problem: %v", problems, tc.problem)
 			}
 		})
 	}

@@ -1,0 +1,189 @@
+package dataplane
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/metalgate/metalgate/proxy/table"
+)
+
+// The route policy (table.Policy), applied here for both forwarding paths. Before the
+// request is forwarded, in this order: the address lists (403), the rate limit (429), the
+// fixed redirect, the redirect to HTTPS, app-root, a CORS preflight (204). What the backend
+// sees (rewritten path, Host, X-Forwarded-Prefix, header edits) is written by the header
+// policy (headers.go) and the path rewrite below; what the client sees (response header
+// edits, CORS headers) by responseHeaders.
+
+// answer runs the checks and redirects of route's policy. It reports whether it answered the
+// request itself, in which case nothing is forwarded.
+func (s *Server) answer(w *responseWriter, r *http.Request, route *table.Route, a *attempt) bool {
+	p := &route.Options.Policy
+	if len(p.Allow) > 0 || len(p.Deny) > 0 {
+		if !allowed(a.realIP, p.Allow, p.Deny) {
+			s.limitHit(limitSourceRange)
+			http.Error(w, "forbidden", http.StatusForbidden)
+			return true
+		}
+	}
+	if p.RateLimit != nil {
+		if wait, ok := s.limits.take(route.Ingress.String(), a.realIP, p.RateLimit); !ok {
+			s.limitHit(limitRate)
+			w.Header().Set("Retry-After", strconv.Itoa(wait))
+			http.Error(w, "too many requests", http.StatusTooManyRequests)
+			return true
+		}
+		if p.RateLimit.Connections > 0 {
+			a.release = s.limits.enter(route.Ingress.String(), a.realIP, p.RateLimit)
+			if a.release == nil {
+				s.limitHit(limitRate)
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, "too many requests in flight", http.StatusTooManyRequests)
+				return true
+			}
+		}
+	}
+	if rd := p.Redirect; rd != nil {
+		http.Redirect(w, r, rd.URL, rd.Code)
+		return true
+	}
+	if p.HTTPSRedirect != 0 && (!p.HTTPSOnlyTLS || route.TLS) && s.forwarded(r, a).proto != "https" {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if s.httpsPort != "443" {
+			host = net.JoinHostPort(host, s.httpsPort)
+		}
+		u := url.URL{Scheme: "https", Host: host, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+		http.Redirect(w, r, u.String(), p.HTTPSRedirect)
+		return true
+	}
+	if p.AppRoot != "" && r.URL.Path == "/" {
+		http.Redirect(w, r, p.AppRoot, http.StatusFound)
+		return true
+	}
+	if c := p.CORS; c != nil && r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != "" {
+		h := w.Header()
+		corsHeaders(h, c, r.Header.Get("Origin"))
+		if h.Get("Access-Control-Allow-Origin") != "" {
+			h.Set("Access-Control-Allow-Methods", c.AllowMethods)
+			h.Set("Access-Control-Allow-Headers", c.AllowHeaders)
+			h.Set("Access-Control-Max-Age", strconv.Itoa(c.MaxAge))
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return true
+	}
+	return false
+}
+
+// allowed reports whether ip passes the lists: not in deny, and in allow when allow is set.
+func allowed(ip netip.Addr, allow, deny []netip.Prefix) bool {
+	if !ip.IsValid() {
+		return false
+	}
+	for _, p := range deny {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	if len(allow) == 0 {
+		return true
+	}
+	for _, p := range allow {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// corsHeaders adds the CORS response headers for a request from origin, when the policy
+// allows that origin ("*" allows any; a list is matched exactly).
+func corsHeaders(h http.Header, c *table.CORS, origin string) {
+	allow := ""
+	for _, o := range c.AllowOrigins {
+		if o == "*" {
+			allow = "*"
+			break
+		}
+		if strings.EqualFold(o, origin) {
+			allow = origin
+			break
+		}
+	}
+	if allow == "" {
+		return
+	}
+	h.Set("Access-Control-Allow-Origin", allow)
+	if allow != "*" {
+		h.Add("Vary", "Origin")
+	}
+	if c.AllowCredentials {
+		h.Set("Access-Control-Allow-Credentials", "true")
+	}
+	if c.ExposeHeaders != "" {
+		h.Set("Access-Control-Expose-Headers", c.ExposeHeaders)
+	}
+}
+
+// rewritePath applies the route's rewrite to r's path (the query is kept): the matched prefix
+// replaced by the target, or with a regex route the whole path replaced by the target with
+// $1…$9 from the route's groups.
+func rewritePath(r *http.Request, route *table.Route) {
+	rw := route.Options.Policy.Rewrite
+	if rw == nil {
+		return
+	}
+	path := r.URL.Path
+	var out string
+	switch {
+	case rw.Regex && route.Regex != nil:
+		m := route.Regex.FindStringSubmatchIndex(path)
+		if m == nil {
+			return
+		}
+		out = string(route.Regex.ExpandString(nil, rw.Target, path, m))
+	case route.PathType == "Exact":
+		out = rw.Target
+	default:
+		prefix := strings.TrimRight(route.Path, "/")
+		rest := strings.TrimPrefix(path, prefix)
+		out = strings.TrimRight(rw.Target, "/") + rest
+		if out == "" || out[0] != '/' {
+			out = "/" + out
+		}
+	}
+	r.URL.Path, r.URL.RawPath = out, ""
+}
+
+// editHeaders applies header edits to h: remove, then set, then add.
+func editHeaders(h http.Header, e *table.HeaderEdits) {
+	for _, n := range e.Remove {
+		delete(h, n)
+	}
+	for _, hd := range e.Set {
+		h[hd.Name] = []string{hd.Value}
+	}
+	for _, hd := range e.Add {
+		h[hd.Name] = append(h[hd.Name], hd.Value)
+	}
+}
+
+// edited reports whether the request header edits replace or remove header k.
+func edited(e *table.HeaderEdits, k string) bool {
+	for _, n := range e.Remove {
+		if n == k {
+			return true
+		}
+	}
+	for _, hd := range e.Set {
+		if hd.Name == k {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,311 @@
+package dataplane
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// noFollow is a client that shows redirects instead of following them.
+var noFollow = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// TestPolicyRewriteAndHeaders: path rewrites (prefix, and regex with groups, in both
+// annotation forms), upstream-vhost, X-Forwarded-Prefix and request and response header
+// edits reach the backend and the client alike on both forwarding paths.
+func TestPolicyRewriteAndHeaders(t *testing.T) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Backend-Secret", "internal")
+		w.Header().Set("X-Kept", "yes")
+		_ = json.NewEncoder(w).Encode(echoReply{Host: r.Host, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header})
+	}))
+	t.Cleanup(be.Close)
+	ep := []string{hostport(be)}
+	tab := buildTable(t,
+		route{host: "p.test", path: "/api", endpoints: ep, annotations: map[string]string{
+			"metalgate.io/rewrite-target":          "/v2",
+			"metalgate.io/upstream-vhost":          "internal.svc",
+			"metalgate.io/x-forwarded-prefix":      "/api",
+			"metalgate.io/request-headers-set":     "X-Tenant: one\nX-Forwarded-For: 192.0.2.99",
+			"metalgate.io/request-headers-add":     "X-Multi: b",
+			"metalgate.io/request-headers-remove":  "Cookie",
+			"metalgate.io/response-headers-set":    "Cache-Control: no-store",
+			"metalgate.io/response-headers-remove": "X-Backend-Secret",
+		}},
+		route{host: "r.test", path: "/something(/|$)(.*)", endpoints: ep, annotations: map[string]string{
+			"nginx.ingress.kubernetes.io/rewrite-target": "/$2"}},
+	)
+	forEachPath(t, func(t *testing.T, opts Options) {
+		_, addr, _ := startProxy(t, opts, tab)
+		resp, e := get(t, http.DefaultClient, "http://"+addr+"/api/users?id=7", map[string]string{"Host": "p.test", "Cookie": "session=x", "X-Multi": "a"})
+		for _, c := range []struct{ what, got, want string }{
+			{"path", e.Path, "/v2/users"},
+			{"query", e.Query, "id=7"},
+			{"Host", e.Host, "internal.svc"},
+			{"X-Forwarded-Host", strings.Join(e.Header["X-Forwarded-Host"], ","), "p.test"},
+			{"X-Forwarded-Prefix", strings.Join(e.Header["X-Forwarded-Prefix"], ","), "/api"},
+			{"X-Tenant", strings.Join(e.Header["X-Tenant"], ","), "one"},
+			{"X-Forwarded-For (set)", strings.Join(e.Header["X-Forwarded-For"], ","), "192.0.2.99"},
+			{"X-Multi", strings.Join(e.Header["X-Multi"], ","), "a,b"},
+			{"Cookie", strings.Join(e.Header["Cookie"], ","), ""},
+			{"response Cache-Control", resp.Header.Get("Cache-Control"), "no-store"},
+			{"response X-Backend-Secret", resp.Header.Get("X-Backend-Secret"), ""},
+			{"response X-Kept", resp.Header.Get("X-Kept"), "yes"},
+		} {
+			if c.got != c.want {
+				t.Errorf("%s: %q, want %q", c.what, c.got, c.want)
+			}
+		}
+		for target, want := range map[string]string{"/something/new/x": "/new/x", "/something": "/", "/SOMETHING/up": "/up"} {
+			_, e := get(t, http.DefaultClient, "http://"+addr+target, map[string]string{"Host": "r.test"})
+			if e.Path != want {
+				t.Errorf("nginx rewrite of %s: backend saw %q, want %q", target, e.Path, want)
+			}
+		}
+	})
+}
+
+// TestPolicyRedirects: fixed redirects, app-root and the redirect to HTTPS (metalgate's
+// always; ingress-nginx's only for hosts with TLS; force-ssl-redirect always).
+func TestPolicyRedirects(t *testing.T) {
+	be := echoBackend(t, "a")
+	ep := []string{hostport(be)}
+	tab := buildTable(t,
+		route{host: "perm.test", path: "/", endpoints: ep, annotations: map[string]string{"metalgate.io/permanent-redirect": "https://new.example/"}},
+		route{host: "temp.test", path: "/", endpoints: ep, annotations: map[string]string{"nginx.ingress.kubernetes.io/temporal-redirect": "/moved", "nginx.ingress.kubernetes.io/temporal-redirect-code": "307"}},
+		route{host: "root.test", path: "/", endpoints: ep, annotations: map[string]string{"metalgate.io/app-root": "/app"}},
+		route{host: "mg-ssl.test", path: "/", endpoints: ep, annotations: map[string]string{"metalgate.io/ssl-redirect": "true"}},
+		route{host: "nginx-ssl.test", path: "/", endpoints: ep, annotations: map[string]string{"nginx.ingress.kubernetes.io/ssl-redirect": "true"}},
+		route{host: "force.test", path: "/", endpoints: ep, annotations: map[string]string{"nginx.ingress.kubernetes.io/force-ssl-redirect": "true"}},
+	)
+	forEachPath(t, func(t *testing.T, opts Options) {
+		_, addr, _ := startProxy(t, opts, tab)
+		for _, tc := range []struct {
+			host, path string
+			code       int
+			location   string
+		}{
+			{"perm.test", "/x", 301, "https://new.example/"},
+			{"temp.test", "/x", 307, "/moved"},
+			{"root.test", "/", 302, "/app"},
+			{"root.test", "/other", 200, ""},
+			{"mg-ssl.test", "/p?q=1", 308, "https://mg-ssl.test/p?q=1"},
+			{"nginx-ssl.test", "/p", 200, ""}, // no TLS on this host: ingress-nginx does not redirect
+			{"force.test", "/p", 308, "https://force.test/p"},
+		} {
+			resp, _ := get(t, noFollow, "http://"+addr+tc.path, map[string]string{"Host": tc.host})
+			if resp.StatusCode != tc.code || resp.Header.Get("Location") != tc.location {
+				t.Errorf("%s%s: %d Location %q, want %d %q", tc.host, tc.path, resp.StatusCode, resp.Header.Get("Location"), tc.code, tc.location)
+			}
+		}
+	})
+}
+
+// TestPolicySourceRanges: allow and deny lists judge the client's own address, or, behind a
+// trusted proxy, the right-most untrusted X-Forwarded-For address.
+func TestPolicySourceRanges(t *testing.T) {
+	be := echoBackend(t, "a")
+	ep := []string{hostport(be)}
+	tab := buildTable(t,
+		route{host: "allow.test", path: "/", endpoints: ep, annotations: map[string]string{"metalgate.io/allowlist-source-range": "10.0.0.0/8"}},
+		route{host: "deny.test", path: "/", endpoints: ep, annotations: map[string]string{"nginx.ingress.kubernetes.io/denylist-source-range": "127.0.0.0/8"}},
+		route{host: "both.test", path: "/", endpoints: ep, annotations: map[string]string{"nginx.ingress.kubernetes.io/whitelist-source-range": "192.0.2.0/24", "metalgate.io/denylist-source-range": "192.0.2.66"}},
+	)
+	forEachPath(t, func(t *testing.T, opts Options) {
+		reg := prometheus.NewRegistry()
+		opts.Metrics = NewMetrics(reg)
+		_, addr, _ := startProxy(t, opts, tab)
+		opts.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		_, trustedAddr, _ := startProxy(t, opts, tab)
+		for _, tc := range []struct {
+			via, host, xff string
+			want           int
+		}{
+			{addr, "allow.test", "", 403},
+			{addr, "deny.test", "", 403},
+			{addr, "both.test", "", 403},
+			{addr, "allow.test", "10.1.2.3", 403}, // an untrusted client's X-Forwarded-For counts for nothing
+			{trustedAddr, "allow.test", "10.1.2.3", 200},
+			{trustedAddr, "allow.test", "10.1.2.3, 203.0.113.9", 403}, // the right-most untrusted address
+			{trustedAddr, "deny.test", "198.51.100.1", 200},
+			{trustedAddr, "both.test", "192.0.2.5", 200},
+			{trustedAddr, "both.test", "192.0.2.66", 403},
+		} {
+			hdr := map[string]string{"Host": tc.host}
+			if tc.xff != "" {
+				hdr["X-Forwarded-For"] = tc.xff
+			}
+			if resp, _ := get(t, http.DefaultClient, "http://"+tc.via+"/", hdr); resp.StatusCode != tc.want {
+				t.Errorf("%s from %q (trusted %v): %d, want %d", tc.host, tc.xff, tc.via == trustedAddr, resp.StatusCode, tc.want)
+			}
+		}
+		if n := testutil.ToFloat64(opts.Metrics.LimitHits.WithLabelValues(limitSourceRange)); n != 6 {
+			t.Errorf("source_range counted %v times, want 6 (4 + 2: the two proxies count into one registry)", n)
+		}
+	})
+}
+
+// TestPolicyRateLimit: a client over its rate gets 429 with Retry-After; other Ingresses and
+// clients have buckets of their own; a client with as many requests in flight as allowed
+// gets 429 for the next one, and its place back when one ends.
+func TestPolicyRateLimit(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 4)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+	}))
+	t.Cleanup(slow.Close)
+	fast := echoBackend(t, "a")
+	tab := buildTable(t,
+		route{host: "rps.test", path: "/", endpoints: []string{hostport(fast)}, annotations: map[string]string{"metalgate.io/limit-rps": "1", "metalgate.io/limit-burst": "2"}},
+		route{host: "other.test", path: "/", endpoints: []string{hostport(fast)}, annotations: map[string]string{"nginx.ingress.kubernetes.io/limit-rpm": "60"}},
+		route{host: "conn.test", path: "/", endpoints: []string{hostport(slow)}, annotations: map[string]string{"metalgate.io/limit-connections": "1"}},
+	)
+	forEachPath(t, func(t *testing.T, opts Options) {
+		_, addr, _ := startProxy(t, opts, tab)
+		for i, want := range []int{200, 200, 429} {
+			resp, _ := get(t, http.DefaultClient, "http://"+addr+"/", map[string]string{"Host": "rps.test"})
+			if resp.StatusCode != want {
+				t.Fatalf("request %d: %d, want %d", i, resp.StatusCode, want)
+			}
+			if want == 429 {
+				if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 {
+					t.Errorf("Retry-After %q, want whole seconds", resp.Header.Get("Retry-After"))
+				}
+			}
+		}
+		if resp, _ := get(t, http.DefaultClient, "http://"+addr+"/", map[string]string{"Host": "other.test"}); resp.StatusCode != 200 {
+			t.Errorf("another Ingress shares the bucket: %d", resp.StatusCode)
+		}
+
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code := statusOf(t, "http://"+addr+"/", "conn.test"); code != 200 {
+				t.Errorf("first request in flight: %d", code)
+			}
+		}()
+		<-entered
+		if code := statusOf(t, "http://"+addr+"/", "conn.test"); code != 429 {
+			t.Errorf("second request while one is in flight: %d, want 429", code)
+		}
+		release <- struct{}{}
+		wg.Wait()
+		go func() { <-entered; release <- struct{}{} }()
+		if code := statusOf(t, "http://"+addr+"/", "conn.test"); code != 200 {
+			t.Errorf("after the first ended: %d, want 200", code)
+		}
+	})
+}
+
+// TestPolicyCORS: preflights are answered by the proxy for allowed origins; responses carry
+// the CORS headers for an allowed origin and none for another.
+func TestPolicyCORS(t *testing.T) {
+	be := echoBackend(t, "a")
+	tab := buildTable(t, route{host: "c.test", path: "/", endpoints: []string{hostport(be)}, annotations: map[string]string{
+		"nginx.ingress.kubernetes.io/enable-cors":        "true",
+		"nginx.ingress.kubernetes.io/cors-allow-origin":  "https://app.example",
+		"nginx.ingress.kubernetes.io/cors-allow-methods": "GET, POST",
+		"metalgate.io/cors-expose-headers":               "X-Total",
+		"metalgate.io/cors-max-age":                      "600",
+	}})
+	forEachPath(t, func(t *testing.T, opts Options) {
+		_, addr, _ := startProxy(t, opts, tab)
+		req, _ := http.NewRequest(http.MethodOptions, "http://"+addr+"/x", nil)
+		req.Host = "c.test"
+		req.Header.Set("Origin", "https://app.example")
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		want := map[string]string{"Access-Control-Allow-Origin": "https://app.example", "Access-Control-Allow-Methods": "GET, POST",
+			"Access-Control-Max-Age": "600", "Access-Control-Allow-Credentials": "true"}
+		if resp.StatusCode != 204 {
+			t.Errorf("preflight: %d, want 204", resp.StatusCode)
+		}
+		for k, v := range want {
+			if got := resp.Header.Get(k); got != v {
+				t.Errorf("preflight %s: %q, want %q", k, got, v)
+			}
+		}
+		for origin, wantAllow := range map[string]string{"https://app.example": "https://app.example", "https://evil.example": ""} {
+			resp, _ := get(t, http.DefaultClient, "http://"+addr+"/", map[string]string{"Host": "c.test", "Origin": origin})
+			if got := resp.Header.Get("Access-Control-Allow-Origin"); got != wantAllow {
+				t.Errorf("GET from %s: Allow-Origin %q, want %q", origin, got, wantAllow)
+			}
+			if wantAllow != "" && resp.Header.Get("Access-Control-Expose-Headers") != "X-Total" {
+				t.Errorf("GET from %s: Expose-Headers %q", origin, resp.Header.Get("Access-Control-Expose-Headers"))
+			}
+		}
+	})
+}
+
+// TestPolicyTimeouts: a route's proxy-read-timeout bounds the wait for the backend's answer
+// (504) while the proxy's own is long; proxy-connect-timeout bounds the dial.
+func TestPolicyTimeouts(t *testing.T) {
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(release); slow.Close() })
+	tab := buildTable(t, route{host: "t.test", path: "/", endpoints: []string{hostport(slow)}, annotations: map[string]string{
+		"nginx.ingress.kubernetes.io/proxy-read-timeout": "1"}})
+	forEachPath(t, func(t *testing.T, opts Options) {
+		opts.ResponseHeaderTimeout = time.Minute
+		_, addr, _ := startProxy(t, opts, tab)
+		start := time.Now()
+		resp, _ := get(t, http.DefaultClient, "http://"+addr+"/", map[string]string{"Host": "t.test"})
+		if took := time.Since(start); resp.StatusCode != 504 || took > 10*time.Second {
+			t.Errorf("status %d after %v, want 504 after about 1s", resp.StatusCode, took)
+		}
+	})
+}
+
+// TestNginxAnnotationsProblems: through the table builder, unsupported nginx annotations and
+// snippets are problems of the Ingress (Warning events), never silently ignored.
+func TestNginxAnnotationsProblems(t *testing.T) {
+	be := echoBackend(t, "a")
+	r := route{host: "n.test", path: "/", endpoints: []string{hostport(be)}, annotations: map[string]string{
+		"nginx.ingress.kubernetes.io/configuration-snippet": "more_set_headers 'X: y';",
+		"nginx.ingress.kubernetes.io/mirror-target":         "http://m/",
+	}}
+	_, problems := buildTableProblems(t, r)
+	var got []string
+	for _, p := range problems {
+		got = append(got, fmt.Sprintf("%s %s", p.Reason, strings.SplitN(p.Message, " ", 3)[1]))
+	}
+	want := "RefusedAnnotation nginx.ingress.kubernetes.io/configuration-snippet,UnsupportedAnnotation nginx.ingress.kubernetes.io/mirror-target"
+	if strings.Join(got, ",") != want {
+		t.Errorf("problems %v, want %s", got, want)
+	}
+}
+
+// statusOf sends GET url with Host host and returns the status (the body is discarded).
+func statusOf(t *testing.T, url, host string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Host = host
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Errorf("GET %s (Host %s): %v", url, host, err)
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}

@@ -1,0 +1,201 @@
+package table
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+)
+
+// TestAnnotations: every annotation, valid (metalgate.io form, and its ingress-nginx form when
+// NginxAnnotations is on), invalid (a problem naming the annotation, and the default), and
+// nginx annotations that metalgate does not implement (reported, never silently ignored).
+func TestAnnotations(t *testing.T) {
+	def := func(f func(o *Options)) Options {
+		o := Options{Protocol: ProtocolHTTP, Balance: Balance{Algorithm: RoundRobin}}
+		if f != nil {
+			f(&o)
+		}
+		return o
+	}
+	m := func(kv ...string) map[string]string {
+		out := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			k := kv[i]
+			if !strings.Contains(k, "/") {
+				k = PrefixMetalgate + k
+			}
+			out[k] = kv[i+1]
+		}
+		return out
+	}
+	ng := func(name string) string { return PrefixNginx + name }
+	for _, tc := range []struct {
+		name     string
+		ann      map[string]string
+		nginx    bool
+		want     Options
+		problems []string // "Reason: substring of the message", in order
+	}{
+		{name: "none", want: def(nil)},
+		{name: "protocol, redirect, body size", ann: m("backend-protocol", "grpc", "ssl-redirect", "true", "proxy-body-size", "8m"),
+			want: def(func(o *Options) { o.Protocol, o.Policy.HTTPSRedirect, o.MaxBodyBytes = ProtocolH2C, 308, 8<<20 })},
+		{name: "https to the backend is not there yet", ann: m("backend-protocol", "HTTPS"), want: def(nil),
+			problems: []string{"InvalidAnnotation: metalgate.io/backend-protocol=\"HTTPS\" is invalid"}},
+		{name: "hash by header", ann: m("hash-by", "header:X-User"), want: def(func(o *Options) { o.Balance = Balance{Algorithm: Hash, HashBy: HashByHeader, HashKey: "X-User"} })},
+		{name: "hash alone by client", ann: m("load-balance", "hash"), want: def(func(o *Options) { o.Balance = Balance{Algorithm: Hash, HashBy: HashByClientIP} })},
+		{name: "ewma and affinity", ann: m("load-balance", "ewma", "affinity", "cookie"), want: def(func(o *Options) { o.Balance = Balance{Algorithm: EWMA, AffinityCookie: DefaultAffinityCookie} })},
+		{name: "body size 0 is unlimited", ann: m("proxy-body-size", "0"), want: def(func(o *Options) { o.MaxBodyBytes = -1 })},
+		{name: "bad body size", ann: m("proxy-body-size", "lots"), want: def(nil), problems: []string{"InvalidAnnotation: metalgate.io/proxy-body-size=\"lots\""}},
+		{name: "prefix rewrite", ann: m("rewrite-target", "/v2"), want: def(func(o *Options) { o.Policy.Rewrite = &Rewrite{Target: "/v2"} })},
+		{name: "regex rewrite", ann: m("rewrite-target", "/$2", "use-regex", "true"),
+			want: def(func(o *Options) { o.UseRegex, o.Policy.Rewrite = true, &Rewrite{Target: "/$2", Regex: true} })},
+		{name: "a group in the target makes it a regex", ann: m("rewrite-target", "/x/$1"),
+			want: def(func(o *Options) { o.UseRegex, o.Policy.Rewrite = true, &Rewrite{Target: "/x/$1", Regex: true} })},
+		{name: "bad rewrite", ann: m("rewrite-target", "v2"), want: def(nil), problems: []string{"InvalidAnnotation: metalgate.io/rewrite-target"}},
+		{name: "redirects", ann: m("permanent-redirect", "https://new.example/", "permanent-redirect-code", "308", "app-root", "/app", "force-ssl-redirect", "true"),
+			want: def(func(o *Options) {
+				o.Policy.Redirect, o.Policy.AppRoot, o.Policy.HTTPSRedirect = &Redirect{URL: "https://new.example/", Code: 308}, "/app", 308
+			})},
+		{name: "temporary redirect", ann: m("temporary-redirect", "/elsewhere"), want: def(func(o *Options) { o.Policy.Redirect = &Redirect{URL: "/elsewhere", Code: 302} })},
+		{name: "redirect to a protocol-relative or scheme-less target", ann: m("permanent-redirect", "//evil.example", "temporary-redirect", "javascript:alert(1)"), want: def(nil),
+			problems: []string{"InvalidAnnotation: metalgate.io/permanent-redirect", "InvalidAnnotation: metalgate.io/temporary-redirect"}},
+		{name: "bad redirect code", ann: m("permanent-redirect", "/x", "permanent-redirect-code", "200"),
+			want: def(func(o *Options) { o.Policy.Redirect = &Redirect{URL: "/x", Code: 301} }), problems: []string{"InvalidAnnotation: metalgate.io/permanent-redirect-code"}},
+		{name: "aliases, vhost, prefix", ann: m("server-alias", "a.example, www.a.example", "upstream-vhost", "internal.svc:8080", "x-forwarded-prefix", "/shop"),
+			want: def(func(o *Options) {
+				o.ServerAliases, o.Policy.UpstreamHost, o.Policy.ForwardedPrefix = []string{"a.example", "www.a.example"}, "internal.svc:8080", "/shop"
+			})},
+		{name: "bad alias", ann: m("server-alias", "a.example/x"), want: def(nil), problems: []string{"InvalidAnnotation: metalgate.io/server-alias"}},
+		{name: "header edits", ann: m("request-headers-set", "X-Tenant: one\nx-env:  prod", "request-headers-remove", "cookie, x-debug",
+			"response-headers-add", "Cache-Control: no-store", "response-headers-remove", "Server"),
+			want: def(func(o *Options) {
+				o.Policy.RequestHeaders = HeaderEdits{Set: []Header{{"X-Tenant", "one"}, {"X-Env", "prod"}}, Remove: []string{"Cookie", "X-Debug"}}
+				o.Policy.ResponseHeaders = HeaderEdits{Add: []Header{{"Cache-Control", "no-store"}}, Remove: []string{"Server"}}
+			})},
+		{name: "the framing headers are not editable", ann: m("request-headers-set", "Host: evil", "response-headers-remove", "transfer-encoding"), want: def(nil),
+			problems: []string{"InvalidAnnotation: metalgate.io/request-headers-set", "InvalidAnnotation: metalgate.io/response-headers-remove"}},
+		{name: "header value with a control character", ann: m("request-headers-add", "X-A: b\x00c"), want: def(nil), problems: []string{"InvalidAnnotation: metalgate.io/request-headers-add"}},
+		{name: "source ranges", ann: m("allowlist-source-range", "10.0.0.0/8, 192.0.2.7", "denylist-source-range", "10.9.0.0/16"),
+			want: def(func(o *Options) {
+				o.Policy.Allow = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32")}
+				o.Policy.Deny = []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}
+			})},
+		{name: "bad range", ann: m("allowlist-source-range", "10.0.0.0/33"), want: def(nil), problems: []string{"InvalidAnnotation: metalgate.io/allowlist-source-range"}},
+		{name: "rate limits", ann: m("limit-rps", "10", "limit-burst", "15", "limit-connections", "4"),
+			want: def(func(o *Options) { o.Policy.RateLimit = &RateLimit{RPS: 10, Burst: 15, Connections: 4} })},
+		{name: "rate limit default burst", ann: m("limit-rpm", "120"), want: def(func(o *Options) { o.Policy.RateLimit = &RateLimit{RPS: 2, Burst: 10} })},
+		{name: "bad rate", ann: m("limit-rps", "-1"), want: def(nil), problems: []string{"InvalidAnnotation: metalgate.io/limit-rps"}},
+		{name: "cors defaults", ann: m("enable-cors", "true"), want: def(func(o *Options) {
+			o.Policy.CORS = &CORS{AllowOrigins: []string{"*"}, AllowMethods: "GET, PUT, POST, DELETE, PATCH, OPTIONS",
+				AllowHeaders:     "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization",
+				AllowCredentials: true, MaxAge: 1728000}
+		})},
+		{name: "cors set", ann: m("enable-cors", "true", "cors-allow-origin", "https://a.example, https://b.example/", "cors-allow-credentials", "false", "cors-max-age", "60", "cors-allow-methods", "GET"),
+			want: def(func(o *Options) {
+				o.Policy.CORS = &CORS{AllowOrigins: []string{"https://a.example", "https://b.example"}, AllowMethods: "GET",
+					AllowHeaders: "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization", MaxAge: 60}
+			})},
+		{name: "cors options without enable-cors do nothing", ann: m("cors-allow-origin", "https://a.example"), want: def(nil)},
+		{name: "timeouts", ann: m("proxy-connect-timeout", "3", "proxy-read-timeout", "500ms", "proxy-send-timeout", "2m"),
+			want: def(func(o *Options) {
+				o.Policy.Timeouts = Timeouts{Connect: 3 * time.Second, Read: 500 * time.Millisecond, Send: 2 * time.Minute}
+			})},
+		{name: "bad timeout", ann: m("proxy-read-timeout", "0"), want: def(nil), problems: []string{"InvalidAnnotation: metalgate.io/proxy-read-timeout"}},
+
+		// The ingress-nginx forms.
+		{name: "nginx forms are ignored unless enabled", ann: m(ng("rewrite-target"), "/$1", ng("configuration-snippet"), "more_set_headers x"), want: def(nil)},
+		{name: "nginx forms", nginx: true, ann: m(ng("rewrite-target"), "/$2", ng("backend-protocol"), "GRPC", ng("ssl-redirect"), "true",
+			ng("whitelist-source-range"), "10.0.0.0/8", ng("limit-rps"), "5", ng("limit-burst-multiplier"), "3", ng("load-balance"), "round_robin",
+			ng("upstream-hash-by"), "$http_x_user", ng("affinity"), "cookie", ng("session-cookie-name"), "route", ng("temporal-redirect"), "https://t.example",
+			ng("proxy-read-timeout"), "120"),
+			want: def(func(o *Options) {
+				o.Protocol, o.UseRegex = ProtocolH2C, true
+				o.Balance = Balance{Algorithm: RoundRobin, AffinityCookie: "route"}
+				o.Policy.Rewrite = &Rewrite{Target: "/$2", Regex: true}
+				o.Policy.HTTPSRedirect, o.Policy.HTTPSOnlyTLS = 308, true
+				o.Policy.Allow = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+				o.Policy.RateLimit = &RateLimit{RPS: 5, Burst: 15}
+				o.Policy.Redirect = &Redirect{URL: "https://t.example", Code: 302}
+				o.Policy.Timeouts.Read = 120 * time.Second
+			})},
+		{name: "nginx hash by a variable", nginx: true, ann: m(ng("upstream-hash-by"), "$remote_addr"), want: def(func(o *Options) { o.Balance = Balance{Algorithm: Hash, HashBy: HashByClientIP} })},
+		{name: "nginx hash by something metalgate cannot", nginx: true, ann: m(ng("upstream-hash-by"), "$request_uri"), want: def(nil),
+			problems: []string{"InvalidAnnotation: nginx.ingress.kubernetes.io/upstream-hash-by"}},
+		{name: "the metalgate.io form wins", nginx: true, ann: m("proxy-body-size", "1k", ng("proxy-body-size"), "1m"),
+			want: def(func(o *Options) { o.MaxBodyBytes = 1 << 10 })},
+		{name: "snippets refused, unknown reported", nginx: true, ann: m(ng("configuration-snippet"), "more_set_headers x", ng("server-snippet"), "location /x {}",
+			ng("session-cookie-samesite"), "Strict", ng("enable-opentelemetry"), "true"),
+			want: def(nil), problems: []string{
+				"RefusedAnnotation: nginx.ingress.kubernetes.io/configuration-snippet is refused",
+				"UnsupportedAnnotation: nginx.ingress.kubernetes.io/enable-opentelemetry",
+				"RefusedAnnotation: nginx.ingress.kubernetes.io/server-snippet is refused",
+				"UnsupportedAnnotation: nginx.ingress.kubernetes.io/session-cookie-samesite",
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, problems := parseOptions(tc.ann, tc.nginx)
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateComparable(netip.Prefix{})); diff != "" {
+				t.Errorf("options (-want +got):\n%s", diff)
+			}
+			if len(problems) != len(tc.problems) {
+				t.Fatalf("problems %v, want %d: %v", problems, len(tc.problems), tc.problems)
+			}
+			for i, p := range problems {
+				reason, sub, _ := strings.Cut(tc.problems[i], ": ")
+				if p.reason != reason || !strings.Contains(p.msg, sub) {
+					t.Errorf("problem %d: %s: %s; want %s containing %q", i, p.reason, p.msg, reason, sub)
+				}
+			}
+		})
+	}
+}
+
+// TestRegexAndAliasRoutes: use-regex paths match as ingress-nginx's (anchored, any case,
+// before prefixes, longest first); a path that is not RE2 is refused with a problem and the
+// rest works; server-alias hosts serve the Ingress's rules, and an alias another namespace
+// owns is refused like any other host.
+func TestRegexAndAliasRoutes(t *testing.T) {
+	re := ingress("re", 0, path{"r.com", "/api/v[0-9]+/(.*)", "ImplementationSpecific", "regex"}, path{"r.com", "/api/v1/special/(.*)", "ImplementationSpecific", "longer"},
+		path{"r.com", "/bad(", "ImplementationSpecific", "bad"})
+	re.Annotations = map[string]string{PrefixMetalgate + "use-regex": "true"}
+	plain := ingress("plain", 1, path{"r.com", "/api", "Prefix", "prefix"})
+	alias := ingress("alias", 2, path{"a.com", "/", "Prefix", "aliased"})
+	alias.Annotations = map[string]string{PrefixMetalgate + "server-alias": "www.a.com, taken.com"}
+	other := ingress("other", 0, path{"taken.com", "/", "Prefix", "theirs"})
+	other.Namespace = "elsewhere"
+	tab, problems := Build(Input{Classes: []*networkingv1.IngressClass{class("metalgate")}, Ingresses: []*networkingv1.Ingress{re, plain, alias, other},
+		Services: []*corev1.Service{svc("regex"), svc("longer"), svc("prefix"), svc("aliased"), svc("bad")}})
+	var reasons []string
+	for _, p := range problems {
+		if p.Reason != ReasonMissingService { // the Services of the other namespace are not given
+			reasons = append(reasons, p.Ingress.Name+" "+p.Reason)
+		}
+	}
+	if diff := cmp.Diff([]string{"re InvalidRule", "alias HostConflict"}, reasons); diff != "" {
+		t.Errorf("problems (-want +got):\n%s\n%v", diff, problems)
+	}
+	for _, tc := range []struct{ host, path, want string }{
+		{"r.com", "/api/v2/users", "regex"},
+		{"r.com", "/API/V7/x", "regex"},          // any case
+		{"r.com", "/api/v1/special/x", "longer"}, // the longest pattern first
+		{"r.com", "/api/vx", "prefix"},           // no regex matches: the prefix
+		{"r.com", "/x/api/v1/y", ""},             // anchored at the start
+		{"www.a.com", "/anything", "aliased"},    // an alias
+		{"taken.com", "/", "theirs"},             // another namespace's host stays theirs
+	} {
+		r := tab.Lookup(tc.host, tc.path)
+		got := ""
+		if r != nil {
+			got = r.Backend.Service.Name
+		}
+		if got != tc.want {
+			t.Errorf("%s%s → %q, want %q", tc.host, tc.path, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,109 @@
+package table
+
+import (
+	"net/netip"
+	"regexp"
+	"time"
+)
+
+// Policy is what a route does besides choosing an endpoint: the one route model that Ingress
+// annotations compile into (metalgate.io/… and their nginx.ingress.kubernetes.io/… forms),
+// and that Gateway API filters are to compile into. The data plane applies it in one place
+// for both forwarding paths. The zero value does nothing.
+type Policy struct {
+	// Allow, when not empty, lists the only client addresses served; Deny lists refused ones
+	// (Deny wins). Others get 403. The client address is the connection's, or what a trusted
+	// proxy or the PROXY protocol says.
+	Allow, Deny []netip.Prefix
+	// RateLimit, when set, limits requests (and connections) per client address.
+	RateLimit *RateLimit
+	// Redirect answers every request with a redirect instead of forwarding it.
+	Redirect *Redirect
+	// HTTPSRedirect, when not 0, is the status of the redirect to https:// that plain-HTTP
+	// requests get (308). OnlyWithTLS limits it to routes whose host is in spec.tls.
+	HTTPSRedirect int
+	HTTPSOnlyTLS  bool
+	// AppRoot redirects requests for "/" there (302).
+	AppRoot string
+	// CORS answers preflight requests and adds the CORS headers to responses.
+	CORS *CORS
+	// BasicAuth asks for a user and password from an htpasswd Secret.
+	BasicAuth *BasicAuth
+	// Rewrite changes the path the backend sees.
+	Rewrite *Rewrite
+	// UpstreamHost replaces the Host header the backend sees (upstream-vhost).
+	UpstreamHost string
+	// ForwardedPrefix, when set, is sent as X-Forwarded-Prefix.
+	ForwardedPrefix string
+	// RequestHeaders change what the backend sees; ResponseHeaders what the client sees.
+	RequestHeaders, ResponseHeaders HeaderEdits
+	// Timeouts override the proxy's own for this route's backend (0: the proxy's).
+	Timeouts Timeouts
+}
+
+// RateLimit is a token bucket per client address: RPS requests a second on average, Burst
+// at once; Connections caps the requests in flight per client address (0: none).
+type RateLimit struct {
+	RPS         float64
+	Burst       int
+	Connections int
+}
+
+// Redirect is a fixed redirect: the client is sent to URL with Code (301, 302, 307, 308).
+type Redirect struct {
+	URL  string
+	Code int
+}
+
+// CORS is the cross-origin policy of a route (the Fetch standard's CORS protocol).
+type CORS struct {
+	AllowOrigins     []string // "*" for any; otherwise exact origins ("https://a.example")
+	AllowMethods     string
+	AllowHeaders     string
+	ExposeHeaders    string
+	AllowCredentials bool
+	MaxAge           int // seconds a preflight may be cached
+}
+
+// BasicAuth is HTTP Basic authentication (RFC 7617) against htpasswd lines from a Secret.
+type BasicAuth struct {
+	Realm string
+	// Users maps a user name to its htpasswd hash (bcrypt "$2y$…", or "{SHA}…").
+	Users map[string]string
+}
+
+// Rewrite changes the request path before it is forwarded. With Regex, the route's path is
+// a regular expression and the whole path becomes Target with $1…$9 expanded from its
+// groups (ingress-nginx's rewrite-target); without, the route's matched prefix is replaced
+// by Target (Gateway API's ReplacePrefixMatch). The query is kept either way.
+type Rewrite struct {
+	Target string
+	Regex  bool
+}
+
+// HeaderEdits set (replace), add (append) and remove headers, in that order: remove first.
+type HeaderEdits struct {
+	Set, Add []Header
+	Remove   []string
+}
+
+// Header is one header line.
+type Header struct{ Name, Value string }
+
+// Empty reports whether the edits change nothing.
+func (e HeaderEdits) Empty() bool { return len(e.Set) == 0 && len(e.Add) == 0 && len(e.Remove) == 0 }
+
+// Timeouts are per-route backend timeouts (ingress-nginx's proxy-connect-timeout,
+// proxy-read-timeout, proxy-send-timeout).
+type Timeouts struct {
+	Connect time.Duration // dialing an endpoint
+	Read    time.Duration // the response head, and each read of the body
+	Send    time.Duration // each write of the request to the backend
+}
+
+// regexRoute compiles a route path written as a regular expression the way ingress-nginx
+// matches it: anchored at the start, case-insensitive. RE2 syntax (no look-around or back
+// references).
+func regexRoute(path string) (*regexp.Regexp, error) {
+	return regexp.Compile("(?i)^" + path)
+}
