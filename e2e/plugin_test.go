@@ -24,6 +24,7 @@ import (
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/e2e/lab"
+	"github.com/metalgate/metalgate/proxy/controlplane"
 	"github.com/metalgate/metalgate/speaker/election"
 )
 
@@ -42,8 +43,10 @@ const (
 //   - backends shows the echo pod's endpoint, ready and healthy, in the proxy's live table;
 //   - check flags an Ingress whose class names no IngressClass (exit 1), and nothing about the
 //     served Ingress once the proxy has written its VIP into the status;
-//   - when a rival keeps writing a node IP into an Ingress's status, check reports the node IP
-//     and the proxy's StatusConflict events;
+//   - when a rival keeps writing a node IP into an Ingress's status, the proxy stops writing
+//     it after three overwrites (the rival writes at most three times, then never again), and
+//     check reports the node IP, the StatusConflict events and the ForeignStatusWriter one
+//     naming the rival; annotation metalgate.io/status-owner gives the Ingress back;
 //   - with a BGPPeer to the lab router, announcers shows a BGP VIP from every node to that peer;
 //   - the admin ports the plugin reads answer nobody else: from the node network, without a
 //     token, the speakers' metrics port, the proxy's admin port and the controller's metrics
@@ -219,15 +222,19 @@ func TestPlugin(t *testing.T) {
 	})
 
 	t.Run("rival", func(t *testing.T) {
+		// A foreign writer: it puts a node IP into the status whenever the status holds
+		// anything else, as an ingress controller's status sync does. The proxy rewrites,
+		// backs off, and at the third overwrite within 10 minutes (MaxConflicts) stops
+		// writing that Ingress: the rival writes at most three times, then the status stays
+		// put, and check names the other writer.
 		ingress("rival", ns)
 		nodeIP := lab.Nodes()[0].IPv4.String()
 		wantIP := fmt.Sprintf("error: Ingress %s/rival: status.loadBalancer holds %s, which is the VIP of no metalgate proxy Service", ns, nodeIP)
 		wantConflict := fmt.Sprintf("error: Ingress %s/rival: status conflict: ", ns)
-		seenIP := false
-		var out string
-		// The rival rewrites the status whenever the proxy has put its VIP back; the proxy
-		// reports a conflict after two overwrites, then backs off.
-		eventually(t, 90*time.Second, "check reports the rival's node IP and the proxy's StatusConflict events", func() error {
+		wantStopped := fmt.Sprintf(`error: Ingress %s/rival: a metalgate proxy stopped writing its status (ForeignStatusWriter, `, ns)
+		wantWriter := `by field manager "e2e-rival" (now ` + nodeIP + `); this proxy (` + ns + `/metalgate-proxy`
+		rivalWrites := 0
+		rival := func() error {
 			var ing networkingv1.Ingress
 			if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rival"}, &ing); err != nil {
 				return err
@@ -237,6 +244,26 @@ func TestPlugin(t *testing.T) {
 				if err := cl.Status().Update(ctx, &ing, client.FieldOwner("e2e-rival")); err != nil {
 					return fmt.Errorf("rival write: %w", err)
 				}
+				rivalWrites++
+			}
+			return nil
+		}
+		// The proxy publishes the Ingress first.
+		eventually(t, 30*time.Second, "the proxy publishes Ingress rival", func() error {
+			var ing networkingv1.Ingress
+			if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rival"}, &ing); err != nil {
+				return err
+			}
+			if lbs := ing.Status.LoadBalancer.Ingress; len(lbs) != 1 || lbs[0].IP != vip.String() {
+				return fmt.Errorf("status %+v", lbs)
+			}
+			return nil
+		})
+		seenIP := false
+		var out string
+		eventually(t, 90*time.Second, "check reports the rival's node IP, the conflict, and the proxy stopping", func() error {
+			if err := rival(); err != nil {
+				return err
 			}
 			var code int
 			var err error
@@ -245,15 +272,50 @@ func TestPlugin(t *testing.T) {
 				return fmt.Errorf("exit %d (want 1), %v: %s", code, err, out)
 			}
 			seenIP = seenIP || strings.Contains(out, wantIP)
+			for _, want := range []string{wantConflict, wantStopped, wantWriter} {
+				if !strings.Contains(out, want) {
+					return fmt.Errorf("no %q yet in:\n%s", want, out)
+				}
+			}
 			if !seenIP {
 				return fmt.Errorf("no %q yet in:\n%s", wantIP, out)
-			}
-			if !strings.Contains(out, wantConflict) {
-				return fmt.Errorf("no %q yet in:\n%s", wantConflict, out)
 			}
 			return nil
 		})
 		t.Logf("kubectl metalgate check:\n%s", out)
+		if rivalWrites > 3 {
+			t.Errorf("the rival had to write %d times, want at most 3: the proxy stops at the third overwrite (MaxConflicts)", rivalWrites)
+		}
+		// Stopped: for 20 s the rival, still watching, never has to write again.
+		before := rivalWrites
+		end := time.Now().Add(20 * time.Second)
+		for time.Now().Before(end) {
+			if err := rival(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if rivalWrites != before {
+			t.Errorf("the proxy wrote the status again after it stopped: the rival wrote %d more times in 20 s", rivalWrites-before)
+		}
+		// The user gives the Ingress back to the proxy: it writes at once.
+		var ing networkingv1.Ingress
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rival"}, &ing); err != nil {
+			t.Fatal(err)
+		}
+		ing.Annotations = map[string]string{controlplane.AnnotationStatusOwner: ns + "/metalgate-proxy"}
+		if err := cl.Update(ctx, &ing); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "the proxy writes the Ingress the annotation gives it", func() error {
+			if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rival"}, &ing); err != nil {
+				return err
+			}
+			if lbs := ing.Status.LoadBalancer.Ingress; len(lbs) != 1 || lbs[0].IP != vip.String() {
+				return fmt.Errorf("status %+v", lbs)
+			}
+			return nil
+		})
 	})
 
 	t.Run("announcers BGP", func(t *testing.T) {

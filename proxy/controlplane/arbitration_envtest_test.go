@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metalgate/metalgate/proxy/controlplane"
@@ -84,7 +85,12 @@ func setProxyReady(t *testing.T, ns, name string, ready bool) {
 // arbitrationProxy starts a proxy serving controller: watching ns only, or every namespace
 // when ns is "", publishing Service svcNS/proxy.
 func arbitrationProxy(t *testing.T, ns, svcNS, controller string, mutate func(*controlplane.Options)) *proxy {
-	return startProxy(t, svcNS, func(o *controlplane.Options) {
+	t.Helper()
+	return startProxy(t, svcNS, arbitrationOptions(ns, svcNS, controller, mutate))
+}
+
+func arbitrationOptions(ns, svcNS, controller string, mutate func(*controlplane.Options)) func(*controlplane.Options) {
+	return func(o *controlplane.Options) {
 		o.Controller = controller
 		o.WatchNamespaces = nil
 		if ns != "" {
@@ -96,7 +102,7 @@ func arbitrationProxy(t *testing.T, ns, svcNS, controller string, mutate func(*c
 		if mutate != nil {
 			mutate(o)
 		}
-	})
+	}
 }
 
 // statusLog records every committed value of an Ingress's status, from a watch.
@@ -456,4 +462,60 @@ func TestYieldTraffic(t *testing.T) {
 		return ""
 	})
 	warning(t, ns, "web", controlplane.ReasonYielded, "This proxy does not route its traffic either")
+}
+
+// TestArbitrationReplicas: the cluster-wide proxy runs two replicas with leader election, as
+// a Deployment of two would. Only the leader writes and reports: one StatusYielded, no
+// change. When the leader goes, the other replica leads, yields as well (and reports once
+// itself), and the status still does not change.
+func TestArbitrationReplicas(t *testing.T) {
+	needAPIServer(t)
+	ns, sys := namespace(t), namespace(t)
+	class, controller := arbitrationClass(t, "arb-replicas")
+	proxyService(t, ns, "proxy", "100.64.7.1")
+	proxyService(t, sys, "proxy", "100.64.7.4")
+	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
+	create(t, ingress(ns, "web", class, "a.test", "web"))
+	arbitrationProxy(t, ns, ns, controller, nil)
+	waitIngressIPs(t, ns, "web", "100.64.7.1")
+	log := watchStatus(t, ns, "web")
+	elect := func(o *ctrl.Options) {
+		o.LeaderElection, o.LeaderElectionID, o.LeaderElectionNamespace = true, "arb-replicas", sys
+		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = ptr(3*time.Second), ptr(2*time.Second), ptr(500*time.Millisecond)
+		o.LeaderElectionReleaseOnCancel = true
+	}
+	replicas := []*proxy{
+		startProxyWith(t, sys, arbitrationOptions("", sys, controller, nil), elect),
+		startProxyWith(t, sys, arbitrationOptions("", sys, controller, nil), elect),
+	}
+	yielding := func(p *proxy) bool {
+		return testutil.ToFloat64(p.metrics.IngressesYielded.WithLabelValues("proxy")) == 1
+	}
+	var leader, other *proxy
+	eventually(t, 20*time.Second, func() string {
+		switch {
+		case yielding(replicas[0]) && !yielding(replicas[1]):
+			leader, other = replicas[0], replicas[1]
+		case yielding(replicas[1]) && !yielding(replicas[0]):
+			leader, other = replicas[1], replicas[0]
+		default:
+			return fmt.Sprintf("want exactly one replica (the leader) yielding: %v, %v", yielding(replicas[0]), yielding(replicas[1]))
+		}
+		return ""
+	})
+	stable(t, log, ns, "web", "100.64.7.1", 2*time.Second)
+	if _, n := eventsOn(t, ns, "web", controlplane.ReasonYielded); n != 1 {
+		t.Errorf("%d StatusYielded events from two replicas, want 1 (the leader's)", n)
+	}
+	leader.stop()
+	eventually(t, 30*time.Second, func() string {
+		if !yielding(other) {
+			return "the other replica does not lead and yield yet"
+		}
+		return ""
+	})
+	stable(t, log, ns, "web", "100.64.7.1", 2*time.Second)
+	if got := log.since(0); len(got) != 1 {
+		t.Errorf("status went through %q across the leader change, want one value", got)
+	}
 }

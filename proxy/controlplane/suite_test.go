@@ -106,10 +106,19 @@ type proxy struct {
 	metrics *controlplane.Metrics
 	cp      *controlplane.ControlPlane
 	dp      *dataplane.Server
+	// stop ends the proxy before the test does (as a killed pod).
+	stop func()
 }
 
 // startProxy runs the proxy (leader election off) scoped to ns until the test ends.
 func startProxy(t *testing.T, ns string, mutate func(*controlplane.Options)) *proxy {
+	t.Helper()
+	return startProxyWith(t, ns, mutate, nil)
+}
+
+// startProxyWith is startProxy with the manager's options changed by manager (leader
+// election, say).
+func startProxyWith(t *testing.T, ns string, mutate func(*controlplane.Options), manager func(*ctrl.Options)) *proxy {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := bufferedLogger(t)
@@ -128,13 +137,17 @@ func startProxy(t *testing.T, ns string, mutate func(*controlplane.Options)) *pr
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mo := ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Logger:                 log,
 		Cache:                  cp.CacheOptions(),
-	})
+	}
+	if manager != nil {
+		manager(&mo)
+	}
+	mgr, err := ctrl.NewManager(cfg, mo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,14 +170,16 @@ func startProxy(t *testing.T, ns string, mutate func(*controlplane.Options)) *pr
 		defer wg.Done()
 		_ = dp.Serve(ctx, ln, nil)
 	}()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(stop)
 	eventually(t, 20*time.Second, func() string {
 		if err := cp.Ready(); err != nil {
 			return err.Error()
 		}
 		return ""
 	})
-	return &proxy{addr: ln.Addr().String(), metrics: m, cp: cp, dp: dp}
+	return &proxy{addr: ln.Addr().String(), metrics: m, cp: cp, dp: dp, stop: stop}
 }
 
 func bufferedLogger(t *testing.T) logr.Logger {
