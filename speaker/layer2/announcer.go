@@ -36,7 +36,8 @@ type Options struct {
 	// late) does not answer from a stale table after losing quorum.
 	Gate func() bool
 
-	dialARP     func(*net.Interface) (arpConn, error) // tests
+	dialARP     func(*net.Interface) (net.PacketConn, error)      // tests
+	listenNDP   func(*net.Interface) (ndpConn, netip.Addr, error) // tests
 	lookupIface func(name string) (*net.Interface, error)
 }
 
@@ -82,6 +83,9 @@ func New(opts Options) *Announcer {
 	if opts.dialARP == nil {
 		opts.dialARP = dialARP
 	}
+	if opts.listenNDP == nil {
+		opts.listenNDP = listenNDP
+	}
 	if opts.lookupIface == nil {
 		opts.lookupIface = net.InterfaceByName
 	}
@@ -95,8 +99,19 @@ func New(opts Options) *Announcer {
 }
 
 // answers reports whether ip is announced on the interface named name now.
-func (a *Announcer) answers(name string, ip netip.Addr) bool {
-	return (*a.table.Load())[name][ip] && (a.opts.Gate == nil || a.opts.Gate())
+func (a *Announcer) answers(name string, ip netip.Addr) bool { return a.verdict(name, ip) == "" }
+
+// verdict says whether a request for ip on the interface named name is answered now (""), or
+// why not: DropNotOurs, or DropFenced while the gate is closed.
+func (a *Announcer) verdict(name string, ip netip.Addr) Outcome {
+	switch {
+	case !(*a.table.Load())[name][ip]:
+		return DropNotOurs
+	case a.opts.Gate != nil && !a.opts.Gate():
+		return DropFenced
+	default:
+		return ""
+	}
 }
 
 // Where returns the interfaces vip is announced on, sorted.
@@ -256,7 +271,7 @@ func (a *Announcer) syncResponders(next table) error {
 			continue
 		}
 		a.ifis["arp/"+name] = *cur
-		a.arp[name] = newARPResponder(cur, func(ip netip.Addr) bool { return a.answers(name, ip) }, a.opts.dialARP, a.log, a.m)
+		a.arp[name] = newARPResponder(cur, func(ip netip.Addr) Outcome { return a.verdict(name, ip) }, a.opts.dialARP, a.log, a.m)
 	}
 	for name, vips := range wantNDP {
 		r := a.ndp[name]
@@ -266,7 +281,7 @@ func (a *Announcer) syncResponders(next table) error {
 				continue
 			}
 			a.ifis["ndp/"+name] = *cur
-			r = newNDPResponder(cur, func(ip netip.Addr) bool { return a.answers(name, ip) }, a.log, a.m)
+			r = newNDPResponder(cur, func(ip netip.Addr) Outcome { return a.verdict(name, ip) }, a.opts.listenNDP, a.log, a.m)
 			a.ndp[name] = r
 		}
 		r.setAddrs(vips)

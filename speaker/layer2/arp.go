@@ -1,7 +1,6 @@
 package layer2
 
 import (
-	"bytes"
 	"net"
 	"net/netip"
 	"sync"
@@ -10,21 +9,39 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ethernet"
+	"github.com/mdlayher/packet"
 )
 
-// arpConn is the part of *arp.Client the responder uses.
-type arpConn interface {
-	Read() (*arp.Packet, *ethernet.Frame, error)
-	WriteTo(p *arp.Packet, addr net.HardwareAddr) error
-	Close() error
+// arpConn reads raw Ethernet frames (parsed and checked by parseARP, so that every frame has
+// an outcome) and writes ARP packets.
+type arpConn struct {
+	pc net.PacketConn
+	c  *arp.Client
 }
 
-func dialARP(ifi *net.Interface) (arpConn, error) {
-	c, err := arp.Dial(ifi)
+func (c *arpConn) Close() error { return c.pc.Close() }
+
+// dialARP opens a raw packet socket for EtherType ARP on ifi.
+func dialARP(ifi *net.Interface) (net.PacketConn, error) {
+	c, err := packet.Listen(ifi, packet.Raw, int(ethernet.EtherTypeARP), nil)
 	if err != nil {
 		return nil, err // not a typed nil in the interface
 	}
 	return c, nil
+}
+
+// openARP dials and wraps the socket; the ARP client needs an IPv4 address on ifi.
+func openARP(ifi *net.Interface, dial func(*net.Interface) (net.PacketConn, error)) (*arpConn, error) {
+	pc, err := dial(ifi)
+	if err != nil {
+		return nil, err
+	}
+	c, err := arp.New(ifi, pc)
+	if err != nil {
+		_ = pc.Close()
+		return nil, err
+	}
+	return &arpConn{pc: pc, c: c}, nil
 }
 
 // reopenDelay is how long a responder waits before reopening a socket that failed.
@@ -32,22 +49,22 @@ const reopenDelay = 200 * time.Millisecond
 
 // arpResponder answers ARP requests on one interface for the addresses announce accepts.
 type arpResponder struct {
-	ifi      *net.Interface
-	announce func(netip.Addr) bool
-	dial     func(*net.Interface) (arpConn, error)
-	log      logr.Logger
-	m        *Metrics
+	ifi     *net.Interface
+	verdict func(netip.Addr) Outcome // "" to answer, else why not
+	dial    func(*net.Interface) (net.PacketConn, error)
+	log     logr.Logger
+	m       *Metrics
 
 	mu     sync.Mutex
-	conn   arpConn // nil while (re)opening
+	conn   *arpConn // nil while (re)opening
 	closed bool
 	done   chan struct{}
 }
 
-func newARPResponder(ifi *net.Interface, announce func(netip.Addr) bool, dial func(*net.Interface) (arpConn, error), log logr.Logger, m *Metrics) *arpResponder {
-	r := &arpResponder{ifi: ifi, announce: announce, dial: dial, log: log, m: m, done: make(chan struct{})}
+func newARPResponder(ifi *net.Interface, verdict func(netip.Addr) Outcome, dial func(*net.Interface) (net.PacketConn, error), log logr.Logger, m *Metrics) *arpResponder {
+	r := &arpResponder{ifi: ifi, verdict: verdict, dial: dial, log: log, m: m, done: make(chan struct{})}
 	// Open once synchronously so that a gratuitous burst right after creation has a socket.
-	first, err := dial(ifi)
+	first, err := openARP(ifi, dial)
 	if err != nil {
 		r.m.Errors.WithLabelValues("arp", "open").Inc()
 		r.log.Info("open ARP socket failed; retrying", "interface", ifi.Name, "error", err.Error())
@@ -57,14 +74,14 @@ func newARPResponder(ifi *net.Interface, announce func(netip.Addr) bool, dial fu
 	return r
 }
 
-// run reads requests until close, reopening the socket after any error: mdlayher/arp returns
-// "network is down" once the link goes down and never recovers on the same socket.
-func (r *arpResponder) run(c arpConn) {
+// run reads requests until close, reopening the socket after any error: the packet socket
+// returns "network is down" once the link goes down and never recovers.
+func (r *arpResponder) run(c *arpConn) {
 	defer close(r.done)
 	for {
 		if c == nil {
 			var err error
-			if c, err = r.dial(r.ifi); err != nil {
+			if c, err = openARP(r.ifi, r.dial); err != nil {
 				r.m.Errors.WithLabelValues("arp", "open").Inc()
 				r.log.V(1).Info("open ARP socket failed; retrying", "interface", r.ifi.Name, "error", err.Error())
 				if r.sleep(reopenDelay) {
@@ -114,32 +131,41 @@ func (r *arpResponder) sleep(d time.Duration) bool {
 	return false
 }
 
-func (r *arpResponder) serve(c arpConn) error {
+// serve answers requests until the socket fails. A frame never stops it: each one gets an
+// outcome (handle) and is counted.
+func (r *arpResponder) serve(c *arpConn) error {
+	buf := make([]byte, 1500)
 	for {
-		p, _, err := c.Read()
+		n, _, err := c.pc.ReadFrom(buf)
 		if err != nil {
-			if socketFailed(err) {
-				return err
-			}
-			continue
+			return err // a raw socket returns no parse errors: reopen
 		}
-		if p.Operation != arp.OperationRequest || bytes.Equal(p.SenderHardwareAddr, r.ifi.HardwareAddr) {
-			continue
+		if out := r.handle(c, buf[:n]); out != Answered {
+			r.m.Dropped.WithLabelValues("arp", string(out)).Inc()
 		}
-		ip := p.TargetIP.Unmap()
-		if !r.announce(ip) {
-			continue
-		}
-		reply, err := arp.NewPacket(arp.OperationReply, r.ifi.HardwareAddr, ip, p.SenderHardwareAddr, p.SenderIP)
-		if err != nil {
-			continue
-		}
-		if err := c.WriteTo(reply, p.SenderHardwareAddr); err != nil {
-			r.m.Errors.WithLabelValues("arp", "write").Inc()
-			continue
-		}
-		r.m.Answered.WithLabelValues("arp", r.ifi.Name).Inc()
 	}
+}
+
+// handle answers one frame if it is a request for an address announced here, and says what
+// it did.
+func (r *arpResponder) handle(c *arpConn, frame []byte) Outcome {
+	req, out := parseARP(frame, r.ifi.HardwareAddr)
+	if out != "" {
+		return out
+	}
+	if out := r.verdict(req.Target); out != "" {
+		return out
+	}
+	reply, err := arp.NewPacket(arp.OperationReply, r.ifi.HardwareAddr, req.Target, req.SenderMAC, req.SenderIP)
+	if err != nil {
+		return DropMalformed
+	}
+	if err := c.c.WriteTo(reply, req.SenderMAC); err != nil {
+		r.m.Errors.WithLabelValues("arp", "write").Inc()
+		return Answered // counted as a write error; the request itself was fine
+	}
+	r.m.Answered.WithLabelValues("arp", r.ifi.Name).Inc()
+	return Answered
 }
 
 // gratuitous broadcasts an ARP reply "ip is at <our MAC>" (sender = target = ip, RFC 5227 §3
@@ -156,7 +182,7 @@ func (r *arpResponder) gratuitous(ip netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	if err := c.WriteTo(p, bcast); err != nil {
+	if err := c.c.WriteTo(p, bcast); err != nil {
 		r.m.Errors.WithLabelValues("arp", "write").Inc()
 		return err
 	}

@@ -64,7 +64,7 @@ func (p *pipeConn) expectNothing(t *testing.T, d time.Duration) {
 var (
 	ourMAC    = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x01}
 	clientMAC = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x99}
-	clientIP  = netip.MustParseAddr("127.0.0.99")
+	clientIP  = netip.MustParseAddr("198.51.100.99")
 )
 
 // testAnnouncer runs a real Announcer whose only interface is a fake "eth0" backed by conn (the
@@ -83,9 +83,7 @@ func testAnnouncer(t *testing.T, conn *pipeConn) *Announcer {
 		},
 		GratuitousInterval: 10 * time.Millisecond,
 		lookupIface:        func(string) (*net.Interface, error) { return &fake, nil },
-		dialARP: func(ifi *net.Interface) (arpConn, error) {
-			return arp.New(ifi, conn)
-		},
+		dialARP:            func(*net.Interface) (net.PacketConn, error) { return conn, nil },
 	})
 	t.Cleanup(func() { _ = a.Close() })
 	return a

@@ -16,48 +16,64 @@ import (
 // (RFC 4861 §7.2.2: solicitations go to that group, and the kernel drops multicast for groups
 // nobody joined).
 type ndpResponder struct {
-	ifi      *net.Interface
-	announce func(netip.Addr) bool
-	log      logr.Logger
-	m        *Metrics
+	ifi     *net.Interface
+	verdict func(netip.Addr) Outcome // "" to answer, else why not
+	listen  func(*net.Interface) (ndpConn, netip.Addr, error)
+	log     logr.Logger
+	m       *Metrics
 
 	mu     sync.Mutex
-	conn   *ndp.Conn
+	conn   ndpConn
+	self   netip.Addr          // the link-local address conn is bound to
 	groups map[netip.Addr]bool // solicited-node groups wanted
 	joined map[netip.Addr]bool // groups joined on conn
 	closed bool
 	done   chan struct{}
 }
 
-func newNDPResponder(ifi *net.Interface, announce func(netip.Addr) bool, log logr.Logger, m *Metrics) *ndpResponder {
-	r := &ndpResponder{ifi: ifi, announce: announce, log: log, m: m, groups: map[netip.Addr]bool{}, done: make(chan struct{})}
+// ndpConn is the part of *ndp.Conn the responder uses: raw reads with their control
+// messages (hop limit, destination), so that parseNS can check what RFC 4861 asks.
+type ndpConn interface {
+	ReadRaw(b []byte) (int, *ipv6.ControlMessage, netip.Addr, error)
+	WriteTo(m ndp.Message, cm *ipv6.ControlMessage, dst netip.Addr) error
+	JoinGroup(group netip.Addr) error
+	LeaveGroup(group netip.Addr) error
+	Close() error
+}
+
+func newNDPResponder(ifi *net.Interface, verdict func(netip.Addr) Outcome, listen func(*net.Interface) (ndpConn, netip.Addr, error), log logr.Logger, m *Metrics) *ndpResponder {
+	r := &ndpResponder{ifi: ifi, verdict: verdict, listen: listen, log: log, m: m, groups: map[netip.Addr]bool{}, done: make(chan struct{})}
 	// Open once synchronously so that a gratuitous burst right after creation has a socket.
-	first, err := listenNDP(ifi)
+	first, self, err := listen(ifi)
 	if err != nil {
 		r.m.Errors.WithLabelValues("ndp", "open").Inc()
 		r.log.Info("open NDP socket failed; retrying", "interface", ifi.Name, "error", err.Error())
 	}
-	r.conn, r.joined = first, map[netip.Addr]bool{}
+	r.conn, r.self, r.joined = first, self, map[netip.Addr]bool{}
 	go r.run(first)
 	return r
 }
 
 // listenNDP opens an ICMPv6 socket bound to the link-local address of ifi that only receives
-// neighbour solicitations. The bind fails with "cannot assign requested address" while that
-// address is tentative (DAD), hence the retries in run.
-func listenNDP(ifi *net.Interface) (*ndp.Conn, error) {
-	c, _, err := ndp.Listen(ifi, ndp.LinkLocal)
+// neighbour solicitations, with their hop limit and destination. The bind fails with "cannot
+// assign requested address" while that address is tentative (DAD), hence the retries in run.
+func listenNDP(ifi *net.Interface) (ndpConn, netip.Addr, error) {
+	c, self, err := ndp.Listen(ifi, ndp.LinkLocal)
 	if err != nil {
-		return nil, err
+		return nil, netip.Addr{}, err
 	}
 	var f ipv6.ICMPFilter
 	f.SetAll(true)
 	f.Accept(ipv6.ICMPTypeNeighborSolicitation)
 	if err := c.SetICMPFilter(&f); err != nil {
 		_ = c.Close()
-		return nil, err
+		return nil, netip.Addr{}, err
 	}
-	return c, nil
+	if err := c.SetControlMessage(ipv6.FlagHopLimit|ipv6.FlagDst, true); err != nil {
+		_ = c.Close()
+		return nil, netip.Addr{}, err
+	}
+	return c, self, nil
 }
 
 func (r *ndpResponder) isClosed() bool {
@@ -66,7 +82,7 @@ func (r *ndpResponder) isClosed() bool {
 	return r.closed
 }
 
-func (r *ndpResponder) run(c *ndp.Conn) {
+func (r *ndpResponder) run(c ndpConn) {
 	defer close(r.done)
 	sleep := func() bool {
 		for range reopenDelay / (20 * time.Millisecond) {
@@ -79,8 +95,11 @@ func (r *ndpResponder) run(c *ndp.Conn) {
 	}
 	for {
 		if c == nil {
-			var err error
-			if c, err = listenNDP(r.ifi); err != nil {
+			var (
+				err  error
+				self netip.Addr
+			)
+			if c, self, err = r.listen(r.ifi); err != nil {
 				r.m.Errors.WithLabelValues("ndp", "open").Inc()
 				r.log.V(1).Info("open NDP socket failed; retrying", "interface", r.ifi.Name, "error", err.Error())
 				if sleep() {
@@ -94,7 +113,7 @@ func (r *ndpResponder) run(c *ndp.Conn) {
 				_ = c.Close()
 				return
 			}
-			r.conn, r.joined = c, map[netip.Addr]bool{}
+			r.conn, r.self, r.joined = c, self, map[netip.Addr]bool{}
 			r.syncGroupsLocked()
 			r.mu.Unlock()
 		}
@@ -153,37 +172,64 @@ func (r *ndpResponder) syncGroupsLocked() {
 	}
 }
 
-func (r *ndpResponder) serve(c *ndp.Conn) error {
+// serve answers solicitations until the socket fails. A packet never stops it: each one gets
+// an outcome (handle) and is counted.
+func (r *ndpResponder) serve(c ndpConn) error {
+	buf := make([]byte, max(r.ifi.MTU, 1280))
+	r.mu.Lock()
+	self := r.self
+	r.mu.Unlock()
 	for {
-		msg, _, from, err := c.ReadFrom()
+		n, cm, from, err := c.ReadRaw(buf)
 		if err != nil {
 			if socketFailed(err) {
 				return err
 			}
+			r.m.Dropped.WithLabelValues("ndp", string(DropMalformed)).Inc()
 			continue
 		}
-		ns, ok := msg.(*ndp.NeighborSolicitation)
-		if !ok || !r.announce(ns.TargetAddress) {
-			continue
+		if out := r.handle(c, buf[:n], cm, from, self); out != Answered {
+			r.m.Dropped.WithLabelValues("ndp", string(out)).Inc()
 		}
-		dst, solicited := from, true
-		if !from.IsValid() || from.IsUnspecified() {
-			// A DAD probe (RFC 4862 §5.4.3) comes from ::; the answer goes to all-nodes.
-			dst, solicited = netip.IPv6LinkLocalAllNodes(), false
-		}
-		if err := r.send(c, ns.TargetAddress, dst, solicited); err != nil {
-			r.m.Errors.WithLabelValues("ndp", "write").Inc()
-			continue
-		}
-		r.m.Answered.WithLabelValues("ndp", r.ifi.Name).Inc()
 	}
+}
+
+// handle answers one ICMPv6 message if it is a valid solicitation for an address announced
+// here, and says what it did.
+func (r *ndpResponder) handle(c ndpConn, b []byte, cm *ipv6.ControlMessage, from, self netip.Addr) Outcome {
+	if self.IsValid() && from.WithZone("") == self.WithZone("") {
+		return DropOwn
+	}
+	hops, dst := -1, netip.Addr{}
+	if cm != nil {
+		hops = cm.HopLimit
+		dst, _ = netip.AddrFromSlice(cm.Dst)
+	}
+	ns, out := parseNS(b, hops, from, dst)
+	if out != "" {
+		return out
+	}
+	if out := r.verdict(ns.TargetAddress); out != "" {
+		return out
+	}
+	to, solicited := from, true
+	if from.WithZone("").IsUnspecified() {
+		// A DAD probe (RFC 4862 §5.4.3) comes from ::; the answer goes to all-nodes.
+		to, solicited = netip.IPv6LinkLocalAllNodes(), false
+	}
+	if err := r.send(c, ns.TargetAddress, to, solicited); err != nil {
+		r.m.Errors.WithLabelValues("ndp", "write").Inc()
+		return Answered // counted as a write error; the solicitation itself was fine
+	}
+	r.m.Answered.WithLabelValues("ndp", r.ifi.Name).Inc()
+	return Answered
 }
 
 // send writes a neighbour advertisement for target with the Override flag. It uses target as
 // the IPv6 source, which strict clients such as ndisc6 require (the kernel needs the address to
 // be local or net.ipv6.ip_nonlocal_bind=1 for that); if the kernel refuses, it falls back to the
 // link-local source, which the Linux neighbour code accepts.
-func (r *ndpResponder) send(c *ndp.Conn, target, dst netip.Addr, solicited bool) error {
+func (r *ndpResponder) send(c ndpConn, target, dst netip.Addr, solicited bool) error {
 	na := &ndp.NeighborAdvertisement{
 		Solicited:     solicited,
 		Override:      true,
