@@ -358,13 +358,18 @@ func proxyCandidates(s clusterState) ([]controlplane.Candidate, []finding) {
 		cands = append(cands, c)
 		announced[c.Service.String()] = true
 	}
-	// Publish Service of each running proxy: --publish-service, else the one selecting it.
+	// Publish Service of each running proxy: --publish-service, else the one selecting it;
+	// only existing ones (a missing one is the proxy's NoLoadBalancerAddress, not this).
+	exists := map[string]bool{}
+	for _, svc := range s.services {
+		exists[svc.Namespace+"/"+svc.Name] = true
+	}
 	publishers := map[string][]proxyPod{}
 	for _, p := range s.proxies {
 		if !p.ready() {
 			continue
 		}
-		if svc := publishService(p, s.services); svc != "" {
+		if svc := publishService(p, s.services); exists[svc] {
 			publishers[svc] = append(publishers[svc], p)
 		}
 	}

@@ -295,6 +295,11 @@ func TestFindings(t *testing.T) {
 		}), []string{
 			"warning: Service metalgate-system/metalgate-proxy: metalgate proxy metalgate-system/metalgate-proxy-1 publishes this Service's address but the Service does not announce it (label metalgate.io/ingress-proxy)",
 		}},
+		{"a proxy whose --publish-service does not exist is not flagged as unannounced", with(func(s *clusterState) {
+			s.services = []corev1.Service{announce(tenantSvc, "one")}
+			s.proxies = []proxyPod{readyProxy("metalgate-system", "metalgate-proxy-1", true, "--publish-service=metalgate-system/does-not-exist"),
+				readyProxy("one", "metalgate-proxy-1", true, "--watch-namespace=one")}
+		}), nil},
 		{"a malformed announcement", with(func(s *clusterState) {
 			bad := announce(tenantSvc, "one,,two")
 			s.services = append(s.services, bad)
