@@ -9,7 +9,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -21,8 +20,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 )
 
@@ -282,7 +279,7 @@ func TestKindClusterConfig(t *testing.T) {
 // kustomizations are every directory applied on its own, in order, with the namespaces they
 // need to exist (dry-run does not create them).
 var kustomizations = []string{
-	"default", "lab", "proxy", "kind",
+	"default", "lab", "proxy", "edge", "kind",
 	"demo/pool", "demo/l2", "demo/bgp", "demo/one", "demo/two", "demo/three", "demo/misinstalled-proxy",
 	"kind/samples", "samples",
 }
@@ -290,33 +287,11 @@ var kustomizations = []string{
 // TestApplyDryRun: against a real kube-apiserver with the CRDs installed (and the namespaces
 // created), kubectl apply --dry-run=server accepts every kustomization under config/.
 func TestApplyDryRun(t *testing.T) {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		t.Skip(skipMessage)
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{"crd/bases"}, ErrorIfCRDPathMissing: true}
-	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16,fd00:10:96::/112")
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start envtest (KUBEBUILDER_ASSETS=%s): %v", assets, err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := startAPIServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	for _, ns := range []string{"metalgate-system", "one", "two", "three", "demo"} {
-		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	kubectl := filepath.Join(assets, "kubectl")
+	s.ensureNamespaces(ctx, t, "metalgate-system", "metalgate-edge", "one", "two", "three", "demo")
+	kubeconfig, kubectl := s.kubeconfig, s.kubectl
 	for _, dir := range kustomizations {
 		t.Run(strings.ReplaceAll(dir, "/", "_"), func(t *testing.T) {
 			cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", kubeconfig, "apply", "--dry-run=server", "-k", dir)
