@@ -35,6 +35,13 @@ func TestCommandLine(t *testing.T) {
 		{name: "stray argument", args: []string{"controller", "extra"}, wantCode: 2, wantErr: `unexpected argument "extra"`},
 		{name: "controller help", args: []string{"controller", "-h"}, wantCode: 0, wantErr: "-lb-class"},
 		{name: "missing kubeconfig", args: []string{"controller", "--kubeconfig", "/nonexistent/kubeconfig"}, wantCode: 1, wantErr: "load kubeconfig /nonexistent/kubeconfig"},
+		// Bad proxy flags name the flag and the reason before anything starts.
+		{name: "PROXY protocol from anyone", args: []string{"proxy", "--proxy-protocol-https", "required"}, wantCode: 1, wantErr: "set --proxy-protocol-from"},
+		{name: "PROXY protocol mode", args: []string{"proxy", "--proxy-protocol-http", "yes", "--proxy-protocol-from", "10.0.0.0/8"}, wantCode: 1, wantErr: `--proxy-protocol-http "yes": want off, optional or required`},
+		{name: "PROXY protocol source", args: []string{"proxy", "--proxy-protocol-http", "optional", "--proxy-protocol-from", "lb.example"}, wantCode: 1, wantErr: `--proxy-protocol-from "lb.example"`},
+		{name: "escaped slashes", args: []string{"proxy", "--escaped-slashes", "maybe"}, wantCode: 1, wantErr: `--escaped-slashes "maybe"`},
+		{name: "public port", args: []string{"proxy", "--public-https-port", "70000"}, wantCode: 1, wantErr: "--public-https-port 70000: want 1 to 65535"},
+		{name: "response header size", args: []string{"proxy", "--max-response-header-bytes", "lots"}, wantCode: 1, wantErr: `--max-response-header-bytes "lots"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

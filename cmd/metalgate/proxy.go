@@ -43,6 +43,9 @@ type proxyOptions struct {
 	WatchDefaultClass       bool
 	AllowUnmanagedSlices    bool
 	NginxAnnotations        bool
+	ProxyProtocolHTTP       string
+	ProxyProtocolHTTPS      string
+	ProxyProtocolFrom       stringList
 	ServeYielded            bool
 	PublishService          string
 	LeaderElect             bool
@@ -120,6 +123,9 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.DefaultCertFile, "default-certificate", "", "PEM certificate served when no Ingress certificate matches. Default: self-signed, generated at start.")
 	fs.StringVar(&o.DefaultKeyFile, "default-certificate-key", "", "PEM key of --default-certificate.")
 	fs.Var(&o.TrustedProxies, "trusted-proxies", "CIDRs whose X-Forwarded-*, X-Real-IP, Forwarded and X-Request-Id headers are kept (repeatable). Default: none.")
+	fs.StringVar(&o.ProxyProtocolHTTP, "proxy-protocol-http", "off", "PROXY protocol (v1/v2) on the plain HTTP listener: off, optional, or required; from --proxy-protocol-from only.")
+	fs.StringVar(&o.ProxyProtocolHTTPS, "proxy-protocol-https", "off", "PROXY protocol (v1/v2) on the HTTPS listener, before TLS: off, optional, or required; from --proxy-protocol-from only.")
+	fs.Var(&o.ProxyProtocolFrom, "proxy-protocol-from", "CIDRs of the load balancers that may send a PROXY header (repeatable); a header from anyone else is refused. Needed when either listener takes the PROXY protocol.")
 	fs.BoolVar(&o.H2C, "h2c", false, "Accept HTTP/2 with prior knowledge (h2c) on the plain HTTP port.")
 	fs.DurationVar(&o.ConnectTimeout, "connect-timeout", 5*time.Second, "Timeout to connect to an endpoint.")
 	fs.DurationVar(&o.ResponseHeaderTimeout, "response-header-timeout", 60*time.Second, "Timeout for a backend's response headers.")
@@ -215,6 +221,28 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 	if o.Retries == 0 {
 		d.Retries = -1
 	}
+	for _, pp := range []struct {
+		flag, v string
+		dst     *dataplane.ProxyProtocol
+	}{{"--proxy-protocol-http", o.ProxyProtocolHTTP, &d.ProxyProtocolHTTP}, {"--proxy-protocol-https", o.ProxyProtocolHTTPS, &d.ProxyProtocolHTTPS}} {
+		switch pp.v {
+		case "off", "":
+		case string(dataplane.ProxyProtocolOptional), string(dataplane.ProxyProtocolRequired):
+			*pp.dst = dataplane.ProxyProtocol(pp.v)
+		default:
+			return d, fmt.Errorf("%s %q: want off, optional or required", pp.flag, pp.v)
+		}
+	}
+	for _, c := range o.ProxyProtocolFrom {
+		p, err := parsePrefixOrAddr(c)
+		if err != nil {
+			return d, fmt.Errorf("--proxy-protocol-from %q: %w", c, err)
+		}
+		d.ProxyProtocolFrom = append(d.ProxyProtocolFrom, p)
+	}
+	if (d.ProxyProtocolHTTP != "" || d.ProxyProtocolHTTPS != "") && len(d.ProxyProtocolFrom) == 0 {
+		return d, fmt.Errorf("--proxy-protocol-http/--proxy-protocol-https: set --proxy-protocol-from to the load balancers that send it (a PROXY header from anyone else would forge the client address)")
+	}
 	for _, c := range o.TrustedProxies {
 		p, err := netip.ParsePrefix(c)
 		if err != nil {
@@ -239,6 +267,18 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 		d.DefaultCertificate = &c
 	}
 	return d, nil
+}
+
+// parsePrefixOrAddr parses a CIDR, or an address as its own /32 or /128.
+func parsePrefixOrAddr(s string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("not a CIDR or an address")
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // negOff maps a duration flag to a data-plane option: there zero means the default and a

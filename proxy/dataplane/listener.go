@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/pires/go-proxyproto"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -117,4 +118,62 @@ func (c *limitedConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return nil
+}
+
+// ProxyProtocol says whether a listener takes the PROXY protocol (v1 or v2, HAProxy's) in
+// front of each connection, for deployments behind another load balancer that passes the
+// client's address that way.
+type ProxyProtocol string
+
+const (
+	ProxyProtocolOff      ProxyProtocol = ""         // no PROXY header is read (default)
+	ProxyProtocolOptional ProxyProtocol = "optional" // a trusted source may send one
+	ProxyProtocolRequired ProxyProtocol = "required" // a trusted source must send one
+)
+
+// proxyProtocolListener reads the PROXY header of connections from the trusted sources; the
+// address it gives becomes the connection's RemoteAddr (the client address of every rule:
+// X-Forwarded-For, source ranges, rate limits, the access log). A connection from any other
+// source that sends a PROXY header is refused (it would be a forged client address); with
+// ProxyProtocolRequired, so is any connection from another source. The header is read on
+// the connection's first read, not in Accept, within ReadHeaderTimeout.
+func (s *Server) proxyProtocolListener(ln net.Listener, mode ProxyProtocol) net.Listener {
+	if mode == ProxyProtocolOff {
+		return ln
+	}
+	return &proxyproto.Listener{
+		Listener:          ln,
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		ConnPolicy: func(o proxyproto.ConnPolicyOptions) (proxyproto.Policy, error) {
+			if trusted(o.Upstream, s.opts.ProxyProtocolFrom) {
+				if mode == ProxyProtocolRequired {
+					return proxyproto.REQUIRE, nil
+				}
+				return proxyproto.USE, nil
+			}
+			if mode == ProxyProtocolRequired {
+				s.limitHit(limitProxyProtocol)
+				return proxyproto.REJECT, proxyproto.ErrInvalidUpstream // closed; Accept goes on
+			}
+			return proxyproto.REJECT, nil
+		},
+	}
+}
+
+func trusted(a net.Addr, from []netip.Prefix) bool {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	ip, ok := netip.AddrFromSlice(ta.IP)
+	if !ok {
+		return false
+	}
+	ip = ip.Unmap()
+	for _, p := range from {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }

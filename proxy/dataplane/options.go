@@ -21,6 +21,10 @@ type Options struct {
 	TrustedProxies []netip.Prefix
 	// H2C accepts HTTP/2 with prior knowledge on the plain-text listener. Default false.
 	H2C bool
+	// ProxyProtocolHTTP and ProxyProtocolHTTPS take the PROXY protocol on each listener from
+	// the ProxyProtocolFrom sources (listener.go). Default off.
+	ProxyProtocolHTTP, ProxyProtocolHTTPS ProxyProtocol
+	ProxyProtocolFrom                     []netip.Prefix
 
 	// ConnectTimeout bounds dialing an endpoint. Default 5s.
 	ConnectTimeout time.Duration
@@ -175,6 +179,16 @@ func (o *Options) defaults() error {
 	}
 	if o.PublicHTTPSPort == 0 {
 		o.PublicHTTPSPort = 443
+	}
+	for _, pp := range []ProxyProtocol{o.ProxyProtocolHTTP, o.ProxyProtocolHTTPS} {
+		switch pp {
+		case ProxyProtocolOff, ProxyProtocolOptional, ProxyProtocolRequired:
+		default:
+			return fmt.Errorf("PROXY protocol mode %q: want %q, %q or %q", pp, "off", ProxyProtocolOptional, ProxyProtocolRequired)
+		}
+		if pp != ProxyProtocolOff && len(o.ProxyProtocolFrom) == 0 {
+			return fmt.Errorf("PROXY protocol %s needs the sources it may come from (ProxyProtocolFrom): a header from anyone else would be a forged client address", pp)
+		}
 	}
 	switch o.EscapedSlashes {
 	case "":

@@ -236,11 +236,13 @@ func (s *Server) Serve(ctx context.Context, httpLn, httpsLn net.Listener) error 
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	var servers []*http.Server
-	start := func(ln net.Listener, tls bool, name string) {
+	start := func(ln net.Listener, tls bool, name string, pp ProxyProtocol) {
 		if ln == nil {
 			return
 		}
-		ln = s.limitListener(ln, name)
+		// Caps count the sources of connections (behind a load balancer that speaks the
+		// PROXY protocol: its addresses); the PROXY header is read after them.
+		ln = s.proxyProtocolListener(s.limitListener(ln, name), pp)
 		srv := s.HTTPServer(tls)
 		servers = append(servers, srv)
 		wg.Add(1)
@@ -257,8 +259,8 @@ func (s *Server) Serve(ctx context.Context, httpLn, httpsLn net.Listener) error 
 			}
 		}()
 	}
-	start(httpLn, false, "http")
-	start(httpsLn, true, "https")
+	start(httpLn, false, "http", s.opts.ProxyProtocolHTTP)
+	start(httpsLn, true, "https", s.opts.ProxyProtocolHTTPS)
 	var err error
 	select {
 	case <-ctx.Done():
