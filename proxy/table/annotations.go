@@ -265,12 +265,13 @@ func (a *annotationReader) balance(o *Options) {
 	if o.Balance.Algorithm != Hash {
 		o.Balance.HashBy, o.Balance.HashKey = HashByNone, ""
 	}
+	_, cookieName, _ := a.getAs("affinity-cookie-name", "session-cookie-name") // read: alone it does nothing
 	if key, v, ok := a.get("affinity"); ok {
 		switch strings.ToLower(v) {
 		case "cookie":
 			o.Balance.AffinityCookie = DefaultAffinityCookie
-			if _, name, ok := a.getAs("affinity-cookie-name", "session-cookie-name"); ok && name != "" {
-				o.Balance.AffinityCookie = name
+			if cookieName != "" {
+				o.Balance.AffinityCookie = cookieName
 			}
 		case "", "none":
 		default:
@@ -327,6 +328,7 @@ func (a *annotationReader) redirects(o *Options) {
 		}
 	}
 	fixed := func(name, nginxName, codeName, nginxCodeName string, def int, codes ...int) {
+		ckey, cv, cok := a.getAs(codeName, nginxCodeName) // read: alone it does nothing
 		key, v, ok := a.getAs(name, nginxName)
 		if !ok {
 			return
@@ -336,7 +338,7 @@ func (a *annotationReader) redirects(o *Options) {
 			return
 		}
 		r := &Redirect{URL: v, Code: def}
-		if ckey, cv, ok := a.getAs(codeName, nginxCodeName); ok {
+		if cok {
 			n, err := strconv.Atoi(cv)
 			if err != nil || !contains(codes, n) {
 				a.bad(ckey, cv, fmt.Sprintf("one of %v", codes))
@@ -458,17 +460,19 @@ func (a *annotationReader) access(o *Options) {
 			rl.RPS = f / 60
 		}
 	}
+	bkey, bv, bok := a.getAs("limit-burst", "")            // read: alone they do nothing
+	mkey, mv, mok := a.nginxOnly("limit-burst-multiplier") //
 	if rl.RPS > 0 {
 		rl.Burst = int(math.Ceil(rl.RPS * 5)) // ingress-nginx's default burst multiplier
-		if key, v, ok := a.getAs("limit-burst", ""); ok {
-			if n, err := strconv.Atoi(v); err != nil || n < 1 {
-				a.bad(key, v, "a whole number of requests, at least 1")
+		if bok {
+			if n, err := strconv.Atoi(bv); err != nil || n < 1 {
+				a.bad(bkey, bv, "a whole number of requests, at least 1")
 			} else {
 				rl.Burst = n
 			}
-		} else if key, v, ok := a.nginxOnly("limit-burst-multiplier"); ok {
-			if n, err := strconv.Atoi(v); err != nil || n < 1 {
-				a.bad(key, v, "a whole number, at least 1")
+		} else if mok {
+			if n, err := strconv.Atoi(mv); err != nil || n < 1 {
+				a.bad(mkey, mv, "a whole number, at least 1")
 			} else {
 				rl.Burst = int(math.Ceil(rl.RPS * float64(n)))
 			}

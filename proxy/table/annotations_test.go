@@ -199,3 +199,26 @@ func TestRegexAndAliasRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestAnnotationCatalog keeps Annotations() true to the parser: every nginx form it lists is
+// read (so never reported as unsupported), and every metalgate.io name that has the same
+// nginx name is read too (it shadows the nginx form).
+func TestAnnotationCatalog(t *testing.T) {
+	for _, a := range Annotations() {
+		for _, key := range []string{a.Nginx, a.Name} {
+			if key == "" || key == a.Name && a.Nginx != a.Name {
+				continue
+			}
+			ann := map[string]string{PrefixNginx + a.Nginx: "x"}
+			if key == a.Name {
+				ann[PrefixMetalgate+a.Name] = "x"
+			}
+			_, problems := parseOptions(ann, true)
+			for _, p := range problems {
+				if p.reason == ReasonUnsupportedAnnotation {
+					t.Errorf("catalog entry %s/%s: %s", a.Name, a.Nginx, p.msg)
+				}
+			}
+		}
+	}
+}

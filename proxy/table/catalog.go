@@ -1,0 +1,63 @@
+package table
+
+// AnnotationInfo describes one Ingress annotation the proxy reads: for docs, for kubectl
+// metalgate migrate, and for a test that keeps the list true to the parser.
+type AnnotationInfo struct {
+	// Name is the metalgate.io/ name without the prefix.
+	Name string
+	// Nginx is the name of the nginx.ingress.kubernetes.io/ form ("" when there is none).
+	Nginx string
+	// Values says what it takes; Default what applies without it.
+	Values, Default string
+	// Change says how the nginx form's behaviour differs from ingress-nginx's ("" when it is
+	// the same).
+	Change string
+}
+
+// Annotations lists every annotation the proxy reads, in the order of docs/proxy.md.
+func Annotations() []AnnotationInfo {
+	return []AnnotationInfo{
+		{"backend-protocol", "backend-protocol", "http, h2c, grpc (= h2c)", "http", "HTTPS, GRPCS, FCGI and AUTO_HTTP are not supported"},
+		{"proxy-body-size", "proxy-body-size", "0 (unlimited), 1024, 512k, 8m, 1g", "--max-body-size", ""},
+		{"load-balance", "load-balance", "round-robin, least-request, ewma, hash", "round-robin", ""},
+		{"hash-by", "", "header:NAME, cookie:NAME, client-ip", "client-ip when hash", ""},
+		{"", "upstream-hash-by", "$remote_addr, $binary_remote_addr, $http_NAME, $cookie_NAME", "", "other nginx variables are refused (InvalidAnnotation)"},
+		{"affinity", "affinity", "cookie", "none", "the cookie is an HMAC of the endpoint under a key per install"},
+		{"affinity-cookie-name", "session-cookie-name", "cookie name", "metalgate-affinity", ""},
+		{"use-regex", "use-regex", "true, false: paths are RE2 regular expressions, anchored, any case", "false", "RE2, not PCRE: no look-around or back references"},
+		{"rewrite-target", "rewrite-target", "a path; with use-regex (or $N in it) the whole path becomes it with $1…$9 from the groups, else the matched prefix is replaced", "none", "the nginx form always works as a regex, as in ingress-nginx"},
+		{"app-root", "app-root", "a path: / is redirected there (302)", "none", ""},
+		{"permanent-redirect", "permanent-redirect", "an absolute URL or a path", "none", ""},
+		{"permanent-redirect-code", "permanent-redirect-code", "301, 308", "301", ""},
+		{"temporary-redirect", "temporal-redirect", "an absolute URL or a path", "none", ""},
+		{"temporary-redirect-code", "temporal-redirect-code", "302, 303, 307", "302", ""},
+		{"ssl-redirect", "ssl-redirect", "true, false: plain HTTP gets 308 to https://", "false", "ingress-nginx redirects hosts with TLS by default; metalgate only with the annotation (its nginx form redirects only hosts with TLS, like ingress-nginx)"},
+		{"force-ssl-redirect", "force-ssl-redirect", "true, false: 308 to https:// even without TLS on the host", "false", ""},
+		{"server-alias", "server-alias", "more host names, comma-separated", "none", "an alias another namespace owns is refused (HostConflict)"},
+		{"upstream-vhost", "upstream-vhost", "the Host header the backend sees", "the client's", ""},
+		{"x-forwarded-prefix", "x-forwarded-prefix", "the X-Forwarded-Prefix value", "none", ""},
+		{"request-headers-set", "", `"Name: value" lines: set before forwarding`, "none", "ingress-nginx needed a configuration snippet (refused here) or a ConfigMap"},
+		{"request-headers-add", "", `"Name: value" lines: added`, "none", ""},
+		{"request-headers-remove", "", "header names", "none", ""},
+		{"response-headers-set", "", `"Name: value" lines: set on the response`, "none", ""},
+		{"response-headers-add", "", `"Name: value" lines`, "none", ""},
+		{"response-headers-remove", "", "header names", "none", ""},
+		{"allowlist-source-range", "allowlist-source-range", "CIDRs; others get 403", "all", "whitelist-source-range is read too"},
+		{"denylist-source-range", "denylist-source-range", "CIDRs that get 403", "none", ""},
+		{"limit-rps", "limit-rps", "requests a second per client address", "none", "429 with Retry-After, not 503"},
+		{"limit-rpm", "limit-rpm", "requests a minute per client address", "none", "429 with Retry-After"},
+		{"limit-burst", "", "requests at once", "5 × the rate", ""},
+		{"", "limit-burst-multiplier", "burst = rate × this", "5", ""},
+		{"limit-connections", "limit-connections", "requests in flight per client address", "none", "429, not 503"},
+		{"enable-cors", "enable-cors", "true, false", "false", ""},
+		{"cors-allow-origin", "cors-allow-origin", "* or origins, comma-separated", "*", ""},
+		{"cors-allow-methods", "cors-allow-methods", "methods", "GET, PUT, POST, DELETE, PATCH, OPTIONS", ""},
+		{"cors-allow-headers", "cors-allow-headers", "headers", "ingress-nginx's list", ""},
+		{"cors-expose-headers", "cors-expose-headers", "headers", "none", ""},
+		{"cors-allow-credentials", "cors-allow-credentials", "true, false", "true", ""},
+		{"cors-max-age", "cors-max-age", "seconds", "1728000", ""},
+		{"proxy-connect-timeout", "proxy-connect-timeout", "seconds, or a duration (500ms)", "--connect-timeout", ""},
+		{"proxy-read-timeout", "proxy-read-timeout", "seconds, or a duration: the response head and each read of the body", "--response-header-timeout, --upstream-read-timeout", ""},
+		{"proxy-send-timeout", "proxy-send-timeout", "seconds, or a duration: each write of the request", "none", ""},
+	}
+}
