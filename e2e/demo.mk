@@ -17,7 +17,7 @@ demo-check-root:
 	  echo "make demo needs root on Linux: the lab is network namespaces (sudo make demo)"; exit 1; fi
 
 .PHONY: demo
-demo: demo-check-root ## The story: lab up, operator, three tenants with their own proxies and VIPs, a misinstalled proxy watched for DEMO_WATCH (2m). DEMO_MODE=bgp: announced by BGP to the lab router. Leaves the lab up.
+demo: demo-check-root ## The story: lab up, operator, three tenants with their own proxies and VIPs, a misinstalled proxy watched for DEMO_WATCH (2m), then installed properly (own VIP) and watched again: one value per Ingress, the reason printed. DEMO_MODE=bgp: announced by BGP to the lab router. Leaves the lab up.
 	@echo ">> [$$(date -u +%T)] lab up (LAB_PREFIX=$(LAB_PREFIX)); the first run builds Kubernetes (~15 min on 2 cores), later ones take ~30 s"
 	@$(MAKE) --no-print-directory lab-up
 	@$(MAKE) --no-print-directory demo-tool

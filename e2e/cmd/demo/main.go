@@ -2,7 +2,9 @@
 //
 //	demo run          deploy the operator and three tenants into the running lab (LAB_* env),
 //	                  curl each tenant's VIP from the client, mis-install a fourth proxy and
-//	                  watch for DEMO_WATCH (default 2m) that no Ingress address ever changes;
+//	                  watch for DEMO_WATCH (default 2m) that no Ingress address ever changes,
+//	                  then install it properly (config/proxy: its own VIP) and watch again:
+//	                  the tenants' proxies win the arbitration, it yields and says why;
 //	                  DEMO_MODE=l2 (default: ARP) or bgp (the nodes peer with the lab router)
 //	demo kind-pool    print an IPAddressPool + L2Advertisement for the top of the given IPv4
 //	                  network(s) (make cluster: the kind Docker network)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
@@ -37,7 +38,7 @@ const (
 )
 
 // proxyReasons are the Warning reasons the proxies record (docs/proxy.md).
-var proxyReasons = []string{"NoLoadBalancerAddress", "StatusConflict", "PathConflict", "MissingService",
+var proxyReasons = []string{"NoLoadBalancerAddress", "StatusConflict", "StatusYielded", "ForeignStatusWriter", "PathConflict", "MissingService",
 	"MissingServicePort", "InvalidTLSSecret", "InvalidAnnotation", "InvalidRule"}
 
 // Announcement modes (DEMO_MODE): how the VIPs reach the client.
@@ -54,8 +55,11 @@ type demo struct {
 	start    time.Time
 	failures []string
 	vips     map[string]netip.Addr // tenant → its proxy Service's VIP
-	// misStarted is when the misinstalled proxy was applied.
-	misStarted time.Time
+	// misStarted is when the misinstalled proxy was applied, secondStarted when the
+	// cluster-wide proxy was installed properly; clusterVIP is its Service's VIP.
+	misStarted    time.Time
+	secondStarted time.Time
+	clusterVIP    netip.Addr
 }
 
 func host(ns string) string { return ns + ".demo.test" }
@@ -122,6 +126,14 @@ func run(ctx context.Context, out io.Writer, mode string, watch time.Duration) e
 	d.step("still served after the mistake")
 	if err := d.curlAll(ctx); err != nil {
 		d.fail("curl after the mistake: %v", err)
+	}
+	d.step(fmt.Sprintf("the fix: the cluster-wide proxy as config/proxy ships it (its own LoadBalancer Service and VIP) — now two valid proxies serve every tenant Ingress on class metalgate; watching every Ingress every second for %s", watch))
+	if err := d.secondInstall(ctx, watch); err != nil {
+		d.fail("second install: %v", err)
+	}
+	d.step("why the status did not move: the proxies arbitrate (namespace's own proxy > cluster-wide); the loser says so once per Ingress")
+	if err := d.yielded(ctx); err != nil {
+		d.fail("yielded: %v", err)
 	}
 	return d.finish(watch, true)
 }
@@ -209,9 +221,12 @@ func (d *demo) apply(ctx context.Context, dir string) error {
 }
 
 func (d *demo) operator(ctx context.Context) error {
-	// Replaying: the mistake of an earlier run goes first.
-	if _, err := d.kubectl(ctx, "delete", "--ignore-not-found", "--wait=true", "-k", "config/demo/misinstalled-proxy"); err != nil {
-		return err
+	// Replaying: the mistake of an earlier run goes first, and its fix (config/proxy: the
+	// same Deployment, plus the Service).
+	for _, dir := range []string{"config/demo/misinstalled-proxy", "config/proxy"} {
+		if _, err := d.kubectl(ctx, "delete", "--ignore-not-found", "--wait=true", "-k", dir); err != nil {
+			return err
+		}
 	}
 	if err := d.apply(ctx, "config/lab"); err != nil {
 		return err
@@ -503,22 +518,21 @@ func (d *demo) curlAll(ctx context.Context) error {
 	return nil
 }
 
-// misinstall applies the fourth proxy while a watcher polls every tenant's Ingress every
-// second for watch (from just before the apply) and records every distinct value.
-func (d *demo) misinstall(ctx context.Context, watch time.Duration) error {
-	nodeIPs := map[string]string{}
-	for _, n := range lab.Nodes() {
-		nodeIPs[n.IPv4.String()], nodeIPs[n.IPv6.String()] = n.Name, n.Name
-	}
-	type record struct {
-		values    []string // distinct, in order first seen (polls and watch events)
-		last      string   // by the last poll
-		changes   int      // between consecutive polls, or consecutive watch events
-		polls     int
-		errors    int
-		events    int // watch events
-		watchLast *string
-	}
+// record is what a watch saw of one tenant's Ingress.
+type record struct {
+	values    []string // distinct, in order first seen (polls and watch events)
+	last      string   // by the last poll
+	changes   int      // between consecutive polls, or consecutive watch events
+	polls     int
+	errors    int
+	events    int // watch events
+	watchLast *string
+}
+
+// watchIngresses polls every tenant's Ingress every second for watch, and watches it, while
+// change (the install under test) runs; it prints progress every 10 s and returns what it
+// saw. It starts just before change.
+func (d *demo) watchIngresses(ctx context.Context, watch time.Duration, change func(wctx context.Context, t0 time.Time) error) (map[string]*record, error) {
 	var mu sync.Mutex
 	recs := map[string]*record{}
 	for _, ns := range tenants {
@@ -624,21 +638,11 @@ func (d *demo) misinstall(ctx context.Context, watch time.Duration) error {
 			}
 		}()
 	}
-	d.misStarted = t0
-	if err := d.apply(ctx, "config/demo/misinstalled-proxy"); err != nil {
+	changeErr := change(wctx, t0)
+	if changeErr != nil {
 		cancel()
 		wg.Wait()
-		return err
-	}
-	d.say("$ kubectl -n %s get deploy %s -o jsonpath='{.spec.template.spec.containers[0].args}'", operatorNS, proxyName)
-	if out, err := d.kubectl(ctx, "-n", operatorNS, "get", "deploy", proxyName, "-o", "jsonpath={.spec.template.spec.containers[0].args}"); err == nil {
-		d.indent(out)
-	}
-	readyErr := d.waitFor(wctx, "misinstalled proxy ready (it serves, and must not publish)", watch, func() error {
-		return d.deploymentReady(ctx, operatorNS, proxyName)
-	})
-	if readyErr == nil {
-		d.ok("misinstalled proxy running (%s after the apply)", time.Since(t0).Round(time.Second))
+		return nil, changeErr
 	}
 	// Progress every 10 s until the watch ends.
 	for {
@@ -667,8 +671,15 @@ func (d *demo) misinstall(ctx context.Context, watch time.Duration) error {
 		}
 	}
 	wg.Wait()
-	if ctx.Err() != nil {
-		return ctx.Err()
+	return recs, ctx.Err()
+}
+
+// oneValue checks that each tenant's Ingress showed its own tenant's VIP, and only that,
+// throughout a watch.
+func (d *demo) oneValue(recs map[string]*record, watch time.Duration) []string {
+	nodeIPs := map[string]string{}
+	for _, n := range lab.Nodes() {
+		nodeIPs[n.IPv4.String()], nodeIPs[n.IPv6.String()] = n.Name, n.Name
 	}
 	var errs []string
 	for _, ns := range tenants {
@@ -680,6 +691,9 @@ func (d *demo) misinstall(ctx context.Context, watch time.Duration) error {
 			for _, a := range strings.Split(v, ",") {
 				if n, isNode := nodeIPs[a]; isNode {
 					s += " (NODE IP of " + n + ")"
+				}
+				if a == d.clusterVIP.String() {
+					s += " (the cluster-wide proxy's VIP)"
 				}
 			}
 			shown = append(shown, s)
@@ -698,6 +712,34 @@ func (d *demo) misinstall(ctx context.Context, watch time.Duration) error {
 			d.say("     (%d polls of %s failed to read; not counted)", r.errors, ns)
 		}
 	}
+	return errs
+}
+
+// misinstall applies the fourth proxy while a watcher polls every tenant's Ingress every
+// second for watch (from just before the apply) and records every distinct value.
+func (d *demo) misinstall(ctx context.Context, watch time.Duration) error {
+	var readyErr error
+	recs, err := d.watchIngresses(ctx, watch, func(wctx context.Context, t0 time.Time) error {
+		d.misStarted = t0
+		if err := d.apply(ctx, "config/demo/misinstalled-proxy"); err != nil {
+			return err
+		}
+		d.say("$ kubectl -n %s get deploy %s -o jsonpath='{.spec.template.spec.containers[0].args}'", operatorNS, proxyName)
+		if out, err := d.kubectl(ctx, "-n", operatorNS, "get", "deploy", proxyName, "-o", "jsonpath={.spec.template.spec.containers[0].args}"); err == nil {
+			d.indent(out)
+		}
+		readyErr = d.waitFor(wctx, "misinstalled proxy ready (it serves, and must not publish)", watch, func() error {
+			return d.deploymentReady(ctx, operatorNS, proxyName)
+		})
+		if readyErr == nil {
+			d.ok("misinstalled proxy running (%s after the apply)", time.Since(t0).Round(time.Second))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	errs := d.oneValue(recs, watch)
 	if readyErr != nil {
 		errs = append(errs, readyErr.Error())
 	}
@@ -705,6 +747,127 @@ func (d *demo) misinstall(ctx context.Context, watch time.Duration) error {
 		return errors.New(strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// secondInstall fixes the mistake the way a user would — the cluster-wide proxy as
+// config/proxy ships it, with its own LoadBalancer Service and VIP — which makes two valid
+// proxies on the class for every tenant Ingress. Watched as the mistake was: each Ingress
+// must keep its tenant's VIP (the tenant's proxy wins the arbitration).
+func (d *demo) secondInstall(ctx context.Context, watch time.Duration) error {
+	var stepErr error
+	recs, err := d.watchIngresses(ctx, watch, func(wctx context.Context, t0 time.Time) error {
+		d.secondStarted = t0
+		if err := d.apply(ctx, "config/proxy"); err != nil {
+			return err
+		}
+		stepErr = d.waitFor(wctx, "cluster-wide proxy ready with its own VIP", watch, func() error {
+			if err := d.deploymentReady(ctx, operatorNS, proxyName); err != nil {
+				return err
+			}
+			svc, err := d.cs.CoreV1().Services(operatorNS).Get(ctx, proxyName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, in := range svc.Status.LoadBalancer.Ingress {
+				if a, err := netip.ParseAddr(in.IP); err == nil {
+					d.clusterVIP = a
+					return nil
+				}
+			}
+			return fmt.Errorf("no address yet on Service %s/%s", operatorNS, proxyName)
+		})
+		if stepErr == nil {
+			d.ok("cluster-wide proxy running, Service %s/%s VIP %s (%s after the apply); it serves class metalgate in every namespace", operatorNS, proxyName, d.clusterVIP, time.Since(t0).Round(time.Second))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	errs := d.oneValue(recs, watch)
+	if stepErr != nil {
+		errs = append(errs, stepErr.Error())
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// yielded shows why the status did not move: the cluster-wide proxy's StatusYielded event on
+// each tenant's Ingress (once each, naming the winner and the rule), and that it still
+// serves their traffic on its own VIP.
+func (d *demo) yielded(ctx context.Context) error {
+	since := d.secondStarted.Add(-5 * time.Second)
+	err := d.waitFor(ctx, "StatusYielded on every Ingress", time.Minute, func() error {
+		var missing []string
+		for _, ns := range tenants {
+			evs, err := d.cs.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			n := 0
+			for _, e := range evs.Items {
+				if e.Reason != "StatusYielded" || e.Regarding.Kind != "Ingress" || e.Regarding.Name != ingress || eventLast(&e).Before(since) {
+					continue
+				}
+				n += max(int(e.DeprecatedCount), 1)
+				if e.Series != nil {
+					n = max(n, int(e.Series.Count))
+				}
+			}
+			switch {
+			case n == 0:
+				missing = append(missing, ns)
+			case n > 1:
+				return fmt.Errorf("%d StatusYielded events on Ingress %s/%s, want one", n, ns, ingress)
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("none yet in %v", missing)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	d.say("$ kubectl get events -A --field-selector reason=StatusYielded")
+	if out, err := d.kubectl(ctx, "get", "events", "-A", "--field-selector", "reason=StatusYielded"); err == nil {
+		d.indent(out)
+	}
+	for _, ns := range tenants {
+		d.ok("Ingress %s/%s: one StatusYielded, from the cluster-wide proxy, naming %s/%s and the rule", ns, ingress, ns, proxyName)
+	}
+	d.say("$ kubectl get svc -A -l metalgate.io/ingress-proxy -o 'custom-columns=SERVICE:.metadata.name,NAMESPACE:.metadata.namespace,VIP:.status.loadBalancer.ingress[0].ip,WATCHES:.metadata.annotations.metalgate\\.io/proxy-watch-namespaces'")
+	if out, err := d.kubectl(ctx, "get", "svc", "-A", "-l", "metalgate.io/ingress-proxy", "-o",
+		`custom-columns=SERVICE:.metadata.name,NAMESPACE:.metadata.namespace,VIP:.status.loadBalancer.ingress[0].ip,WATCHES:.metadata.annotations.metalgate\.io/proxy-watch-namespaces`); err == nil {
+		d.indent(out)
+	}
+	// It yields the status, not the traffic (--serve-yielded-ingresses defaults to true).
+	ns := tenants[0]
+	return d.waitFor(ctx, fmt.Sprintf("curl the cluster-wide VIP %s with Host %s", d.clusterVIP, host(ns)), 90*time.Second, func() error {
+		body, code, err := d.curl(ctx, d.clusterVIP, host(ns))
+		if err != nil {
+			return err
+		}
+		if code != "200" {
+			return fmt.Errorf("HTTP %s: %.200s", code, body)
+		}
+		d.ok("the cluster-wide VIP %s still serves %s (HTTP 200): it yields the status, not the traffic", d.clusterVIP, host(ns))
+		return nil
+	})
+}
+
+// eventLast is when an event was last seen.
+func eventLast(e *eventsv1.Event) time.Time {
+	last := e.EventTime.Time
+	if e.Series != nil && e.Series.LastObservedTime.After(last) {
+		last = e.Series.LastObservedTime.Time
+	}
+	if e.DeprecatedLastTimestamp.After(last) {
+		last = e.DeprecatedLastTimestamp.Time
+	}
+	return last
 }
 
 func show(v string) string {
@@ -782,6 +945,9 @@ func (d *demo) finish(watch time.Duration, complete bool) error {
 			d.say("%-5s Ingress echo (host %s) → VIP %s of its own proxy", ns, host(ns), d.vips[ns])
 		}
 		d.say("the misinstalled cluster-wide proxy (publish Service %s) wrote nothing for %s: no node IP, no flapping; it says why in Warning events", misPublish, watch)
+		if d.clusterVIP.IsValid() {
+			d.say("installed properly (own VIP %s) it is a second valid proxy for every tenant Ingress: the tenants' own proxies keep publishing (one value for %s), it yields and says so once per Ingress (StatusYielded), and still serves their traffic", d.clusterVIP, watch)
+		}
 	}
 	if d.mode == modeBGP {
 		d.say("announced by BGP: every node advertises each VIP to the lab router, which spreads the traffic over them (ECMP)")
