@@ -90,7 +90,11 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 		}
 		r.Body = &clientBody{ReadCloser: body, a: a, rc: http.NewResponseController(w), timeout: s.opts.ClientBodyTimeout, s: s}
 	}
-	p := rt.pools[route.Backend]
+	be := route.Backend
+	if c := route.Canary; c != nil && canaryChosen(r, &c.CanaryRule) {
+		be = c.Backend
+	}
+	p := rt.pools[be]
 	if p == nil || len(p.eps) == 0 {
 		s.countUpstream("no_endpoints")
 		http.Error(w, "no endpoints available for this backend", http.StatusServiceUnavailable)

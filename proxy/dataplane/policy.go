@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -186,4 +187,39 @@ func edited(e *table.HeaderEdits, k string) bool {
 		}
 	}
 	return false
+}
+
+// canaryChosen decides whether a request goes to the canary, as ingress-nginx does: the
+// header first ("always", "never", or the configured value or pattern; another value is
+// ignored), then the cookie ("always", "never"), then the weight.
+func canaryChosen(r *http.Request, c *table.CanaryRule) bool {
+	if c.Header != "" {
+		if v := r.Header.Get(c.Header); v != "" {
+			switch {
+			case c.HeaderValue != "":
+				if v == c.HeaderValue {
+					return true
+				}
+			case c.HeaderPattern != nil:
+				if c.HeaderPattern.MatchString(v) {
+					return true
+				}
+			case v == "always":
+				return true
+			case v == "never":
+				return false
+			}
+		}
+	}
+	if c.Cookie != "" {
+		if ck, err := r.Cookie(c.Cookie); err == nil {
+			switch ck.Value {
+			case "always":
+				return true
+			case "never":
+				return false
+			}
+		}
+	}
+	return c.Weight > 0 && rand.IntN(c.WeightTotal) < c.Weight
 }

@@ -309,3 +309,55 @@ func statusOf(t *testing.T, url, host string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// TestCanary: a canary Ingress takes the requests its rule selects — by header (always,
+// never, a value), by cookie, by weight — and the main Ingress's backend the others.
+func TestCanary(t *testing.T) {
+	stable, canary := hostport(echoBackend(t, "stable")), hostport(echoBackend(t, "canary"))
+	tab := buildTable(t,
+		route{host: "c.test", path: "/", endpoints: []string{stable}},
+		route{host: "c.test", path: "/", endpoints: []string{canary}, annotations: map[string]string{
+			"nginx.ingress.kubernetes.io/canary": "true", "nginx.ingress.kubernetes.io/canary-by-header": "X-Canary",
+			"nginx.ingress.kubernetes.io/canary-by-cookie": "beta"}},
+		route{host: "v.test", path: "/", endpoints: []string{stable}},
+		route{host: "v.test", path: "/", endpoints: []string{canary}, annotations: map[string]string{
+			"metalgate.io/canary": "true", "metalgate.io/canary-by-header": "X-Version", "metalgate.io/canary-by-header-value": "2",
+			"metalgate.io/canary-weight": "100"}},
+		route{host: "w.test", path: "/", endpoints: []string{stable}},
+		route{host: "w.test", path: "/", endpoints: []string{canary}, annotations: map[string]string{
+			"metalgate.io/canary": "true", "metalgate.io/canary-weight": "30", "metalgate.io/canary-weight-total": "60"}},
+	)
+	forEachPath(t, func(t *testing.T, opts Options) {
+		_, addr, _ := startProxy(t, opts, tab)
+		for _, tc := range []struct {
+			host string
+			hdr  map[string]string
+			want string
+		}{
+			{"c.test", nil, "stable"},
+			{"c.test", map[string]string{"X-Canary": "always"}, "canary"},
+			{"c.test", map[string]string{"X-Canary": "never", "Cookie": "beta=always"}, "stable"}, // the header first
+			{"c.test", map[string]string{"X-Canary": "maybe", "Cookie": "beta=always"}, "canary"}, // another value: ignored
+			{"c.test", map[string]string{"Cookie": "beta=never"}, "stable"},
+			{"v.test", map[string]string{"X-Version": "2"}, "canary"},
+			{"v.test", map[string]string{"X-Version": "1"}, "canary"}, // not the value: the weight (100) decides
+		} {
+			hdr := map[string]string{"Host": tc.host}
+			for k, v := range tc.hdr {
+				hdr[k] = v
+			}
+			if _, e := get(t, http.DefaultClient, "http://"+addr+"/", hdr); e.Backend != tc.want {
+				t.Errorf("%s %v: %s, want %s", tc.host, tc.hdr, e.Backend, tc.want)
+			}
+		}
+		seen := map[string]int{}
+		for i := 0; i < 200; i++ {
+			_, e := get(t, http.DefaultClient, "http://"+addr+"/", map[string]string{"Host": "w.test"})
+			seen[e.Backend]++
+		}
+		// Half of the requests by weight: both see traffic (a miss has odds of 2^-200).
+		if seen["canary"] == 0 || seen["stable"] == 0 {
+			t.Errorf("weight 30 of 60: %v", seen)
+		}
+	})
+}

@@ -96,7 +96,10 @@ type Options struct {
 	UseRegex bool
 	// ServerAliases are more hosts that the Ingress's rules serve.
 	ServerAliases []string
-	Policy        Policy
+	// Canary, when set, makes the Ingress a canary of the routes with its hosts and paths:
+	// it claims no host and routes only the requests the rule selects.
+	Canary *CanaryRule
+	Policy Policy
 }
 
 // annotationReader reads one Ingress's annotations: the metalgate.io form of a name, else
@@ -187,6 +190,7 @@ func parseOptions(ann map[string]string, nginx bool) (Options, []problemText) {
 	a.access(&o)
 	a.cors(&o)
 	a.timeouts(&o)
+	a.canary(&o)
 	if key, v, ok := a.get("proxy-body-size"); ok {
 		n, err := parseSize(v)
 		switch {
@@ -558,6 +562,43 @@ func (a *annotationReader) timeouts(o *Options) {
 	d("proxy-connect-timeout", &o.Policy.Timeouts.Connect)
 	d("proxy-read-timeout", &o.Policy.Timeouts.Read)
 	d("proxy-send-timeout", &o.Policy.Timeouts.Send)
+}
+
+// canary reads canary and its rules (ingress-nginx's canary-* annotations).
+func (a *annotationReader) canary(o *Options) {
+	c := &CanaryRule{WeightTotal: 100}
+	_, c.Header, _ = a.get("canary-by-header")
+	_, c.HeaderValue, _ = a.get("canary-by-header-value")
+	if key, v, ok := a.get("canary-by-header-pattern"); ok {
+		re, err := regexp.Compile(v)
+		if err != nil {
+			a.bad(key, v, "a regular expression (RE2)")
+		} else {
+			c.HeaderPattern = re
+		}
+	}
+	_, c.Cookie, _ = a.get("canary-by-cookie")
+	if key, v, ok := a.get("canary-weight-total"); ok {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 {
+			a.bad(key, v, "a whole number, at least 1")
+		} else {
+			c.WeightTotal = n
+		}
+	}
+	if key, v, ok := a.get("canary-weight"); ok {
+		if n, err := strconv.Atoi(v); err != nil || n < 0 || n > c.WeightTotal {
+			a.bad(key, v, fmt.Sprintf("a whole number from 0 to %d (canary-weight-total)", c.WeightTotal))
+		} else {
+			c.Weight = n
+		}
+	}
+	if c.Header != "" && !validHeaderName(c.Header) {
+		a.bad(PrefixMetalgate+"canary-by-header", c.Header, "a header name")
+		c.Header = ""
+	}
+	if on, _, _ := a.boolean("canary"); on {
+		o.Canary = c
+	}
 }
 
 // unread reports the nginx annotations that nothing read: refused snippets, and those

@@ -222,3 +222,36 @@ func TestAnnotationCatalog(t *testing.T) {
 		}
 	}
 }
+
+// TestCanaryAttachment: a canary needs a main route of its own namespace; one canary a route.
+func TestCanaryAttachment(t *testing.T) {
+	canary := func(name string, age int, p path) *networkingv1.Ingress {
+		ing := ingress(name, age, p)
+		ing.Annotations = map[string]string{PrefixMetalgate + "canary": "true", PrefixMetalgate + "canary-weight": "10"}
+		return ing
+	}
+	main := ingress("main", 0, path{"m.com", "/app", "Prefix", "stable"})
+	first := canary("first", 1, path{"m.com", "/app", "Prefix", "canary"})
+	second := canary("second", 2, path{"m.com", "/app", "Prefix", "canary"})
+	orphan := canary("orphan", 3, path{"m.com", "/other", "Prefix", "canary"})
+	foreign := canary("foreign", 4, path{"m.com", "/app", "Prefix", "canary"})
+	foreign.Namespace = "elsewhere"
+	tab, problems := Build(Input{Classes: []*networkingv1.IngressClass{class("metalgate")}, Ingresses: []*networkingv1.Ingress{main, first, second, orphan, foreign},
+		Services: []*corev1.Service{svc("stable"), svc("canary")}})
+	var got []string
+	for _, p := range problems {
+		if p.Reason != ReasonMissingService {
+			got = append(got, p.Ingress.Name+" "+p.Reason)
+		}
+	}
+	if diff := cmp.Diff([]string{"second PathConflict", "orphan InvalidRule", "foreign InvalidRule"}, got); diff != "" {
+		t.Errorf("problems (-want +got):\n%s\n%v", diff, problems)
+	}
+	r := tab.Lookup("m.com", "/app/x")
+	if r == nil || r.Backend.Service.Name != "stable" || r.Canary == nil || r.Canary.Backend.Service.Name != "canary" || r.Canary.Weight != 10 || r.Canary.Ingress.Name != "first" {
+		t.Errorf("route %+v", r)
+	}
+	if r := tab.Lookup("m.com", "/other"); r != nil {
+		t.Errorf("a canary without a main route routes: %+v", r)
+	}
+}

@@ -170,10 +170,19 @@ func Build(in Input) (*Table, []Problem) {
 	for i, ing := range owned {
 		parsed[i].opts, parsed[i].problems = parseOptions(ing.Annotations, in.NginxAnnotations)
 		parsed[i].rules = withAliases(ing.Spec.Rules, parsed[i].opts.ServerAliases)
-		b.claim(ing, parsed[i].rules)
+		if parsed[i].opts.Canary == nil { // a canary claims no host
+			b.claim(ing, parsed[i].rules)
+		}
 	}
 	for i, ing := range owned {
-		b.ingress(ing, parsed[i])
+		if parsed[i].opts.Canary == nil {
+			b.ingress(ing, parsed[i])
+		}
+	}
+	for i, ing := range owned {
+		if parsed[i].opts.Canary != nil {
+			b.canary(ing, parsed[i])
+		}
 	}
 	b.chooseDefaults()
 	b.t.Ingresses = len(owned)
@@ -404,6 +413,69 @@ func (b *builder) ingress(ing *networkingv1.Ingress, p parsedIngress) {
 			b.hostRules(host, ing.Namespace).add(r, kind)
 		}
 	}
+}
+
+// canary attaches a canary Ingress to the routes it shadows: each of its host and path pairs
+// must be routed already by an Ingress of the same namespace (the host's owner), and gets at
+// most one canary.
+func (b *builder) canary(ing *networkingv1.Ingress, p parsedIngress) {
+	id := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
+	for _, pt := range p.problems {
+		b.problem(id, pt.reason, "%s", pt.msg)
+	}
+	for _, rule := range p.rules {
+		host := strings.ToLower(rule.Host)
+		if rule.HTTP == nil || !validHost(host) {
+			continue
+		}
+		for _, hp := range rule.HTTP.Paths {
+			path := hp.Path
+			if path == "" {
+				path = "/"
+			}
+			r := b.routeFor(ing.Namespace, host, path, hp.PathType)
+			switch {
+			case r == nil:
+				b.problem(id, ReasonInvalidRule, "canary path %q on host %q ignored: no Ingress of namespace %s routes it (a canary needs its main Ingress)", path, hostOrAny(rule.Host), ing.Namespace)
+			case r.Canary != nil:
+				b.problem(id, ReasonPathConflict, "canary path %q on host %q ignored: Ingress %s is its canary already", path, hostOrAny(rule.Host), r.Canary.Ingress)
+			default:
+				be := b.backend(id, ing.Namespace, &hp.Backend, p.opts)
+				if be != nil {
+					r.Canary = &Canary{CanaryRule: *p.opts.Canary, Ingress: id, Backend: be}
+				}
+			}
+		}
+	}
+}
+
+// routeFor finds the route of a host (of namespace ns) and path as an Ingress rule names
+// it; nil when there is none.
+func (b *builder) routeFor(ns, host, path string, pt *networkingv1.PathType) *Route {
+	var hr *hostRules
+	if host == "" {
+		hr = b.namespace(ns).anyHost
+	} else if b.hosts[host].Namespace == ns {
+		hr = b.hostRules(host, ns)
+	}
+	if hr == nil {
+		return nil
+	}
+	if pt != nil && *pt == networkingv1.PathTypeExact {
+		return hr.exact[path]
+	}
+	for _, r := range hr.regexes {
+		if r.Path == path && r.Ingress.Namespace == ns {
+			return r
+		}
+	}
+	norm := "/" + strings.Trim(path, "/")
+	for _, r := range hr.prefixes {
+		if r.Path == norm && r.Ingress.Namespace == ns {
+			return r
+		}
+	}
+	return nil
 }
 
 // withAliases returns rules followed by a copy of every rule with a host for each alias

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"regexp"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Policy is what a route does besides choosing an endpoint: the one route model that Ingress
@@ -106,4 +108,23 @@ type Timeouts struct {
 // references).
 func regexRoute(path string) (*regexp.Regexp, error) {
 	return regexp.Compile("(?i)^" + path)
+}
+
+// CanaryRule says which requests of a route go to a canary Ingress's backend instead of the
+// route's own: by header (always/never, an exact value, or a regular expression), then by
+// cookie (always/never), then by weight, as ingress-nginx decides.
+type CanaryRule struct {
+	Header        string
+	HeaderValue   string
+	HeaderPattern *regexp.Regexp
+	Cookie        string
+	Weight        int // out of WeightTotal
+	WeightTotal   int
+}
+
+// Canary is a canary Ingress attached to the route it shadows.
+type Canary struct {
+	CanaryRule
+	Ingress types.NamespacedName
+	Backend *Backend
 }

@@ -45,6 +45,8 @@ type Route struct {
 	TLS bool
 	// Regex is the compiled Path of a use-regex route; nil otherwise.
 	Regex *regexp.Regexp
+	// Canary, when set, takes the requests its rule selects to another backend.
+	Canary *Canary
 }
 
 // Backend is one Service port with its endpoints and balancing policy. Backends are shared
