@@ -13,14 +13,18 @@ KUBE_VERSION := v1.35.4
 KUBE_BIN := $(BIN)/k8s-$(KUBE_VERSION)
 CONTROLLER_GEN_VERSION := v0.20.1
 STATICCHECK_VERSION := v0.8.2
+HELM_VERSION := v4.3.1
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
+HELM := $(BIN)/helm-$(HELM_VERSION)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/metalgate/metalgate/cmd/metalgate/internal/version.Version=$(VERSION)
 GO_TEST_FLAGS ?=
 
 # envtest-style assets: kube-apiserver and kubectl built here, etcd from Debian.
 export KUBEBUILDER_ASSETS := $(KUBE_BIN)
+# The helm the chart tests run (config/chart_test.go; they say they are skipped without it).
+export HELM
 
 .PHONY: build
 build: ## Build bin/metalgate and the kubectl plugin bin/kubectl-metalgate.
@@ -42,6 +46,16 @@ $(STATICCHECK):
 	GOBIN=$(BIN)/.tmp-sc go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	mv $(BIN)/.tmp-sc/staticcheck $@ && rmdir $(BIN)/.tmp-sc
 
+# helm from the Go module proxy (a tool build: go.mod stays as it is); 15-30 minutes on 2 busy
+# cores the first time, cached after.
+$(HELM):
+	@echo ">> installing helm $(HELM_VERSION) into ./bin"
+	GOBIN=$(BIN)/.tmp-helm go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
+	mv $(BIN)/.tmp-helm/helm $@ && rmdir $(BIN)/.tmp-helm
+
+.PHONY: helm
+helm: $(HELM) ## Install helm $(HELM_VERSION) into ./bin (pinned).
+
 .PHONY: deps
 deps: ## Install the Debian packages the tests need (when missing).
 	hack/deps.sh
@@ -58,11 +72,13 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, CRD YAML and RBAC from the G
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=metalgate-controller paths=./controllers/... output:rbac:artifacts:config=config/rbac/controller
 	$(CONTROLLER_GEN) rbac:roleName=metalgate-proxy paths=./proxy/... output:rbac:artifacts:config=config/rbac/proxy
+	@# The Helm chart installs the same CRDs: one source (config/crd/bases), copied.
+	rm -f charts/metalgate/crds/*.yaml && cp config/crd/bases/*.yaml charts/metalgate/crds/
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files are stale.
-	@if [ -n "$$(git status --porcelain -- api config/crd config/rbac)" ]; then \
-	  echo "generated files are stale: run 'make generate' and commit"; git status --porcelain -- api config/crd config/rbac; git diff --stat -- api config; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- api config/crd config/rbac charts/metalgate/crds)" ]; then \
+	  echo "generated files are stale: run 'make generate' and commit"; git status --porcelain -- api config/crd config/rbac charts/metalgate/crds; git diff --stat -- api config charts; exit 1; fi
 
 # ---- lint -----------------------------------------------------------------------------------
 .PHONY: lint
@@ -79,7 +95,7 @@ test-unit: ## Fast tests: pure logic, no API server (integration tests say they 
 
 # As root, the netns tests (speaker ARP/NDP, BGP against FRR) need the lab's Debian packages.
 .PHONY: test-deps
-test-deps: kube-bin
+test-deps: kube-bin $(HELM)
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory lab-deps; \
 	  else echo "not root: tests that need network namespaces will say they are skipped"; fi
 
@@ -100,6 +116,17 @@ test-e2e: ## As root on Linux: a throwaway lab, every e2e test, then lab-down.
 
 .PHONY: test
 test: lint verify-generate test-integration test-e2e ## Everything: lint, generated files, unit, integration, e2e (root).
+
+# ---- the Helm chart (charts/metalgate; tested by config/chart_test.go in make test) -----------
+.PHONY: chart-lint
+chart-lint: $(HELM) ## helm lint --strict charts/metalgate, with its defaults and each charts/metalgate/ci/*-values.yaml.
+	$(HELM) lint --strict charts/metalgate
+	@for f in charts/metalgate/ci/*-values.yaml; do echo "$(HELM) lint --strict charts/metalgate -f $$f"; \
+	  $(HELM) lint --strict charts/metalgate -f $$f; done
+
+.PHONY: chart-package
+chart-package: $(HELM) ## Package the chart: _out/charts/metalgate-<version>.tgz.
+	$(HELM) package charts/metalgate -d $(ROOT)/_out/charts
 
 # ---- benchmarks -----------------------------------------------------------------------------
 .PHONY: bench
