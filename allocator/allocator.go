@@ -37,6 +37,11 @@ type Pool struct {
 	Namespaces         []string
 	NamespaceSelectors []LabelMatcher
 	ServiceSelectors   []LabelMatcher
+	// ShareAcrossNamespaces lets Services of different namespaces share one of the pool's
+	// addresses under one sharing key (MetalLB's behaviour). False, the default: a sharing key
+	// joins only Services of one namespace, so a tenant cannot attach to another tenant's
+	// address by guessing its key (architecture invariant 10).
+	ShareAcrossNamespaces bool
 }
 
 // Family is an IP address family.
@@ -294,7 +299,9 @@ func famNames(fams []Family) string {
 // addresses moves to the first pool (in preference order) that covers all of them. Keys
 // holding any address no longer covered by any pool, or whose addresses are no longer all
 // in one common pool, are released entirely and returned, sorted, so the caller can
-// re-allocate them. Service eligibility is not re-checked here; the next Assign does that.
+// re-allocate them; so are the holders of an address shared across namespaces in a pool that
+// no longer allows it, except those of the first holder's namespace. Service eligibility is
+// not re-checked here; the next Assign does that.
 func (a *Allocator) SetPools(pools []Pool) (released []string, err error) {
 	ps, err := buildPools(pools)
 	if err != nil {
@@ -329,6 +336,27 @@ func (a *Allocator) SetPools(pools []Pool) (released []string, err error) {
 		a.keys[key].pool = name
 	}
 	a.ps = ps
+	// A pool that no longer lets namespaces share an address: the holders in the namespace of
+	// the first holder by key keep it (the order in which a restarting controller restores
+	// them), the others are released and allocated anew.
+	split := map[string]bool{}
+	for _, hs := range a.holders {
+		if len(hs) < 2 {
+			continue
+		}
+		first := a.keys[hs[0]]
+		for _, key := range hs[1:] {
+			h := a.keys[key]
+			if h.req.Namespace != first.req.Namespace && !scopeOf(ps.byName[h.pool], ps.byName[first.pool]).across {
+				split[key] = true
+			}
+		}
+	}
+	for key := range split {
+		a.forget(key)
+		released = append(released, key)
+	}
+	sort.Strings(released)
 	for k := range a.holders {
 		ps.setUsed(keyAddr(k), true)
 	}
@@ -431,7 +459,7 @@ func (a *Allocator) Restore(req Request, addrs []netip.Addr) (Assignment, error)
 	if p == nil {
 		return Assignment{}, a.notInPoolError(&r, ordered, nil, false)
 	}
-	if err := a.checkHolders(&r, ordered); err != nil {
+	if err := a.checkHolders(&r, p, ordered); err != nil {
 		return Assignment{}, err
 	}
 	a.forget(r.Key)
@@ -469,17 +497,19 @@ func (a *Allocator) satisfies(h *holding, r *request) bool {
 	if p := a.ps.byName[h.pool]; p == nil || !p.eligible(&r.Request) {
 		return false
 	}
-	return a.checkHolders(r, h.addrs()) == nil
+	return a.checkHolders(r, a.ps.byName[h.pool], h.addrs()) == nil
 }
 
-// checkHolders returns why r cannot hold addrs next to their other holders, or nil.
-func (a *Allocator) checkHolders(r *request, addrs []netip.Addr) error {
+// checkHolders returns why r, taking addrs from pool rp, cannot hold them next to their other
+// holders, or nil.
+func (a *Allocator) checkHolders(r *request, rp *poolState, addrs []netip.Addr) error {
 	for _, x := range addrs {
 		for _, k := range a.holders[addrKey(x)] {
 			if k == r.Key {
 				continue
 			}
-			if err := conflict(r, x, k, &a.keys[k].req); err != nil {
+			h := a.keys[k]
+			if err := conflict(r, x, k, &h.req, scopeOf(rp, a.ps.byName[h.pool])); err != nil {
 				return err
 			}
 		}
@@ -487,16 +517,41 @@ func (a *Allocator) checkHolders(r *request, addrs []netip.Addr) error {
 	return nil
 }
 
-// SharingConflict returns why Services a and b cannot hold addr together (an error wrapping
-// ErrInUse or ErrSharingRefused), or nil when they may share it. Only the sharing fields of the
-// requests matter: Key, SharingKey, BackendKey and Ports.
-func SharingConflict(addr netip.Addr, a, b Request) error {
-	return conflict(&request{Request: a}, addr, b.Key, &request{Request: b})
+// sharingScope is what the pools involved allow: Services of different namespaces may share
+// an address only when every pool involved says so.
+type sharingScope struct {
+	pool   string // named in errors
+	across bool
 }
 
-// conflict returns why r cannot share address x with holder key hk (whose request is h),
-// or nil if it can.
-func conflict(r *request, x netip.Addr, hk string, h *request) error {
+// scopeOf is the scope of an address that a request takes from pool rp and a holder holds
+// from pool hp (nil: a pool that no longer exists, which allows nothing across namespaces).
+func scopeOf(rp, hp *poolState) sharingScope {
+	s := sharingScope{across: rp != nil && hp != nil && rp.cfg.ShareAcrossNamespaces && hp.cfg.ShareAcrossNamespaces}
+	switch {
+	case hp != nil:
+		s.pool = hp.cfg.Name
+	case rp != nil:
+		s.pool = rp.cfg.Name
+	}
+	return s
+}
+
+// SharingConflict returns why Services x and y cannot hold addr of pool together (an error
+// wrapping ErrInUse or ErrSharingRefused), or nil when they may share it. Only the sharing
+// fields of the requests matter: Key, Namespace, SharingKey, BackendKey and Ports; and the
+// pool's ShareAcrossNamespaces, as currently configured (a pool it does not know shares
+// within one namespace only).
+func (a *Allocator) SharingConflict(addr netip.Addr, pool string, x, y Request) error {
+	a.mu.Lock()
+	p := a.ps.byName[pool]
+	a.mu.Unlock()
+	return conflict(&request{Request: x}, addr, y.Key, &request{Request: y}, scopeOf(p, p))
+}
+
+// conflict returns why r cannot share address x with holder key hk (whose request is h) in
+// scope, or nil if it can.
+func conflict(r *request, x netip.Addr, hk string, h *request, scope sharingScope) error {
 	switch {
 	case r.SharingKey == "" && h.SharingKey == "":
 		return errorf(ErrInUse, "address %s is already used by Service %s", x, hk)
@@ -508,6 +563,9 @@ func conflict(r *request, x netip.Addr, hk string, h *request) error {
 	case r.SharingKey != h.SharingKey:
 		return errorf(ErrSharingRefused, "address %s is used by Service %s with sharing key %q, but %s has sharing key %q",
 			x, hk, h.SharingKey, r.Key, r.SharingKey)
+	case r.Namespace != h.Namespace && !scope.across:
+		return errorf(ErrSharingRefused, "address %s is shared under key %q by Service %s of another namespace; pool %q shares an address only among Services of one namespace (its spec.addressSharing AcrossNamespaces would allow %s)",
+			x, h.SharingKey, hk, scope.pool, r.Key)
 	case r.BackendKey != h.BackendKey:
 		return errorf(ErrSharingRefused, "address %s is used by Service %s with backend key %q, but %s has %q: Services sharing an address with externalTrafficPolicy Local must select the same endpoints",
 			x, hk, h.BackendKey, r.Key, r.BackendKey)
@@ -558,7 +616,7 @@ func (a *Allocator) pickRequested(r *request, cands []*poolState) (*poolState, e
 	if p == nil {
 		return nil, a.notInPoolError(r, r.addrs(), cands, true)
 	}
-	if err := a.checkHolders(r, r.addrs()); err != nil {
+	if err := a.checkHolders(r, p, r.addrs()); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -701,7 +759,7 @@ func (a *Allocator) shareable(r *request, p *poolState, fi int) (netip.Addr, boo
 			if famIndex(x) != fi || (best.IsValid() && !x.Less(best)) || !p.covers(x) {
 				continue
 			}
-			if a.checkHolders(r, []netip.Addr{x}) == nil {
+			if a.checkHolders(r, p, []netip.Addr{x}) == nil {
 				best = x
 			}
 		}

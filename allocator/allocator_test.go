@@ -113,6 +113,23 @@ var (
 
 func with(r Request, edit func(*Request)) Request { edit(&r); return r }
 
+// sharingConflict asks whether Services x and y (sharing key "s", ports 80 and 443) may hold
+// addr of pool together; the result is "<nil>" or the error's sentinel.
+func sharingConflict(addr, pool, x, y string) func(*Allocator) (any, error) {
+	return func(a *Allocator) (any, error) {
+		rx := with(svc(x), func(r *Request) { r.SharingKey = "s"; r.Ports = tcp(80) })
+		ry := with(svc(y), func(r *Request) { r.SharingKey = "s"; r.Ports = tcp(443) })
+		switch err := a.SharingConflict(netip.MustParseAddr(addr), pool, rx, ry); {
+		case err == nil:
+			return "<nil>", nil
+		case errors.Is(err, ErrSharingRefused):
+			return "sharing refused", nil
+		default:
+			return err.Error(), nil
+		}
+	}
+}
+
 func TestAllocatorSteps(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -394,6 +411,39 @@ func TestAllocatorSteps(t *testing.T) {
 				{desc: "restore of an incompatible rival claim", do: restore(with(svc("ns/r"), func(r *Request) { r.SharingKey = "z" }), "10.0.0.2"), wantErr: ErrSharingRefused},
 				{desc: "restore of a compatible sharer", do: restore(with(svc("ns/r"), func(r *Request) { r.SharingKey = "l"; r.BackendKey = "app=g" }), "10.0.0.2"), want: asg("p", "10.0.0.2")},
 				{desc: "holders of .2", do: holders("10.0.0.2"), want: []string{"ns/g", "ns/h", "ns/r"}},
+			},
+		},
+		{
+			// Invariant 10: a sharing key does not reach into another namespace unless the pool
+			// says so (IPAddressPool spec.addressSharing: AcrossNamespaces).
+			name: "sharing across namespaces",
+			steps: []step{
+				{desc: "a pool within namespaces, a pool across", do: setPools(
+					Pool{Name: "p", Addresses: []string{"10.0.0.0/30"}, AutoAssign: true, Priority: 1},
+					Pool{Name: "shared", Addresses: []string{"10.1.0.0/30"}, ShareAcrossNamespaces: true},
+				), want: noStrs},
+				{desc: "team-a/web: key s", do: assign(with(svc("team-a/web"), func(r *Request) { r.SharingKey = "s"; r.Ports = tcp(80) })), want: asg("p", "10.0.0.0")},
+				{desc: "team-b/evil: same key, automatic: a free address, not team-a's", do: assign(with(svc("team-b/evil"), func(r *Request) { r.SharingKey = "s"; r.Ports = tcp(443) })), want: asg("p", "10.0.0.1")},
+				{desc: "team-b/evil2: same key, asks for team-a's address", do: assign(with(svc("team-b/evil2"), func(r *Request) {
+					r.SharingKey = "s"
+					r.Ports = tcp(8443)
+					r.Addresses = ips("10.0.0.0")
+				})), wantErr: ErrSharingRefused, wantMsg: `address 10.0.0.0 is shared under key "s" by Service team-a/web of another namespace; pool "p" shares an address only among Services of one namespace`},
+				{desc: "restore of a cross-namespace sharer is refused too", do: restore(with(svc("team-c/x"), func(r *Request) { r.SharingKey = "s"; r.Ports = tcp(22) }), "10.0.0.0"),
+					wantErr: ErrSharingRefused, wantMsg: "another namespace"},
+				{desc: "team-a/api: same namespace shares", do: assign(with(svc("team-a/api"), func(r *Request) { r.SharingKey = "s"; r.Ports = tcp(8080) })), want: asg("p", "10.0.0.0")},
+				{desc: "holders of .0", do: holders("10.0.0.0"), want: []string{"team-a/api", "team-a/web"}},
+				{desc: "the across pool: team-a/db", do: assign(with(svc("team-a/db"), func(r *Request) { r.SharingKey = "db"; r.Pool = "shared"; r.Ports = tcp(5432) })), want: asg("shared", "10.1.0.0")},
+				{desc: "team-b/db2 shares it (MetalLB behaviour, allowed by the pool)", do: assign(with(svc("team-b/db2"), func(r *Request) { r.SharingKey = "db"; r.Pool = "shared"; r.Ports = tcp(3306) })), want: asg("shared", "10.1.0.0")},
+				{desc: "holders of the across pool's address", do: holders("10.1.0.0"), want: []string{"team-a/db", "team-b/db2"}},
+				{desc: "the pool stops allowing it: team-b/db2 loses the address, team-a/db keeps it", do: setPools(
+					Pool{Name: "p", Addresses: []string{"10.0.0.0/30"}, AutoAssign: true, Priority: 1},
+					Pool{Name: "shared", Addresses: []string{"10.1.0.0/30"}},
+				), want: []string{"team-b/db2"}},
+				{desc: "team-b/db2 reassigned: a new address", do: assign(with(svc("team-b/db2"), func(r *Request) { r.SharingKey = "db"; r.Pool = "shared"; r.Ports = tcp(3306) })), want: asg("shared", "10.1.0.1")},
+				{desc: "SharingConflict of the claims: within one namespace", do: sharingConflict("10.0.0.0", "p", "team-a/x", "team-a/y"), want: "<nil>"},
+				{desc: "SharingConflict of the claims: across, pool p", do: sharingConflict("10.0.0.0", "p", "team-a/x", "team-b/y"), want: "sharing refused"},
+				{desc: "SharingConflict of the claims: unknown pool is within-namespace", do: sharingConflict("10.0.0.0", "gone", "team-a/x", "team-b/y"), want: "sharing refused"},
 			},
 		},
 		{

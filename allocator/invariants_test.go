@@ -54,7 +54,7 @@ func (a *Allocator) check() error {
 				return fmt.Errorf("%s listed as holder of %s but does not hold it", k, x)
 			}
 			for _, k2 := range hs[i+1:] {
-				if err := conflict(&h.req, x, k2, &a.keys[k2].req); err != nil {
+				if err := conflict(&h.req, x, k2, &a.keys[k2].req, scopeOf(a.ps.byName[h.pool], a.ps.byName[a.keys[k2].pool])); err != nil {
 					return fmt.Errorf("incompatible holders of %s: %v", x, err)
 				}
 			}

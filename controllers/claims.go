@@ -121,7 +121,7 @@ func (r *ServiceReconciler) claim(ctx context.Context, addr netip.Addr, pool str
 		}
 		if !mine {
 			others := live
-			if rv := sharingRival(addr, want, others); rv != nil {
+			if rv := sharingRival(r.Alloc, addr, pool, want, others); rv != nil {
 				rival = rv
 				if changed {
 					cur.Spec.Holders = others
@@ -145,12 +145,13 @@ func (r *ServiceReconciler) claim(ctx context.Context, addr netip.Addr, pool str
 	return rival, err
 }
 
-// sharingRival returns the first of others that want may not share addr with, or nil.
-func sharingRival(addr netip.Addr, want v1alpha1.ClaimHolder, others []v1alpha1.ClaimHolder) *holder {
+// sharingRival returns the first of others that want may not share addr (of pool) with, or
+// nil.
+func sharingRival(alloc *allocator.Allocator, addr netip.Addr, pool string, want v1alpha1.ClaimHolder, others []v1alpha1.ClaimHolder) *holder {
 	w := holder{ClaimHolder: want, key: serviceKey(want.Namespace, want.Name)}
 	for _, o := range others {
 		h := holder{ClaimHolder: o, key: serviceKey(o.Namespace, o.Name)}
-		if allocator.SharingConflict(addr, w.request(), h.request()) != nil {
+		if alloc.SharingConflict(addr, pool, w.request(), h.request()) != nil {
 			return &h
 		}
 	}

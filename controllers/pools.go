@@ -34,6 +34,8 @@ func poolFor(obj *v1alpha1.IPAddressPool) (allocator.Pool, error) {
 		Name:          obj.Name,
 		AutoAssign:    obj.Spec.AutoAssign == nil || *obj.Spec.AutoAssign,
 		AvoidBuggyIPs: obj.Spec.AvoidBuggyIPs,
+		// Unset (an object stored before the field existed) is the default, WithinNamespace.
+		ShareAcrossNamespaces: obj.Spec.AddressSharing == v1alpha1.AddressSharingAcrossNamespaces,
 	}
 	for i, a := range obj.Spec.Addresses {
 		if _, err := allocator.ParseRange(string(a)); err != nil {

@@ -79,7 +79,32 @@ type IPAddressPoolSpec struct {
 	// and has the lowest precedence.
 	// +optional
 	ServiceAllocation *ServiceAllocation `json:"serviceAllocation,omitempty"`
+
+	// AddressSharing says which Services may share one of the pool's addresses
+	// under a metalgate.io/allow-shared-ip key (always with disjoint ports).
+	// WithinNamespace, also when unset: only Services of one namespace, so that
+	// a Service cannot attach to another namespace's address by using the same
+	// key. AcrossNamespaces: Services of any namespaces the pool serves, as
+	// MetalLB allows; set it on a pool whose namespaces trust each other (the
+	// pool's serviceAllocation.namespaces can narrow who that is). No
+	// server-side default, so that MetalLB manifests read back as written.
+	// +optional
+	AddressSharing AddressSharing `json:"addressSharing,omitempty"`
 }
+
+// AddressSharing is the scope of address sharing in a pool.
+// +kubebuilder:validation:Enum=WithinNamespace;AcrossNamespaces
+type AddressSharing string
+
+// Address sharing scopes.
+const (
+	// AddressSharingWithinNamespace: only Services of one namespace share an
+	// address.
+	AddressSharingWithinNamespace AddressSharing = "WithinNamespace"
+	// AddressSharingAcrossNamespaces: Services of different namespaces may
+	// share an address.
+	AddressSharingAcrossNamespaces AddressSharing = "AcrossNamespaces"
+)
 
 // Validation of AddressRange. The first rule checks the shape. The second
 // and third only look at well-formed ranges and pass anything else (which

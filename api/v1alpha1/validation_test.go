@@ -173,6 +173,8 @@ func TestRefused(t *testing.T) {
 			"must be a CIDR such as 192.0.2.0/24"},
 		{"second address bad", "IPAddressPool", poolSpec("192.0.2.0/24", "2001:db8::/200"), "spec.addresses[1]",
 			`"2001:db8::/200" must be a CIDR`},
+		{"address sharing not a scope", "IPAddressPool", with(poolSpec("192.0.2.0/24"), field{"addressSharing": "Everywhere"}), "spec.addressSharing",
+			`Unsupported value: "Everywhere": supported values: "WithinNamespace", "AcrossNamespaces"`},
 		{"v4 start after end", "IPAddressPool", poolSpec("192.0.2.20-192.0.2.10"), "spec.addresses[0]",
 			`"192.0.2.20-192.0.2.10": the start of a range must not be after its end`},
 		{"v4 start after end by one", "IPAddressPool", poolSpec("192.0.2.11-192.0.2.10"), "spec.addresses[0]",
@@ -335,7 +337,7 @@ func TestAccepted(t *testing.T) {
 		{"mixed pool", "IPAddressPool", poolSpec("192.0.2.0/24", "198.51.100.1-198.51.100.9", "2001:db8::/64", "2001:db8:1::1-2001:db8:1::9")},
 		{"256 long v6 ranges", "IPAddressPool", poolSpec(long...)},
 		{"every pool field", "IPAddressPool", with(poolSpec("192.0.2.0/24"), field{
-			"autoAssign": false, "avoidBuggyIPs": true,
+			"autoAssign": false, "avoidBuggyIPs": true, "addressSharing": "AcrossNamespaces",
 			"serviceAllocation": field{"priority": int64(10), "namespaces": strs("a", "b"),
 				"namespaceSelectors": []any{field{"matchLabels": field{"team": "a"}}},
 				"serviceSelectors":   []any{field{"matchExpressions": []any{field{"key": "app", "operator": "Exists"}}}}},
