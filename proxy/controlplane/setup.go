@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -65,13 +64,14 @@ func New(opts Options) (*ControlPlane, error) {
 func (cp *ControlPlane) Freshness() *Freshness { return cp.fresh }
 
 // CacheOptions scope the manager's cache: the watched namespaces (plus the proxy's own for
-// its Service), only TLS Secrets, and managedFields stripped from everything but Ingresses
-// (the status publisher reads them there).
+// its Service), Secrets with their data only when of type TLS (certificates) or Opaque
+// (htpasswd for basic auth), and managedFields stripped from everything but Ingresses (the
+// status publisher reads them there).
 func (cp *ControlPlane) CacheOptions() cache.Options {
 	o := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}:        {Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS))},
+			&corev1.Secret{}:        {Transform: secretTransform},
 			&networkingv1.Ingress{}: {Transform: func(o any) (any, error) { return o, nil }},
 		},
 		DefaultWatchErrorHandler: func(_ context.Context, r *toolscache.Reflector, err error) {
@@ -95,6 +95,21 @@ func (cp *ControlPlane) CacheOptions() cache.Options {
 		}
 	}
 	return o
+}
+
+// secretTransform keeps what the proxy reads of a Secret: the data of TLS and Opaque Secrets,
+// and of any other only the name (Helm releases, tokens and the like can be large, and are
+// never the proxy's business).
+func secretTransform(o any) (any, error) {
+	s, ok := o.(*corev1.Secret)
+	if !ok {
+		return o, nil
+	}
+	s.ManagedFields = nil
+	if s.Type != corev1.SecretTypeTLS && s.Type != corev1.SecretTypeOpaque && s.Type != "" {
+		s.Data, s.StringData = nil, nil
+	}
+	return s, nil
 }
 
 // Setup adds the table builder and the API prober (every replica) and the status publisher

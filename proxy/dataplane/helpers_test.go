@@ -56,6 +56,7 @@ type route struct {
 	annotations map[string]string
 	endpoints   []string // host:port
 	tlsSecret   *corev1.Secret
+	secrets     []*corev1.Secret // more Secrets of namespace ns (basic auth)
 }
 
 // buildTable makes a table the way the control plane does, from Kubernetes objects; any
@@ -85,6 +86,7 @@ func buildTableProblems(t testing.TB, routes ...route) (*table.Table, []table.Pr
 					Path: r.path, PathType: ptr(networkingv1.PathTypePrefix),
 					Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: name, Port: networkingv1.ServiceBackendPort{Name: "http"}}},
 				}}}}}}}}
+		in.Secrets = append(in.Secrets, r.secrets...)
 		if r.tlsSecret != nil {
 			ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{r.host}, SecretName: r.tlsSecret.Name}}
 			in.Secrets = append(in.Secrets, r.tlsSecret)

@@ -14,7 +14,8 @@ import (
 
 // The route policy (table.Policy), applied here for both forwarding paths. Before the
 // request is forwarded, in this order: the address lists (403), the rate limit (429), the
-// fixed redirect, the redirect to HTTPS, app-root, a CORS preflight (204). What the backend
+// fixed redirect, the redirect to HTTPS, app-root, a CORS preflight (204), basic
+// authentication (401). What the backend
 // sees (rewritten path, Host, X-Forwarded-Prefix, header edits) is written by the header
 // policy (headers.go) and the path rewrite below; what the client sees (response header
 // edits, CORS headers) by responseHeaders.
@@ -77,6 +78,18 @@ func (s *Server) answer(w *responseWriter, r *http.Request, route *table.Route, 
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return true
+	}
+	if ba := p.BasicAuth; ba != nil {
+		ok, err := s.auth.check(r.Context(), r, ba)
+		if err != nil {
+			return true // the client is gone
+		}
+		if !ok {
+			s.limitHit(limitAuth)
+			w.Header().Set("WWW-Authenticate", `Basic realm=`+strconv.Quote(ba.Realm)+`, charset="UTF-8"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return true
+		}
 	}
 	return false
 }

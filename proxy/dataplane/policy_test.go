@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // noFollow is a client that shows redirects instead of following them.
@@ -360,4 +362,85 @@ func TestCanary(t *testing.T) {
 			t.Errorf("weight 30 of 60: %v", seen)
 		}
 	})
+}
+
+// TestBasicAuth: users of an htpasswd Secret (bcrypt, $apr1$) get through, anyone else gets
+// 401 with a challenge and never reaches the backend; a route whose Secret is missing
+// refuses everyone (it never fails open) and says why.
+func TestBasicAuth(t *testing.T) {
+	var mu sync.Mutex
+	reached := 0
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		reached++
+		mu.Unlock()
+		_ = json.NewEncoder(w).Encode(echoReply{Backend: "a"})
+	}))
+	t.Cleanup(be.Close)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "users"}, Data: map[string][]byte{
+		"auth": []byte("alice:$2y$05$Zg3l8ADPLYr4Dt5trgM4UeoI11CxhpcyGM3f0gpaDsKAD.SkmE6Tm\ncarol:$apr1$r31.....$HqJZimcKQFAMYayBlzkrA/\n")}}
+	r := []route{
+		{host: "a.test", path: "/", endpoints: []string{hostport(be)}, secrets: []*corev1.Secret{secret}, annotations: map[string]string{
+			"nginx.ingress.kubernetes.io/auth-type": "basic", "nginx.ingress.kubernetes.io/auth-secret": "users", "nginx.ingress.kubernetes.io/auth-realm": "Staff"}},
+		{host: "gone.test", path: "/", endpoints: []string{hostport(be)}, annotations: map[string]string{
+			"metalgate.io/auth-type": "basic", "metalgate.io/auth-secret": "nope"}},
+	}
+	tab, problems := buildTableProblems(t, r...)
+	if len(problems) != 1 || !strings.Contains(problems[0].Message, "Secret ns/nope not found") {
+		t.Fatalf("problems %v, want the missing Secret", problems)
+	}
+	forEachPath(t, func(t *testing.T, opts Options) {
+		_, addr, _ := startProxy(t, opts, tab)
+		mu.Lock()
+		reached = 0
+		mu.Unlock()
+		for _, tc := range []struct {
+			host, user, pass string
+			want             int
+		}{
+			{"a.test", "alice", "secret1", 200},
+			{"a.test", "alice", "secret1", 200}, // from the cache this time
+			{"a.test", "carol", "myPassword", 200},
+			{"a.test", "alice", "wrong", 401},
+			{"a.test", "mallory", "secret1", 401},
+			{"a.test", "", "", 401},
+			{"gone.test", "alice", "secret1", 401},
+		} {
+			req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+			req.Host = tc.host
+			if tc.user != "" {
+				req.SetBasicAuth(tc.user, tc.pass)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("%s as %q: %d, want %d", tc.host, tc.user, resp.StatusCode, tc.want)
+			}
+			if tc.want == 401 && resp.Header.Get("WWW-Authenticate") == "" {
+				t.Errorf("%s as %q: 401 without a challenge", tc.host, tc.user)
+			}
+		}
+		if got := resp401Realm(t, addr); got != `Basic realm="Staff", charset="UTF-8"` {
+			t.Errorf("challenge %q", got)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if reached != 3 {
+			t.Errorf("the backend saw %d requests, want the 3 authenticated ones", reached)
+		}
+	})
+}
+
+func resp401Realm(t *testing.T, addr string) string {
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+	req.Host = "a.test"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.Header.Get("WWW-Authenticate")
 }

@@ -46,6 +46,7 @@ type Server struct {
 	httpPort, httpsPort string // X-Forwarded-Port
 	affinityKey         []byte
 	limits              *limiters     // rate limits' state, across tables
+	auth                *basicAuth    // basic authentication checks, across tables
 	served              atomic.Uint64 // for access-log sampling
 	// reencodeQueries: GODEBUG sets urlmaxqueryparams, with which ReverseProxy re-encodes
 	// every query; the direct path then leaves all requests to it.
@@ -63,6 +64,7 @@ func New(opts Options) (*Server, error) {
 		httpPort:        strconv.Itoa(opts.PublicHTTPPort), httpsPort: strconv.Itoa(opts.PublicHTTPSPort),
 		affinityKey: opts.AffinityKey,
 		limits:      newLimiters(),
+		auth:        newBasicAuth(),
 	}
 	if opts.ServerHeader != "-" {
 		s.serverHeader = []string{opts.ServerHeader}

@@ -100,6 +100,19 @@ type Options struct {
 	// it claims no host and routes only the requests the rule selects.
 	Canary *CanaryRule
 	Policy Policy
+	// auth is the basic-auth Secret to read at build time (Policy.BasicAuth comes from it).
+	auth *authRef
+}
+
+// authRef names the htpasswd Secret of basic authentication.
+type authRef struct {
+	key       string // the annotation, for problems
+	namespace string // "" for the Ingress's own
+	name      string
+	asMap     bool // auth-map: each key a user, each value a hash; else auth-file: key "auth"
+	realm     string
+	// unsupported says why the annotation cannot be honoured; the route then refuses all.
+	unsupported string
 }
 
 // annotationReader reads one Ingress's annotations: the metalgate.io form of a name, else
@@ -191,6 +204,7 @@ func parseOptions(ann map[string]string, nginx bool) (Options, []problemText) {
 	a.cors(&o)
 	a.timeouts(&o)
 	a.canary(&o)
+	a.basicAuth(&o)
 	if key, v, ok := a.get("proxy-body-size"); ok {
 		n, err := parseSize(v)
 		switch {
@@ -562,6 +576,40 @@ func (a *annotationReader) timeouts(o *Options) {
 	d("proxy-connect-timeout", &o.Policy.Timeouts.Connect)
 	d("proxy-read-timeout", &o.Policy.Timeouts.Read)
 	d("proxy-send-timeout", &o.Policy.Timeouts.Send)
+}
+
+// basicAuth reads auth-type basic with auth-secret, auth-secret-type and auth-realm.
+func (a *annotationReader) basicAuth(o *Options) {
+	_, secret, _ := a.get("auth-secret")
+	stkey, stype, _ := a.get("auth-secret-type")
+	_, realm, _ := a.get("auth-realm")
+	key, v, ok := a.get("auth-type")
+	if !ok {
+		return
+	}
+	ref := &authRef{key: key, realm: realm}
+	if strings.ToLower(v) != "basic" {
+		// Asked for authentication metalgate cannot do: refuse everyone rather than let
+		// everyone in (build reports it).
+		ref.unsupported = fmt.Sprintf("auth-type %q is not supported (basic is; digest is not)", v)
+	}
+	if ref.realm == "" {
+		ref.realm = "Authentication Required"
+	}
+	if ns, name, ok := strings.Cut(secret, "/"); ok {
+		ref.namespace, ref.name = ns, name
+	} else {
+		ref.name = secret
+	}
+	switch stype {
+	case "", "auth-file":
+	case "auth-map":
+		ref.asMap = true
+	default:
+		a.bad(stkey, stype, "auth-file or auth-map")
+	}
+	// Without a usable Secret the route refuses everyone: build reports why.
+	o.auth = ref
 }
 
 // canary reads canary and its rules (ingress-nginx's canary-* annotations).

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestAnnotations: every annotation, valid (metalgate.io form, and its ingress-nginx form when
@@ -140,7 +141,7 @@ func TestAnnotations(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, problems := parseOptions(tc.ann, tc.nginx)
-			if diff := cmp.Diff(tc.want, got, cmpopts.EquateComparable(netip.Prefix{})); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateComparable(netip.Prefix{}), cmp.AllowUnexported(Options{}, authRef{})); diff != "" {
 				t.Errorf("options (-want +got):\n%s", diff)
 			}
 			if len(problems) != len(tc.problems) {
@@ -253,5 +254,66 @@ func TestCanaryAttachment(t *testing.T) {
 	}
 	if r := tab.Lookup("m.com", "/other"); r != nil {
 		t.Errorf("a canary without a main route routes: %+v", r)
+	}
+}
+
+// TestBasicAuthSecrets: the htpasswd Secret is read from the Ingress's namespace only; an
+// unusable one leaves the route with no users (it refuses everyone) and a problem naming why.
+func TestBasicAuthSecrets(t *testing.T) {
+	sec := func(ns, name string, data map[string]string) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: "7"}, Data: map[string][]byte{}}
+		for k, v := range data {
+			s.Data[k] = []byte(v)
+		}
+		return s
+	}
+	good := "alice:$apr1$r31.....$HqJZimcKQFAMYayBlzkrA/"
+	secrets := []*corev1.Secret{
+		sec("ns", "file", map[string]string{"auth": good}),
+		sec("ns", "map", map[string]string{"bob": "{SHA}xjbo4jj9evl+LlAPjG8PTAvtr7A="}),
+		sec("ns", "plain", map[string]string{"auth": "eve:password"}),
+		sec("other", "theirs", map[string]string{"auth": good}),
+	}
+	for _, tc := range []struct {
+		name      string
+		ann       map[string]string
+		wantUsers []string
+		problem   string
+	}{
+		{"auth-file", map[string]string{"auth-type": "basic", "auth-secret": "file"}, []string{"alice"}, ""},
+		{"auth-map", map[string]string{"auth-type": "basic", "auth-secret": "map", "auth-secret-type": "auth-map"}, []string{"bob"}, ""},
+		{"same namespace spelled out", map[string]string{"auth-type": "basic", "auth-secret": "ns/file"}, []string{"alice"}, ""},
+		{"another namespace", map[string]string{"auth-type": "basic", "auth-secret": "other/theirs"}, nil, "is in another namespace"},
+		{"missing", map[string]string{"auth-type": "basic", "auth-secret": "nope"}, nil, "Secret ns/nope not found"},
+		{"plain-text password", map[string]string{"auth-type": "basic", "auth-secret": "plain"}, nil, "hash type not supported"},
+		{"no key auth", map[string]string{"auth-type": "basic", "auth-secret": "map"}, nil, `has no key "auth"`},
+		{"digest refuses everyone", map[string]string{"auth-type": "digest", "auth-secret": "file"}, nil, "digest is not"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ing := ingress("i", 0, path{"a.com", "/", "Prefix", "s"})
+			ing.Annotations = map[string]string{}
+			for k, v := range tc.ann {
+				ing.Annotations[PrefixMetalgate+k] = v
+			}
+			tab, problems := Build(Input{Classes: []*networkingv1.IngressClass{class("metalgate")}, Ingresses: []*networkingv1.Ingress{ing},
+				Services: []*corev1.Service{svc("s")}, Secrets: secrets})
+			var msgs []string
+			for _, p := range problems {
+				if p.Reason != ReasonRefusedEndpoint {
+					msgs = append(msgs, p.Message)
+				}
+			}
+			if (tc.problem == "") != (len(msgs) == 0) || tc.problem != "" && !strings.Contains(strings.Join(msgs, "|"), tc.problem) {
+				t.Errorf("problems %v, want %q", msgs, tc.problem)
+			}
+			ba := tab.Lookup("a.com", "/").Options.Policy.BasicAuth
+			var users []string
+			for u := range ba.Users {
+				users = append(users, u)
+			}
+			if diff := cmp.Diff(tc.wantUsers, users); diff != "" {
+				t.Errorf("users (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -321,6 +321,9 @@ func (b *builder) ingress(ing *networkingv1.Ingress, p parsedIngress) {
 	for _, pt := range p.problems {
 		b.problem(id, pt.reason, "%s", pt.msg)
 	}
+	if opts.auth != nil {
+		opts.Policy.BasicAuth = b.basicAuth(id, opts.auth)
+	}
 	// Hosts first: one of another namespace is refused before anything for it is loaded, and
 	// a host of ours is known even without a path (its requests stay in this namespace).
 	for i, rule := range rules {
@@ -413,6 +416,56 @@ func (b *builder) ingress(ing *networkingv1.Ingress, p parsedIngress) {
 			b.hostRules(host, ing.Namespace).add(r, kind)
 		}
 	}
+}
+
+// basicAuth reads the htpasswd Secret of an Ingress's basic authentication. Only a Secret of
+// the Ingress's own namespace is read (tenants are walls). When it cannot be used the route
+// refuses everyone (no users) and a Problem says why.
+func (b *builder) basicAuth(id types.NamespacedName, ref *authRef) *BasicAuth {
+	ba := &BasicAuth{Realm: ref.realm, Users: map[string]string{}}
+	fail := func(format string, args ...any) *BasicAuth {
+		b.problem(id, ReasonInvalidAnnotation, "%s: "+format+"; every request is refused (401) until it is fixed", append([]any{ref.key}, args...)...)
+		return ba
+	}
+	switch {
+	case ref.unsupported != "":
+		return fail("%s", ref.unsupported)
+	case ref.name == "":
+		return fail("auth-secret names no Secret")
+	case ref.namespace != "" && ref.namespace != id.Namespace:
+		return fail("auth-secret %s/%s is in another namespace; only Secrets of namespace %s are read", ref.namespace, ref.name, id.Namespace)
+	}
+	sec := b.secrets[types.NamespacedName{Namespace: id.Namespace, Name: ref.name}]
+	if sec == nil {
+		return fail("Secret %s/%s not found", id.Namespace, ref.name)
+	}
+	ba.Version = string(sec.UID) + "/" + sec.ResourceVersion
+	if ref.asMap {
+		var lines []string
+		for user, hash := range sec.Data {
+			lines = append(lines, user+":"+string(hash))
+		}
+		sort.Strings(lines)
+		users, err := parseHtpasswd(strings.Join(lines, "\n"))
+		if err != nil {
+			return fail("Secret %s/%s (auth-map): %v", id.Namespace, ref.name, err)
+		}
+		ba.Users = users
+		return ba
+	}
+	text, ok := sec.Data["auth"]
+	if !ok {
+		return fail("Secret %s/%s has no key \"auth\" (htpasswd lines; auth-secret-type auth-map reads a user per key)", id.Namespace, ref.name)
+	}
+	users, err := parseHtpasswd(string(text))
+	if err != nil {
+		return fail("Secret %s/%s key auth: %v", id.Namespace, ref.name, err)
+	}
+	if len(users) == 0 {
+		return fail("Secret %s/%s key auth holds no user", id.Namespace, ref.name)
+	}
+	ba.Users = users
+	return ba
 }
 
 // canary attaches a canary Ingress to the routes it shadows: each of its host and path pairs

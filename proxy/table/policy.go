@@ -68,10 +68,15 @@ type CORS struct {
 }
 
 // BasicAuth is HTTP Basic authentication (RFC 7617) against htpasswd lines from a Secret.
+// Users empty refuses everyone: the Secret is missing or unusable (a Problem says why);
+// authentication never fails open.
 type BasicAuth struct {
 	Realm string
-	// Users maps a user name to its htpasswd hash (bcrypt "$2y$…", or "{SHA}…").
+	// Users maps a user name to its htpasswd hash (bcrypt, $apr1$ or {SHA}: CheckPassword).
 	Users map[string]string
+	// Version identifies the Secret's content, so that a verification cache forgets what it
+	// knew when the Secret changes.
+	Version string
 }
 
 // Rewrite changes the request path before it is forwarded. With Regex, the route's path is

@@ -1,0 +1,77 @@
+package controlplane_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/metalgate/metalgate/proxy/controlplane"
+)
+
+// TestBasicAuthSecret: through the API server, an Opaque htpasswd Secret protects an
+// Ingress (401 without credentials, 200 with), a changed Secret takes effect without a
+// restart, and an Ingress naming a Secret that does not exist refuses everyone and gets a
+// Warning event.
+func TestBasicAuthSecret(t *testing.T) {
+	needAPIServer(t)
+	ns := namespace(t)
+	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
+	setSlice(t, ns, "web", startBackend(t, "web"))
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "users"}, Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{"auth": []byte("alice:$apr1$r31.....$HqJZimcKQFAMYayBlzkrA/\n")}} // myPassword
+	create(t, secret)
+	ing := ingress(ns, "web", "metalgate", "auth.test", "web")
+	ing.Annotations = map[string]string{"nginx.ingress.kubernetes.io/auth-type": "basic", "nginx.ingress.kubernetes.io/auth-secret": "users"}
+	create(t, ing)
+	gone := ingress(ns, "gone", "metalgate", "gone.test", "web")
+	gone.Annotations = map[string]string{"metalgate.io/auth-type": "basic", "metalgate.io/auth-secret": "nope"}
+	create(t, gone)
+	p := startProxy(t, ns, func(o *controlplane.Options) { o.NginxAnnotations = true })
+
+	as := func(host, user, pass string) int {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+p.addr+"/", nil)
+		req.Host = host
+		if user != "" {
+			req.SetBasicAuth(user, pass)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	eventually(t, 10*time.Second, func() string {
+		if code := as("auth.test", "alice", "myPassword"); code != 200 {
+			return fmt.Sprintf("alice: %d, want 200", code)
+		}
+		return ""
+	})
+	if code := as("auth.test", "", ""); code != 401 {
+		t.Errorf("no credentials: %d, want 401", code)
+	}
+	if code := as("gone.test", "alice", "myPassword"); code != 401 {
+		t.Errorf("missing Secret: %d, want 401", code)
+	}
+	warning(t, ns, "gone", "InvalidAnnotation", fmt.Sprintf("Secret %s/nope not found", ns))
+
+	// A new password: the old one stops working, the new one works.
+	secret.Data["auth"] = []byte("alice:{SHA}xjbo4jj9evl+LlAPjG8PTAvtr7A=\n") // secret2
+	if err := k8sClient.Update(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() string {
+		if code := as("auth.test", "alice", "secret2"); code != 200 {
+			return fmt.Sprintf("new password: %d, want 200", code)
+		}
+		return ""
+	})
+	if code := as("auth.test", "alice", "myPassword"); code != 401 {
+		t.Errorf("old password after the change: %d, want 401", code)
+	}
+}

@@ -1,0 +1,47 @@
+package table
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCheckPassword: vectors from `openssl passwd -apr1`, `htpasswd -B` and `htpasswd -s`.
+func TestCheckPassword(t *testing.T) {
+	for _, tc := range []struct {
+		hash, password string
+		want           bool
+	}{
+		{"$apr1$r31.....$HqJZimcKQFAMYayBlzkrA/", "myPassword", true},
+		{"$apr1$r31.....$HqJZimcKQFAMYayBlzkrA/", "mypassword", false},
+		{"$apr1$ZjTqBB3f$2.BfTiOa5fOow8Viq2nNX0", "open sesame", true},
+		{"$apr1$abc$BfqKdn9xFDWJPa3kcp/PH0", "", true},
+		{"$apr1$12345678$7doNvcOiE9lPjxfe2.NA1/", "a very long password that is longer than sixteen bytes", true},
+		{"$2y$05$Zg3l8ADPLYr4Dt5trgM4UeoI11CxhpcyGM3f0gpaDsKAD.SkmE6Tm", "secret1", true},
+		{"$2y$05$Zg3l8ADPLYr4Dt5trgM4UeoI11CxhpcyGM3f0gpaDsKAD.SkmE6Tm", "secret2", false},
+		{"{SHA}xjbo4jj9evl+LlAPjG8PTAvtr7A=", "secret2", true},
+		{"{SHA}xjbo4jj9evl+LlAPjG8PTAvtr7A=", "secret1", false},
+		{"plaintext", "plaintext", false},
+	} {
+		if got := CheckPassword(tc.hash, tc.password); got != tc.want {
+			t.Errorf("CheckPassword(%q, %q) = %v, want %v", tc.hash, tc.password, got, tc.want)
+		}
+	}
+}
+
+func TestParseHtpasswd(t *testing.T) {
+	users, err := parseHtpasswd("# users\nalice:$2y$05$Zg3l8ADPLYr4Dt5trgM4UeoI11CxhpcyGM3f0gpaDsKAD.SkmE6Tm\n\nbob:{SHA}xjbo4jj9evl+LlAPjG8PTAvtr7A=\ncarol:$apr1$r31.....$HqJZimcKQFAMYayBlzkrA/\n")
+	if err != nil || len(users) != 3 {
+		t.Fatalf("users %v, %v", users, err)
+	}
+	for _, tc := range []struct{ text, wantErr string }{
+		{"dave:plaintext", `line 1, user "dave": hash type not supported`},
+		{"erin:abJ0L9pQ5xk6.", "hash type not supported"}, // crypt(3)
+		{"nocolon", "line 1: want user:hash"},
+		{"frank:$apr1$short$x", "$apr1$ hash"},
+		{"gina:{SHA}notbase64!", "{SHA} hash"},
+	} {
+		if _, err := parseHtpasswd(tc.text); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("parseHtpasswd(%q): %v, want %q", tc.text, err, tc.wantErr)
+		}
+	}
+}
