@@ -113,15 +113,59 @@ func TestChartCRDs(t *testing.T) {
 	}
 }
 
-// TestChartProxyProtocolNotYet: PROXY protocol has a value but no proxy flag yet; turning it on
-// fails the install with the reason instead of being ignored.
-func TestChartProxyProtocolNotYet(t *testing.T) {
+// TestChartProxyProtocol: proxy.proxyProtocol maps to the proxy's PROXY-protocol flags (none
+// while both listeners are off); a mode the proxy would refuse, or a listener on without the
+// sources it may come from, fails the install with the reason instead of a crash-looping pod.
+func TestChartProxyProtocol(t *testing.T) {
 	helm := helmBinary(t)
-	for _, set := range []string{"proxy.proxyProtocol.http=true", "proxy.proxyProtocol.https=true"} {
-		out, err := runHelm(t, helm, "template", "metalgate", chart, "--set", set)
-		if err == nil || !strings.Contains(out, "no PROXY protocol support yet") {
-			t.Errorf("helm template --set %s: err %v, want the 'not yet' failure; output:\n%.400s", set, err, out)
-		}
+	for _, tc := range []struct {
+		name     string
+		set      []string
+		wantArgs []string // the proxy's --proxy-protocol-* args, in order
+		wantErr  string
+	}{
+		{name: "off by default"},
+		{name: "off, as YAML reads it", set: []string{"proxy.proxyProtocol.http=false"}},
+		{name: "https required from two balancers", set: []string{"proxy.proxyProtocol.https=required", "proxy.proxyProtocol.from={10.0.0.0/8,192.0.2.0/24}"},
+			wantArgs: []string{"--proxy-protocol-https=required", "--proxy-protocol-from=10.0.0.0/8", "--proxy-protocol-from=192.0.2.0/24"}},
+		{name: "both listeners", set: []string{"proxy.proxyProtocol.http=optional", "proxy.proxyProtocol.https=required", "proxy.proxyProtocol.from={10.0.0.0/8}"},
+			wantArgs: []string{"--proxy-protocol-http=optional", "--proxy-protocol-https=required", "--proxy-protocol-from=10.0.0.0/8"}},
+		{name: "sources without a listener are not passed", set: []string{"proxy.proxyProtocol.from={10.0.0.0/8}"}},
+		{name: "no sources", set: []string{"proxy.proxyProtocol.http=required"}, wantErr: "proxy.proxyProtocol.from: list the CIDRs"},
+		{name: "bad mode", set: []string{"proxy.proxyProtocol.https=yes", "proxy.proxyProtocol.from={10.0.0.0/8}"}, wantErr: `proxy.proxyProtocol.https: "yes": want off, optional or required`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"template", "metalgate", chart}
+			for _, s := range tc.set {
+				args = append(args, "--set", s)
+			}
+			out, err := runHelm(t, helm, args...)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(out, tc.wantErr) {
+					t.Fatalf("helm %s: err %v, want one saying %q; output:\n%.600s", strings.Join(args, " "), err, tc.wantErr, out)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			var got []string
+			for _, o := range decodeAll(t, tc.name, []byte(out)) {
+				if o.GetKind() != "Deployment" || o.GetLabels()["app.kubernetes.io/component"] != "proxy" {
+					continue
+				}
+				var d appsv1.Deployment
+				fromUnstructured(t, o, &d)
+				for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+					if strings.HasPrefix(a, "--proxy-protocol") {
+						got = append(got, a)
+					}
+				}
+			}
+			if diff := cmp.Diff(tc.wantArgs, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("proxy args (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

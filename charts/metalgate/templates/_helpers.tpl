@@ -83,3 +83,16 @@ that its ServiceAccount gets exactly those rules, and where). */}}
   resources: [events]
   verbs: [create, patch]
 {{- end }}
+
+{{/* metalgate.proxyProtocolMode: a listener's PROXY protocol mode, off, optional or required;
+YAML reads an unquoted off as false. Call with (dict "listener" "http" "mode" .Values...). */}}
+{{- define "metalgate.proxyProtocolMode" -}}
+{{- $m := toString .mode -}}
+{{- if or (eq $m "false") (eq $m "") (eq $m "<nil>") -}}
+off
+{{- else if has $m (list "off" "optional" "required") -}}
+{{ $m }}
+{{- else -}}
+{{- fail (printf "proxy.proxyProtocol.%s: %q: want off, optional or required" .listener $m) -}}
+{{- end -}}
+{{- end -}}
