@@ -92,11 +92,15 @@ func (s *Server) outboundHeaders(in *http.Request, a *attempt, emit func(k, v st
 		}
 	}
 	add := emit
-	if edits != nil {
+	if edits != nil || a.authSet != nil {
 		add = func(k, v string) {
-			if !edited(edits, k) { // removed, or replaced by a set below
-				emit(k, v)
+			if edits != nil && edited(edits, k) { // removed, or replaced by a set below
+				return
 			}
+			if _, ok := a.authSet[k]; ok { // the authentication service's, not the client's
+				return
+			}
+			emit(k, v)
 		}
 	}
 	conn := in.Header["Connection"]
@@ -132,6 +136,11 @@ func (s *Server) outboundHeaders(in *http.Request, a *attempt, emit func(k, v st
 	}
 	add("Forwarded", forwarded)
 	add("X-Request-Id", a.reqID)
+	for k, vv := range a.authSet {
+		for _, v := range vv {
+			emit(k, v)
+		}
+	}
 	if edits != nil {
 		for _, h := range edits.Set {
 			emit(h.Name, h.Value)

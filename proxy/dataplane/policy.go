@@ -79,6 +79,9 @@ func (s *Server) answer(w *responseWriter, r *http.Request, route *table.Route, 
 		w.WriteHeader(http.StatusNoContent)
 		return true
 	}
+	if ea := p.ExternalAuth; ea != nil && s.externalAuth(w, r, ea, a) {
+		return true
+	}
 	if ba := p.BasicAuth; ba != nil {
 		ok, err := s.auth.check(r.Context(), r, ba)
 		if err != nil {

@@ -444,3 +444,95 @@ func resp401Realm(t *testing.T, addr string) string {
 	resp.Body.Close()
 	return resp.Header.Get("WWW-Authenticate")
 }
+
+// TestExternalAuth: the authentication service (a Service of the same namespace) sees the
+// request's headers and where it was going; 2xx lets it through with the service's
+// auth-response-headers (a client's own copy of them never reaches the backend); 401 sends
+// the client to auth-signin or answers 401; 403 answers 403; an auth-url outside the
+// namespace is refused and the route then refuses everything.
+func TestExternalAuth(t *testing.T) {
+	var mu sync.Mutex
+	var seen http.Header
+	auth := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = r.Header.Clone()
+		mu.Unlock()
+		switch c, _ := r.Cookie("session"); {
+		case c == nil:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="app"`)
+			w.WriteHeader(http.StatusUnauthorized)
+		case c.Value == "alice":
+			w.Header().Set("X-Auth-Request-User", "alice")
+		case c.Value == "nobody":
+			// 200 without the user header
+		default:
+			w.WriteHeader(http.StatusForbidden)
+		}
+	}))
+	t.Cleanup(auth.Close)
+	app := echoBackend(t, "app")
+	ann := func(extra ...string) map[string]string {
+		m := map[string]string{"nginx.ingress.kubernetes.io/auth-url": "http://r0.ns.svc.cluster.local/check?x=1",
+			"nginx.ingress.kubernetes.io/auth-response-headers": "X-Auth-Request-User"}
+		for i := 0; i < len(extra); i += 2 {
+			m[extra[i]] = extra[i+1]
+		}
+		return m
+	}
+	routes := []route{
+		{host: "auth.test", path: "/", endpoints: []string{hostport(auth)}}, // r0: the auth Service
+		{host: "a.test", path: "/", endpoints: []string{hostport(app)}, annotations: ann()},
+		{host: "s.test", path: "/", endpoints: []string{hostport(app)}, annotations: ann("nginx.ingress.kubernetes.io/auth-signin", "https://login.example/start")},
+		{host: "far.test", path: "/", endpoints: []string{hostport(app)}, annotations: map[string]string{"metalgate.io/auth-url": "http://auth.other.svc.cluster.local/check"}},
+		{host: "out.test", path: "/", endpoints: []string{hostport(app)}, annotations: map[string]string{"metalgate.io/auth-url": "http://169.254.169.254/latest"}},
+	}
+	tab, problems := buildTableProblems(t, routes...)
+	if len(problems) != 2 {
+		t.Fatalf("problems %v, want the two refused auth-urls", problems)
+	}
+	forEachPath(t, func(t *testing.T, opts Options) {
+		_, addr, _ := startProxy(t, opts, tab)
+		for _, tc := range []struct {
+			host, cookie, clientUser string
+			want                     int
+			wantUser, wantLocation   string
+		}{
+			{host: "a.test", want: 401},
+			{host: "a.test", cookie: "alice", clientUser: "mallory", want: 200, wantUser: "alice"},
+			{host: "a.test", cookie: "nobody", clientUser: "mallory", want: 200, wantUser: ""},
+			{host: "a.test", cookie: "eve", want: 403},
+			{host: "s.test", want: 302, wantLocation: "https://login.example/start?rd=http%3A%2F%2Fs.test%2Fdeep%3Fq%3D1"},
+			{host: "far.test", cookie: "alice", want: 500},
+			{host: "out.test", cookie: "alice", want: 500},
+		} {
+			hdr := map[string]string{"Host": tc.host}
+			if tc.cookie != "" {
+				hdr["Cookie"] = "session=" + tc.cookie
+			}
+			if tc.clientUser != "" {
+				hdr["X-Auth-Request-User"] = tc.clientUser
+			}
+			resp, e := get(t, noFollow, "http://"+addr+"/deep?q=1", hdr)
+			if resp.StatusCode != tc.want {
+				t.Errorf("%s cookie %q: %d, want %d", tc.host, tc.cookie, resp.StatusCode, tc.want)
+				continue
+			}
+			if got := strings.Join(e.Header["X-Auth-Request-User"], ","); tc.want == 200 && got != tc.wantUser {
+				t.Errorf("%s cookie %q: backend saw X-Auth-Request-User %q, want %q", tc.host, tc.cookie, got, tc.wantUser)
+			}
+			if tc.wantLocation != "" && resp.Header.Get("Location") != tc.wantLocation {
+				t.Errorf("%s: Location %q, want %q", tc.host, resp.Header.Get("Location"), tc.wantLocation)
+			}
+			if tc.want == 401 && resp.Header.Get("WWW-Authenticate") != `Bearer realm="app"` {
+				t.Errorf("%s: challenge %q", tc.host, resp.Header.Get("WWW-Authenticate"))
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for k, want := range map[string]string{"X-Original-Url": "http://s.test/deep?q=1", "X-Original-Method": "GET", "X-Auth-Request-Redirect": "/deep?q=1", "X-Forwarded-Host": "s.test"} {
+			if got := seen.Get(k); got != want {
+				t.Errorf("the auth service saw %s %q, want %q", k, got, want)
+			}
+		}
+	})
+}

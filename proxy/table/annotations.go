@@ -3,6 +3,7 @@ package table
 import (
 	"fmt"
 	"math"
+	"net/http"
 	"net/netip"
 	"regexp"
 	"sort"
@@ -102,6 +103,18 @@ type Options struct {
 	Policy Policy
 	// auth is the basic-auth Secret to read at build time (Policy.BasicAuth comes from it).
 	auth *authRef
+	// extAuth is the external authentication to resolve at build time.
+	extAuth *extAuthRef
+}
+
+// extAuthRef is auth-url and its companions as written.
+type extAuthRef struct {
+	key             string
+	url             string
+	signin          string
+	method          string
+	responseHeaders []string
+	requestRedirect string
 }
 
 // authRef names the htpasswd Secret of basic authentication.
@@ -205,6 +218,7 @@ func parseOptions(ann map[string]string, nginx bool) (Options, []problemText) {
 	a.timeouts(&o)
 	a.canary(&o)
 	a.basicAuth(&o)
+	a.externalAuth(&o)
 	if key, v, ok := a.get("proxy-body-size"); ok {
 		n, err := parseSize(v)
 		switch {
@@ -610,6 +624,38 @@ func (a *annotationReader) basicAuth(o *Options) {
 	}
 	// Without a usable Secret the route refuses everyone: build reports why.
 	o.auth = ref
+}
+
+// externalAuth reads auth-url, auth-signin, auth-method, auth-response-headers and
+// auth-request-redirect.
+func (a *annotationReader) externalAuth(o *Options) {
+	ref := &extAuthRef{method: http.MethodGet}
+	_, ref.signin, _ = a.get("auth-signin")
+	if key, v, ok := a.get("auth-method"); ok {
+		switch m := strings.ToUpper(v); m {
+		case http.MethodGet, http.MethodHead, http.MethodPost:
+			ref.method = m
+		default:
+			a.bad(key, v, "GET, HEAD or POST")
+		}
+	}
+	if key, v, ok := a.get("auth-response-headers"); ok {
+		for _, n := range splitList(v) {
+			if !validHeaderName(n) || protectedHeader(n) {
+				a.bad(key, v, "header names separated by commas")
+				ref.responseHeaders = nil
+				break
+			}
+			ref.responseHeaders = append(ref.responseHeaders, canonicalHeader(n))
+		}
+	}
+	_, ref.requestRedirect, _ = a.get("auth-request-redirect")
+	key, v, ok := a.get("auth-url")
+	if !ok {
+		return
+	}
+	ref.key, ref.url = key, v
+	o.extAuth = ref // resolved (or refused: then every request is) at build
 }
 
 // canary reads canary and its rules (ingress-nginx's canary-* annotations).

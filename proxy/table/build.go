@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
@@ -324,6 +325,9 @@ func (b *builder) ingress(ing *networkingv1.Ingress, p parsedIngress) {
 	if opts.auth != nil {
 		opts.Policy.BasicAuth = b.basicAuth(id, opts.auth)
 	}
+	if opts.extAuth != nil {
+		opts.Policy.ExternalAuth = b.externalAuth(id, opts.extAuth)
+	}
 	// Hosts first: one of another namespace is refused before anything for it is loaded, and
 	// a host of ours is known even without a path (its requests stay in this namespace).
 	for i, rule := range rules {
@@ -466,6 +470,48 @@ func (b *builder) basicAuth(id types.NamespacedName, ref *authRef) *BasicAuth {
 	}
 	ba.Users = users
 	return ba
+}
+
+// externalAuth resolves auth-url to a Service of the Ingress's own namespace: http:// and
+// a host "svc", "svc.ns", "svc.ns.svc" or "svc.ns.svc.cluster.local" (ns the Ingress's), with
+// the Service port named by the URL's port (80 when none). Anything else — another
+// namespace, an outside host, an address, https — is refused: the proxy would otherwise ask
+// whatever a tenant names, the API server or a metadata service included. Refused, the route
+// refuses every request (never lets one through unchecked) and a Problem says why.
+func (b *builder) externalAuth(id types.NamespacedName, ref *extAuthRef) *ExternalAuth {
+	ea := &ExternalAuth{Method: ref.method, Signin: ref.signin, ResponseHeaders: ref.responseHeaders, RequestRedirect: ref.requestRedirect}
+	fail := func(format string, args ...any) *ExternalAuth {
+		b.problem(id, ReasonInvalidAnnotation, "%s: "+format+"; every request is refused (500) until it is fixed", append([]any{ref.key}, args...)...)
+		return ea
+	}
+	u, err := url.Parse(ref.url)
+	if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil {
+		return fail("%q is not an http:// URL of a Service of namespace %s (https to the auth service is not supported)", ref.url, id.Namespace)
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "80"
+	}
+	labels := strings.Split(strings.TrimSuffix(strings.ToLower(host), "."), ".")
+	svc, ns := labels[0], id.Namespace
+	switch {
+	case len(labels) == 1:
+	case len(labels) == 2 || len(labels) == 3 && labels[2] == "svc" || len(labels) == 5 && strings.Join(labels[2:], ".") == "svc.cluster.local":
+		ns = labels[1]
+	default:
+		return fail("host %q is not a Service (svc.%s.svc.cluster.local); outside hosts and addresses are not asked", host, id.Namespace)
+	}
+	if ns != id.Namespace {
+		return fail("Service %s/%s is in another namespace; only Services of namespace %s are asked", ns, svc, id.Namespace)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return fail("port %q is not a number", port)
+	}
+	ea.Host, ea.Path = u.Host, u.RequestURI()
+	ea.Backend = b.backend(id, ns, &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svc,
+		Port: networkingv1.ServiceBackendPort{Number: int32(n)}}}, Options{Protocol: ProtocolHTTP, Balance: Balance{Algorithm: RoundRobin}})
+	return ea
 }
 
 // canary attaches a canary Ingress to the routes it shadows: each of its host and path pairs

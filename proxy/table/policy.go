@@ -31,6 +31,9 @@ type Policy struct {
 	CORS *CORS
 	// BasicAuth asks for a user and password from an htpasswd Secret.
 	BasicAuth *BasicAuth
+	// ExternalAuth asks an authentication service about each request first (ingress-nginx's
+	// auth-url): a 2xx lets it through, 401 and 403 answer the client.
+	ExternalAuth *ExternalAuth
 	// Rewrite changes the path the backend sees.
 	Rewrite *Rewrite
 	// UpstreamHost replaces the Host header the backend sees (upstream-vhost).
@@ -132,4 +135,23 @@ type Canary struct {
 	CanaryRule
 	Ingress types.NamespacedName
 	Backend *Backend
+}
+
+// ExternalAuth is an authentication service asked before a request is forwarded, with the
+// request's headers and no body. The service is a Service of the Ingress's own namespace,
+// reached at its endpoints like any backend (never an address a tenant could point at the
+// API server or a metadata service); Backend nil refuses every request (a Problem says why).
+type ExternalAuth struct {
+	Backend *Backend
+	Host    string // the Host header of the check: the auth-url's host
+	Path    string // the auth-url's path and query
+	Method  string // GET unless auth-method
+	// Signin, when set, is where a 401 sends the client instead (302), with rd= the URL it
+	// asked for; $host, $scheme, $request_uri and $escaped_request_uri are replaced.
+	Signin string
+	// ResponseHeaders are copied from the service's answer into the forwarded request; the
+	// client's own headers of those names are dropped either way.
+	ResponseHeaders []string
+	// RequestRedirect, when set, is sent as X-Auth-Request-Redirect instead of the URI.
+	RequestRedirect string
 }
