@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,8 +23,8 @@ func buildRequest(svc *corev1.Service, nsLabels map[string]string) (allocator.Re
 		Namespace:       svc.Namespace,
 		NamespaceLabels: nsLabels,
 		ServiceLabels:   svc.Labels,
-		Pool:            strings.TrimSpace(svc.Annotations[AnnotationAddressPool]),
-		SharingKey:      strings.TrimSpace(svc.Annotations[AnnotationAllowSharedIP]),
+		Pool:            annotationValue(svc, AnnotationAddressPool),
+		SharingKey:      annotationValue(svc, AnnotationAllowSharedIP),
 		BackendKey:      backendKey(svc),
 	}
 	for _, p := range svc.Spec.Ports {
@@ -62,12 +63,12 @@ func buildRequest(svc *corev1.Service, nsLabels map[string]string) (allocator.Re
 	return req, nil
 }
 
-// requestedAddresses reads metalgate.io/loadBalancerIPs, else spec.loadBalancerIP. It returns
-// the field it read so an error can name it.
+// requestedAddresses reads metalgate.io/loadBalancerIPs (or a MetalLB alias), else
+// spec.loadBalancerIP. It returns the field it read so an error can name it.
 func requestedAddresses(svc *corev1.Service) ([]netip.Addr, string, error) {
 	field, raw := "", ""
-	if v, ok := svc.Annotations[AnnotationLoadBalancerIPs]; ok {
-		field, raw = "metadata.annotations["+AnnotationLoadBalancerIPs+"]", v
+	if key, v, ok := annotation(svc, AnnotationLoadBalancerIPs); ok {
+		field, raw = "metadata.annotations["+key+"]", v
 	} else if svc.Spec.LoadBalancerIP != "" {
 		field, raw = "spec.loadBalancerIP", svc.Spec.LoadBalancerIP
 	}
@@ -91,6 +92,61 @@ func requestedAddresses(svc *corev1.Service) ([]netip.Addr, string, error) {
 		out = append(out, a)
 	}
 	return out, field, nil
+}
+
+// annotation returns the first of AnnotationKeys(name) present on svc, with its value.
+func annotation(svc *corev1.Service, name string) (key, value string, ok bool) {
+	for _, k := range AnnotationKeys(name) {
+		if v, ok := svc.Annotations[k]; ok {
+			return k, v, true
+		}
+	}
+	return "", "", false
+}
+
+// annotationValue is the trimmed value annotation reads ("" when none is present).
+func annotationValue(svc *corev1.Service, name string) string {
+	_, v, _ := annotation(svc, name)
+	return strings.TrimSpace(v)
+}
+
+// annotationConflicts describes the request annotations that are ignored although they say
+// something else than the one read (metalgate.io wins, then metallb.io, then
+// metallb.universe.tf), one sentence each; none when the names present agree.
+func annotationConflicts(svc *corev1.Service) []string {
+	var out []string
+	for _, name := range []string{AnnotationLoadBalancerIPs, AnnotationAddressPool, AnnotationAllowSharedIP} {
+		key, v, ok := annotation(svc, name)
+		if !ok {
+			continue
+		}
+		for _, k := range AnnotationKeys(name) {
+			other, set := svc.Annotations[k]
+			if !set || k == key || sameAnnotationValue(name, v, other) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("annotation %s=%q is ignored: %s=%q takes precedence (metalgate.io, then metallb.io, then metallb.universe.tf)", k, other, key, v))
+		}
+	}
+	return out
+}
+
+// sameAnnotationValue compares two values of annotation name: address lists as sets.
+func sameAnnotationValue(name, a, b string) bool {
+	if name != AnnotationLoadBalancerIPs {
+		return strings.TrimSpace(a) == strings.TrimSpace(b)
+	}
+	set := func(s string) string {
+		var parts []string
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				parts = append(parts, p)
+			}
+		}
+		slices.Sort(parts)
+		return strings.Join(parts, ",")
+	}
+	return set(a) == set(b)
 }
 
 func familyOf(a netip.Addr) allocator.Family {

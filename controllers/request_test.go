@@ -115,3 +115,113 @@ func TestBuildRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestMetalLBAnnotations: MetalLB's names are read when metalgate.io's is absent, in the
+// order metalgate.io, metallb.io, metallb.universe.tf; names that disagree with the one read
+// are reported.
+func TestMetalLBAnnotations(t *testing.T) {
+	tests := []struct {
+		name          string
+		ann           map[string]string
+		lbIP          string // spec.loadBalancerIP
+		wantPool      string
+		wantKey       string
+		wantAddrs     string
+		wantConflicts []string
+		wantErr       string
+	}{
+		{name: "none"},
+		{
+			name: "metallb.io",
+			ann: map[string]string{AnnotationMetalLBAddressPool: "p", AnnotationMetalLBAllowSharedIP: "k",
+				AnnotationMetalLBLoadBalancerIPs: "192.0.2.1"},
+			wantPool: "p", wantKey: "k", wantAddrs: "192.0.2.1",
+		},
+		{
+			name: "metallb.universe.tf",
+			ann: map[string]string{AnnotationMetalLBLegacyAddressPool: " p ", AnnotationMetalLBLegacyAllowSharedIP: "k",
+				AnnotationMetalLBLegacyLoadBalancerIPs: "2001:db8::1, 192.0.2.1"},
+			wantPool: "p", wantKey: "k", wantAddrs: "2001:db8::1,192.0.2.1",
+		},
+		{
+			name: "all three agree: no conflict",
+			ann: map[string]string{AnnotationAddressPool: "p", AnnotationMetalLBAddressPool: "p ", AnnotationMetalLBLegacyAddressPool: "p",
+				AnnotationLoadBalancerIPs: "192.0.2.1,2001:db8::1", AnnotationMetalLBLoadBalancerIPs: "2001:db8::1, 192.0.2.1"},
+			wantPool: "p", wantAddrs: "192.0.2.1,2001:db8::1",
+		},
+		{
+			name:     "metalgate.io wins",
+			ann:      map[string]string{AnnotationAddressPool: "a", AnnotationMetalLBAddressPool: "b", AnnotationMetalLBLegacyAddressPool: "c"},
+			wantPool: "a",
+			wantConflicts: []string{
+				`annotation metallb.io/address-pool="b" is ignored: metalgate.io/address-pool="a" takes precedence (metalgate.io, then metallb.io, then metallb.universe.tf)`,
+				`annotation metallb.universe.tf/address-pool="c" is ignored: metalgate.io/address-pool="a" takes precedence (metalgate.io, then metallb.io, then metallb.universe.tf)`,
+			},
+		},
+		{
+			name:          "metallb.io before metallb.universe.tf",
+			ann:           map[string]string{AnnotationMetalLBAllowSharedIP: "new", AnnotationMetalLBLegacyAllowSharedIP: "old"},
+			wantKey:       "new",
+			wantConflicts: []string{`annotation metallb.universe.tf/allow-shared-ip="old" is ignored: metallb.io/allow-shared-ip="new" takes precedence (metalgate.io, then metallb.io, then metallb.universe.tf)`},
+		},
+		{
+			name:          "an empty metalgate.io annotation still wins, and says so",
+			ann:           map[string]string{AnnotationAddressPool: "", AnnotationMetalLBAddressPool: "b"},
+			wantConflicts: []string{`annotation metallb.io/address-pool="b" is ignored: metalgate.io/address-pool="" takes precedence (metalgate.io, then metallb.io, then metallb.universe.tf)`},
+		},
+		{
+			name:      "an alias wins over spec.loadBalancerIP, as metalgate.io's name does",
+			ann:       map[string]string{AnnotationMetalLBLegacyLoadBalancerIPs: "192.0.2.7"},
+			lbIP:      "192.0.2.8",
+			wantAddrs: "192.0.2.7",
+		},
+		{
+			name:    "a bad alias names its own key",
+			ann:     map[string]string{AnnotationMetalLBLoadBalancerIPs: "192.0.2.1,nope", AnnotationMetalLBLegacyLoadBalancerIPs: "192.0.2.1"},
+			wantErr: `metadata.annotations[metallb.io/loadBalancerIPs]: "nope" is not an IP address`,
+			wantConflicts: []string{
+				`annotation metallb.universe.tf/loadBalancerIPs="192.0.2.1" is ignored: metallb.io/loadBalancerIPs="192.0.2.1,nope" takes precedence (metalgate.io, then metallb.io, then metallb.universe.tf)`,
+			},
+		},
+		{
+			name:      "a bad alias behind a good metalgate.io annotation is not read",
+			ann:       map[string]string{AnnotationLoadBalancerIPs: "192.0.2.1", AnnotationMetalLBLoadBalancerIPs: "nope"},
+			wantAddrs: "192.0.2.1",
+			wantConflicts: []string{
+				`annotation metallb.io/loadBalancerIPs="nope" is ignored: metalgate.io/loadBalancerIPs="192.0.2.1" takes precedence (metalgate.io, then metallb.io, then metallb.universe.tf)`,
+			},
+		},
+		{
+			name: "the controller's own metallb.io/ip-allocated-from-pool is not read",
+			ann:  map[string]string{"metallb.io/ip-allocated-from-pool": "p"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Annotations: tc.ann},
+				Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerIP: tc.lbIP},
+			}
+			if diff := cmp.Diff(tc.wantConflicts, annotationConflicts(svc)); diff != "" {
+				t.Errorf("conflicts (-want +got):\n%s", diff)
+			}
+			got, err := buildRequest(svc, nil)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var addrs []string
+			for _, a := range got.Addresses {
+				addrs = append(addrs, a.String())
+			}
+			if got.Pool != tc.wantPool || got.SharingKey != tc.wantKey || strings.Join(addrs, ",") != tc.wantAddrs {
+				t.Errorf("pool %q, key %q, addresses %q; want %q, %q, %q", got.Pool, got.SharingKey, strings.Join(addrs, ","), tc.wantPool, tc.wantKey, tc.wantAddrs)
+			}
+		})
+	}
+}

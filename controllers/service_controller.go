@@ -111,6 +111,10 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, fmt.Errorf("get Namespace: %w", err)
 	}
 	areq, err := buildRequest(&svc, ns.Labels)
+	if conflicts := annotationConflicts(&svc); len(conflicts) > 0 {
+		// The annotation of highest precedence is used either way; the others should go.
+		r.Recorder.Eventf(&svc, nil, corev1.EventTypeWarning, ReasonInvalidRequest, "Allocate", "%s", strings.Join(conflicts, "; "))
+	}
 	if err != nil {
 		// The user must edit the Service; its current addresses stay as they are.
 		r.Metrics.Failures.WithLabelValues("invalid_request").Inc()

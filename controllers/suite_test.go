@@ -313,7 +313,14 @@ func assertNoAddressHeldTwice(t *testing.T) {
 	for _, s := range list.Items {
 		for _, i := range s.Status.LoadBalancer.Ingress {
 			a := netip.MustParseAddr(i.IP)
-			holders[a] = append(holders[a], s.Namespace+"/"+s.Name+"#"+s.Annotations[controllers.AnnotationAllowSharedIP])
+			key := ""
+			for _, k := range controllers.AnnotationKeys(controllers.AnnotationAllowSharedIP) { // and MetalLB's names
+				if v, ok := s.Annotations[k]; ok {
+					key = v
+					break
+				}
+			}
+			holders[a] = append(holders[a], s.Namespace+"/"+s.Name+"#"+key)
 		}
 	}
 	for a, hs := range holders {
