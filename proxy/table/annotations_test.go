@@ -2,6 +2,7 @@ package table
 
 import (
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -315,5 +316,25 @@ func TestBasicAuthSecrets(t *testing.T) {
 				t.Errorf("users (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestDocsListEveryAnnotation keeps docs/proxy.md's annotation table true to the catalog.
+func TestDocsListEveryAnnotation(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/proxy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range Annotations() {
+		row := "| `" + a.Name + "` | `" + a.Nginx + "` |"
+		switch {
+		case a.Name == "":
+			row = "| — | `" + a.Nginx + "` |"
+		case a.Nginx == "":
+			row = "| `" + a.Name + "` | — |"
+		}
+		if !strings.Contains(string(doc), row) {
+			t.Errorf("docs/proxy.md has no row %s", row)
+		}
 	}
 }
