@@ -115,7 +115,7 @@ func run(ctx context.Context, out io.Writer, mode string, watch time.Duration) e
 			return d.finish(watch, false)
 		}
 	}
-	d.step(fmt.Sprintf("the mistake: a fourth proxy, cluster-wide, same IngressClass, --publish-service %s; watching every Ingress every second for %s", misPublish, watch))
+	d.step(fmt.Sprintf("the mistake: a fourth proxy, cluster-wide, same IngressClass, --publish-service %s; watching every Ingress every second from the apply until %s after it runs", misPublish, watch))
 	if err := d.misinstall(ctx, watch); err != nil {
 		d.fail("misinstalled proxy: %v", err)
 	}
@@ -127,7 +127,7 @@ func run(ctx context.Context, out io.Writer, mode string, watch time.Duration) e
 	if err := d.curlAll(ctx); err != nil {
 		d.fail("curl after the mistake: %v", err)
 	}
-	d.step(fmt.Sprintf("the fix: the cluster-wide proxy as config/proxy ships it (its own LoadBalancer Service and VIP) — now two valid proxies serve every tenant Ingress on class metalgate; watching every Ingress every second for %s", watch))
+	d.step(fmt.Sprintf("the fix: the cluster-wide proxy as config/proxy ships it (its own LoadBalancer Service and VIP) — now two valid proxies serve every tenant Ingress on class metalgate; watching every Ingress every second from the apply until %s after it runs", watch))
 	if err := d.secondInstall(ctx, watch); err != nil {
 		d.fail("second install: %v", err)
 	}
@@ -529,10 +529,10 @@ type record struct {
 	watchLast *string
 }
 
-// watchIngresses polls every tenant's Ingress every second for watch, and watches it, while
-// change (the install under test) runs; it prints progress every 10 s and returns what it
-// saw. It starts just before change.
-func (d *demo) watchIngresses(ctx context.Context, watch time.Duration, change func(wctx context.Context, t0 time.Time) error) (map[string]*record, error) {
+// watchIngresses polls every tenant's Ingress every second, and watches it, from just before
+// change (the install under test, until what it installed runs) until watch after change
+// returned; it prints progress every 10 s and returns what it saw.
+func (d *demo) watchIngresses(ctx context.Context, watch time.Duration, change func(t0 time.Time) error) (map[string]*record, error) {
 	var mu sync.Mutex
 	recs := map[string]*record{}
 	for _, ns := range tenants {
@@ -544,8 +544,15 @@ func (d *demo) watchIngresses(ctx context.Context, watch time.Duration, change f
 		}
 	}
 	t0 := time.Now()
-	wctx, cancel := context.WithTimeout(ctx, watch)
+	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var endMu sync.Mutex
+	end := t0.Add(24 * time.Hour) // set when change returns
+	ending := func() time.Time {
+		endMu.Lock()
+		defer endMu.Unlock()
+		return end
+	}
 	var wg sync.WaitGroup
 	// Polls every second, as a user watching kubectl would see it.
 	wg.Add(1)
@@ -562,7 +569,7 @@ func (d *demo) watchIngresses(ctx context.Context, watch time.Duration, change f
 				r := recs[ns]
 				if err != nil {
 					// A read cut short by the end of the watch is not a failed read.
-					if time.Until(t0.Add(watch)) > time.Second {
+					if time.Until(ending()) > time.Second {
 						r.errors++
 					}
 				} else {
@@ -638,17 +645,23 @@ func (d *demo) watchIngresses(ctx context.Context, watch time.Duration, change f
 			}
 		}()
 	}
-	changeErr := change(wctx, t0)
+	changeErr := change(t0)
 	if changeErr != nil {
 		cancel()
 		wg.Wait()
 		return nil, changeErr
 	}
+	t1 := time.Now()
+	endMu.Lock()
+	end = t1.Add(watch)
+	endMu.Unlock()
+	stop := time.AfterFunc(watch, cancel)
+	defer stop.Stop()
 	// Progress every 10 s until the watch ends.
 	for {
 		select {
 		case <-wctx.Done():
-		case <-time.After(time.Until(t0.Add(time.Duration(int(time.Since(t0)/(10*time.Second))+1) * 10 * time.Second))):
+		case <-time.After(time.Until(t1.Add(time.Duration(int(time.Since(t1)/(10*time.Second))+1) * 10 * time.Second))):
 		}
 		mu.Lock()
 		var parts []string
@@ -661,7 +674,7 @@ func (d *demo) watchIngresses(ctx context.Context, watch time.Duration, change f
 			parts = append(parts, fmt.Sprintf("%s=%s (%d value(s), %d change(s))", ns, cur, len(r.values), r.changes))
 		}
 		mu.Unlock()
-		el := time.Since(t0).Round(time.Second)
+		el := time.Since(t1).Round(time.Second)
 		if el > watch {
 			el = watch
 		}
@@ -719,7 +732,7 @@ func (d *demo) oneValue(recs map[string]*record, watch time.Duration) []string {
 // second for watch (from just before the apply) and records every distinct value.
 func (d *demo) misinstall(ctx context.Context, watch time.Duration) error {
 	var readyErr error
-	recs, err := d.watchIngresses(ctx, watch, func(wctx context.Context, t0 time.Time) error {
+	recs, err := d.watchIngresses(ctx, watch, func(t0 time.Time) error {
 		d.misStarted = t0
 		if err := d.apply(ctx, "config/demo/misinstalled-proxy"); err != nil {
 			return err
@@ -728,7 +741,7 @@ func (d *demo) misinstall(ctx context.Context, watch time.Duration) error {
 		if out, err := d.kubectl(ctx, "-n", operatorNS, "get", "deploy", proxyName, "-o", "jsonpath={.spec.template.spec.containers[0].args}"); err == nil {
 			d.indent(out)
 		}
-		readyErr = d.waitFor(wctx, "misinstalled proxy ready (it serves, and must not publish)", watch, func() error {
+		readyErr = d.waitFor(ctx, "misinstalled proxy ready (it serves, and must not publish)", 3*time.Minute, func() error {
 			return d.deploymentReady(ctx, operatorNS, proxyName)
 		})
 		if readyErr == nil {
@@ -755,12 +768,12 @@ func (d *demo) misinstall(ctx context.Context, watch time.Duration) error {
 // must keep its tenant's VIP (the tenant's proxy wins the arbitration).
 func (d *demo) secondInstall(ctx context.Context, watch time.Duration) error {
 	var stepErr error
-	recs, err := d.watchIngresses(ctx, watch, func(wctx context.Context, t0 time.Time) error {
+	recs, err := d.watchIngresses(ctx, watch, func(t0 time.Time) error {
 		d.secondStarted = t0
 		if err := d.apply(ctx, "config/proxy"); err != nil {
 			return err
 		}
-		stepErr = d.waitFor(wctx, "cluster-wide proxy ready with its own VIP", watch, func() error {
+		stepErr = d.waitFor(ctx, "cluster-wide proxy ready with its own VIP", 3*time.Minute, func() error {
 			if err := d.deploymentReady(ctx, operatorNS, proxyName); err != nil {
 				return err
 			}
@@ -798,6 +811,9 @@ func (d *demo) secondInstall(ctx context.Context, watch time.Duration) error {
 // each tenant's Ingress (once each, naming the winner and the rule), and that it still
 // serves their traffic on its own VIP.
 func (d *demo) yielded(ctx context.Context) error {
+	if !d.clusterVIP.IsValid() {
+		return fmt.Errorf("the cluster-wide proxy has no VIP: nothing to show")
+	}
 	since := d.secondStarted.Add(-5 * time.Second)
 	err := d.waitFor(ctx, "StatusYielded on every Ingress", time.Minute, func() error {
 		var missing []string
