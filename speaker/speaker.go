@@ -13,7 +13,6 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/metalgate/metalgate/speaker/election"
 	"github.com/metalgate/metalgate/speaker/membership"
 )
 
@@ -95,11 +94,9 @@ type Speaker struct {
 	snapshot atomic.Pointer[[]AnnouncementStatus] // what the last Sync announced (Announcements)
 
 	// Owned by the goroutine calling Sync.
-	elected    map[netip.Addr]string    // layer-2 election result per address in the last sync
-	announcing map[netip.Addr]bool      // layer-2 addresses announced since the last sync
-	pending    map[netip.Addr]time.Time // elected here, held down since
-	announced  map[string]bool          // label sets of Announced set last time ("svc|vip|if|mode")
-	hadQuorum  bool
+	state     State           // the last decision's (Decide)
+	announced map[string]bool // label sets of Announced set last time ("svc|vip|if|mode")
+	hadQuorum bool
 }
 
 // New returns a Speaker; it announces nothing until Run and the first SetWorld.
@@ -130,7 +127,6 @@ func New(opts Options) (*Speaker, error) {
 	}
 	return &Speaker{
 		opts: opts, log: opts.Logger, m: opts.Metrics, trigger: make(chan struct{}, 1), joinNow: make(chan struct{}, 1), now: opts.Now,
-		elected: map[netip.Addr]string{}, announcing: map[netip.Addr]bool{}, pending: map[netip.Addr]time.Time{},
 		announced: map[string]bool{},
 	}, nil
 }
@@ -246,13 +242,9 @@ func (s *Speaker) MayAnnounce() bool {
 	return membership.Quorum(s.opts.Node, s.opts.Membership.Reachable(), w.Speakers)
 }
 
-// Sync computes what this node announces now and hands it to the announcers. Exported for
-// tests; Run calls it. Calls must not overlap.
-//
-// Layer 2: the node elected for an address (election.Owner over the live candidates) announces
-// it while it has quorum (membership.Quorum). It starts at once when it takes the address from a
-// node that is no longer live (failover) and after HoldDown otherwise (see Options.HoldDown).
-// It stops at once when it is no longer elected or loses quorum.
+// Sync decides what this node announces now (Decide, pure) and applies it: hands each mode's
+// set to its Announcer, records takeovers and metrics. Exported for tests; Run calls it. Calls
+// must not overlap.
 func (s *Speaker) Sync(ctx context.Context) error {
 	s.mu.Lock()
 	w := s.world
@@ -260,7 +252,6 @@ func (s *Speaker) Sync(ctx context.Context) error {
 	if w == nil {
 		return nil // no view of the cluster yet: announce nothing
 	}
-	now := s.now()
 	live := s.opts.Membership.Live()
 	quorum := membership.Quorum(s.opts.Node, s.opts.Membership.Reachable(), w.Speakers)
 	s.m.Members.Set(float64(len(live)))
@@ -269,58 +260,9 @@ func (s *Speaker) Sync(ctx context.Context) error {
 		s.log.Info("quorum changed", "quorum", quorum, "live", len(live), "expected", len(w.Speakers))
 		s.hadQuorum = quorum
 	}
-
-	me := s.opts.Node
-	desired := map[Mode][]Announcement{}
-	taken := map[netip.Addr]VIP{}     // layer-2 addresses announced from now on
-	prevOf := map[netip.Addr]string{} // previous owner of newly taken ones
-	elected := make(map[netip.Addr]string, len(s.elected))
-	pending := map[netip.Addr]time.Time{}
-	var wake time.Duration
-	for _, v := range w.VIPs {
-		cands := election.Candidates(v.Request, w.Nodes, live)
-		var mine bool
-		switch v.Mode {
-		case ModeLayer2:
-			owner := election.Owner(v.VIP, cands)
-			elected[v.VIP] = owner
-			if owner != me || !quorum {
-				break
-			}
-			prev := s.elected[v.VIP]
-			switch {
-			case s.announcing[v.VIP]:
-				mine = true
-			case prev != "" && prev != me && !live[prev]:
-				mine, prevOf[v.VIP] = true, prev // failover: the old owner is gone
-			default:
-				since, ok := s.pending[v.VIP]
-				if !ok {
-					since = now
-				}
-				if left := s.opts.HoldDown - now.Sub(since); left > 0 {
-					pending[v.VIP] = since
-					if wake == 0 || left < wake {
-						wake = left
-					}
-				} else {
-					mine, prevOf[v.VIP] = true, prev
-				}
-			}
-			if mine {
-				taken[v.VIP] = v
-			}
-		case ModeBGP:
-			// No quorum fencing: every candidate advertises (ECMP), and a node cut off from its
-			// peers loses its BGP sessions, which withdraws its routes by itself.
-			mine = slices.Contains(cands, me)
-		}
-		if mine {
-			desired[v.Mode] = append(desired[v.Mode], Announcement{VIP: v.VIP, Service: v.Service, Interfaces: v.Interfaces, BGP: v.BGP})
-		}
-	}
-	if wake > 0 {
-		time.AfterFunc(wake, s.kick)
+	d := Decide(Input{Node: s.opts.Node, World: w, Live: live, Quorum: quorum, Previous: s.state, Now: s.now(), HoldDown: s.opts.HoldDown})
+	if d.Wake > 0 {
+		time.AfterFunc(d.Wake, s.kick)
 	}
 
 	var errs []error
@@ -330,44 +272,31 @@ func (s *Speaker) Sync(ctx context.Context) error {
 		}
 	}
 	for _, mode := range slices.Sorted(maps.Keys(s.opts.Announcers)) {
-		if err := s.opts.Announcers[mode].Announce(ctx, desired[mode]); err != nil {
+		if err := s.opts.Announcers[mode].Announce(ctx, d.Desired[mode]); err != nil {
 			errs = append(errs, fmt.Errorf("announce %s: %w", mode, err))
 		}
 	}
 
 	loc, _ := s.opts.Announcers[ModeLayer2].(Locator)
-	for vip, v := range taken {
-		if s.announcing[vip] {
-			continue
-		}
-		prev := prevOf[vip]
-		if prev == me {
-			prev = ""
-		}
+	for _, st := range d.Started {
 		var where []string
 		if loc != nil {
-			where = loc.Where(vip)
+			where = loc.Where(st.VIP.VIP)
 		}
-		if prev != "" {
+		if st.Previous != "" {
 			s.m.Failovers.Inc()
 		}
-		s.log.Info("announcing", "vip", vip.String(), "service", v.Service, "interfaces", where, "previousOwner", prev)
+		s.log.Info("announcing", "vip", st.VIP.VIP.String(), "service", st.VIP.Service, "interfaces", where, "previousOwner", st.Previous)
 		if s.opts.OnTakeover != nil {
-			s.opts.OnTakeover(Takeover{VIP: v, Previous: prev, Interfaces: where})
+			s.opts.OnTakeover(Takeover{VIP: st.VIP, Previous: st.Previous, Interfaces: where})
 		}
 	}
-	announcing := make(map[netip.Addr]bool, len(taken))
-	for vip := range s.announcing {
-		if _, ok := taken[vip]; !ok {
-			s.log.Info("stopped announcing", "vip", vip.String(), "newOwner", elected[vip], "quorum", quorum)
-		}
+	for _, st := range d.Stopped {
+		s.log.Info("stopped announcing", "vip", st.VIP.String(), "newOwner", st.Owner, "quorum", quorum)
 	}
-	for vip := range taken {
-		announcing[vip] = true
-	}
-	s.elected, s.announcing, s.pending = elected, announcing, pending
-	s.updateAnnounced(desired, loc)
-	s.updateSnapshot(w, taken, desired[ModeBGP], loc)
+	s.state = d.Next
+	s.updateAnnounced(d.Desired, loc)
+	s.updateSnapshot(w, d.Layer2, d.Desired[ModeBGP], loc)
 	return errors.Join(errs...)
 }
 
