@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,5 +100,58 @@ func TestEnsureMemberlistKey(t *testing.T) {
 	}
 	if _, err := cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("the controller listed Secrets: err = %v, want Forbidden", err)
+	}
+}
+
+// TestMemberlistKeyEnsurerWaitsForNamespace: a controller started before its namespace exists
+// (kubectl apply of a kustomization in the "wrong" order, the CI's integration test) keeps
+// running and creates the Secret as soon as the namespace is there, instead of exiting.
+func TestMemberlistKeyEnsurerWaitsForNamespace(t *testing.T) {
+	needAPIServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := kubernetes.NewForConfigOrDie(cfg)
+	ns := fmt.Sprintf("late-namespace-%d", time.Now().UnixNano()%100000)
+	e := &controllers.MemberlistKeyEnsurer{Secrets: admin.CoreV1(), Namespace: ns, Name: controllers.MemberlistKeySecret,
+		Log: bufferedLogger(t), Backoff: 20 * time.Millisecond}
+	done := make(chan error, 1)
+	go func() { done <- e.Start(ctx) }()
+
+	// It has tried (and failed) at least once: the namespace is not there.
+	if _, err := admin.CoreV1().Secrets(ns).Get(ctx, controllers.MemberlistKeySecret, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("Secret in a missing namespace: err = %v, want NotFound", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("ensurer returned before the namespace exists: %v", err)
+	default:
+	}
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("ensurer: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("no Secret a minute after the namespace was created")
+	}
+	s, err := admin.CoreV1().Secrets(ns).Get(ctx, controllers.MemberlistKeySecret, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Data["key"]) != 32 {
+		t.Fatalf("key has %d bytes, want 32", len(s.Data["key"]))
+	}
+
+	// Stopped while still failing: Start returns nil (a missing namespace never stops the manager).
+	stopCtx, stop := context.WithCancel(ctx)
+	e2 := &controllers.MemberlistKeyEnsurer{Secrets: admin.CoreV1(), Namespace: ns + "-never", Name: controllers.MemberlistKeySecret,
+		Log: bufferedLogger(t), Backoff: 20 * time.Millisecond}
+	go func() { done <- e2.Start(stopCtx) }()
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("stopped ensurer returned %v, want nil", err)
 	}
 }

@@ -116,8 +116,9 @@ func runController(ctx context.Context, opts controllerOptions) error {
 	if err != nil {
 		return fmt.Errorf("create clientset: %w", err)
 	}
-	if err := controllers.EnsureMemberlistKey(ctx, cs.CoreV1(), opts.Namespace, opts.MemberlistSecret); err != nil {
-		return err
+	if err := mgr.Add(&controllers.MemberlistKeyEnsurer{Secrets: cs.CoreV1(), Namespace: opts.Namespace,
+		Name: opts.MemberlistSecret, Log: logger.WithName("memberlist-key")}); err != nil {
+		return fmt.Errorf("add memberlist key ensurer: %w", err)
 	}
 	m := controllers.NewMetrics(metrics.Registry)
 	if err := controllers.Setup(ctx, mgr, controllers.Options{LBClass: opts.LBClass, Namespace: opts.Namespace, Metrics: m}); err != nil {
