@@ -142,7 +142,7 @@ bench-bgp: ## BGP withdraw time against FRR (root): frozen speaker / cut link, B
 	speaker/bgp/bench/bench-bgp.sh
 
 .PHONY: bench-proxy
-bench-proxy: kube-bin ## Proxy vs nginx vs haproxy (wrk), endpoint-update latency, 10k-Ingress memory; RESULT proxy_rps_ratio_vs_nginx=… .
+bench-proxy: kube-bin ## Proxy vs nginx vs haproxy: HTTP/1.1, HTTPS (ECDSA, RSA), h2, new TLS connections; endpoint-update latency, 10k-Ingress memory; RESULT proxy_rps_ratio_vs_nginx=… . PROFILE=1: perf profiles.
 	hack/bench-proxy.sh
 
 .PHONY: fuzz
