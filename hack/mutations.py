@@ -26,7 +26,7 @@ M = [
  ("M5 no client body timeout", "proxy/dataplane/handler.go", [("		_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))\n", "")], "TestStalledClientBody"),
  ("M6 no send timeout", "proxy/dataplane/handler.go", [("	d := w.s.opts.SendTimeout\n", "	d := time.Duration(0)\n")], "TestSlowReader"),
  ("M7 no HTTP/2 write timeout", "proxy/dataplane/server.go", [("WriteByteTimeout: s.opts.HTTP2WriteTimeout,", "")], "TestHTTP2WriteTimeout"),
- ("M8 no connection caps", "proxy/dataplane/server.go", [("ln = s.limitListener(ln, name)", "_ = name")], "TestMaxConnections"),
+ ("M8 no connection caps", "proxy/dataplane/server.go", [("ln = s.proxyProtocolListener(s.limitListener(ln, name), pp)", "ln = s.proxyProtocolListener(ln, pp)")], "TestMaxConnections"),
  ("M9 no path normalisation", "proxy/dataplane/handler.go", [("	raw := r.URL.EscapedPath()\n", "	return nil\n	raw := r.URL.EscapedPath()\n")], "TestPathNormalisation"),
  ("M10 container port as X-Forwarded-Port", "proxy/dataplane/headers.go", [('f.proto, f.port = "https", s.httpsPort', 'f.proto, f.port = "https", "8443"')], "TestResponseHeaderTruth"),
  ("M11 backend Server header passes", "proxy/dataplane/headers.go", [('	delete(h, "Server")\n', '')], "TestResponseHeaderTruth"),
@@ -34,8 +34,8 @@ M = [
  ("M13 '_' headers forwarded", "proxy/dataplane/headers.go", [("!s.opts.AllowUnderscoreHeaders && strings.IndexByte(k, '_') >= 0", "false")], "TestRequestHeaderPolicy"),
  ("M14 h2c upgrade forwarded", "proxy/dataplane/handler.go", [('		r.Header.Del("Upgrade")\n', '')], "TestRequestHeaderPolicy"),
  ("M15 malformed body blamed on the backend", "proxy/dataplane/upstream.go", [("case a != nil && a.bodyErr.Load() != nil:", "case false:")], "TestMalformedClientBody"),
- ("M16 reversible affinity cookie", "proxy/dataplane/router.go", [("return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])", "_ = m\n\treturn addr")], "TestAffinityCookieKeyed"),
- ("M17 103 dropped on the direct path", "proxy/dataplane/direct.go", [("s.writeHead(bw, r, a) }, got1xx)", "s.writeHead(bw, r, a) }, nil)")], "TestEarlyHints"),
+ ("M16 reversible affinity cookie", "proxy/dataplane/router.go", [("return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])", "return base64.RawURLEncoding.EncodeToString([]byte(addr))")], "TestAffinityCookieKeyed"),
+ ("M17 103 dropped on the direct path", "proxy/dataplane/direct.go", [("s.writeHead(bw, r, a) }, got1xx, a.route", "s.writeHead(bw, r, a) }, func(int, http.Header) error { _ = got1xx; return nil }, a.route")], "TestEarlyHints"),
 ]
 only = sys.argv[1:]
 failed = 0
@@ -56,6 +56,11 @@ for name, f, reps, test in M:
     open(f, 'w').write(orig)
     verdict = "caught (test fails)" if r.returncode != 0 else "NOT CAUGHT"
     if r.returncode == 0:
+        failed += 1
+    elif "[build failed]" in r.stdout + r.stderr or "[setup failed]" in r.stdout + r.stderr:
+        # A mutation that does not compile proves nothing: fix the replacement.
+        lines = (r.stdout + r.stderr).strip().splitlines()
+        verdict = "MUTATION DOES NOT BUILD: " + (lines[1] if len(lines) > 1 else "")
         failed += 1
     first = [l for l in r.stdout.splitlines() if "_test.go" in l][:1]
     print(f"{name} -> {test}: {verdict} {first[0].strip()[:150] if first else ''}", flush=True)
