@@ -213,7 +213,8 @@ func TestSpeakerRBAC(t *testing.T) {
 	}
 }
 
-// TestProxyDeployment: non-root, no capabilities, unprivileged ports, the Service maps 80/443.
+// TestProxyDeployment: non-root, no capabilities, unprivileged ports, the Service maps 80/443
+// and keeps client addresses (externalTrafficPolicy Local).
 func TestProxyDeployment(t *testing.T) {
 	deps := objects[appsv1.Deployment](t, "Deployment", "proxy/base/deployment.yaml")
 	if len(deps) != 1 {
@@ -234,6 +235,10 @@ func TestProxyDeployment(t *testing.T) {
 	svcs := objects[corev1.Service](t, "Service", "proxy/base/service.yaml")
 	if len(svcs) != 1 || svcs[0].Spec.Type != corev1.ServiceTypeLoadBalancer {
 		t.Fatalf("want one LoadBalancer Service")
+	}
+	// Issue 14: backends see the client's address (no SNAT by kube-proxy).
+	if got := svcs[0].Spec.ExternalTrafficPolicy; got != corev1.ServiceExternalTrafficPolicyLocal {
+		t.Errorf("Service externalTrafficPolicy = %q, want Local", got)
 	}
 	ports := map[int32]string{}
 	for _, p := range svcs[0].Spec.Ports {
