@@ -38,21 +38,27 @@ KIND_KUBECTL ?= kubectl --context kind-$(KIND_CLUSTER)
 KIND_OUT := $(ROOT)/_out/kind
 
 .PHONY: cluster
-cluster: ## A kind cluster (1 control plane + 2 workers) running metalgate, a proxy and a sample app; prints how to reach its VIP.
+cluster: ## A kind cluster (1 control plane + 2 workers) running metalgate (the Helm chart: operator, pool, proxy) and a sample app; prints how to reach its VIP.
 	@for t in docker $(KIND) kubectl; do command -v $$t >/dev/null || { \
 	  echo "make cluster needs '$$t' on PATH (Docker engine, kind: https://kind.sigs.k8s.io, kubectl)"; exit 1; }; done
 	@docker info >/dev/null 2>&1 || { echo "make cluster: the Docker engine is not reachable (docker info failed)"; exit 1; }
 	@if $(KIND) get clusters 2>/dev/null | grep -qx '$(KIND_CLUSTER)'; then echo ">> kind cluster $(KIND_CLUSTER) exists"; \
 	  else $(KIND) create cluster --name $(KIND_CLUSTER) --config config/kind/cluster.yaml; fi
-	@$(MAKE) --no-print-directory image demo-tool
+	@$(MAKE) --no-print-directory image demo-tool helm
 	$(KIND) load image-archive --name $(KIND_CLUSTER) $(LAB_IMAGES)/metalgate.tar
 	$(KIND) load image-archive --name $(KIND_CLUSTER) $(LAB_IMAGES)/echo.tar
-	$(KIND_KUBECTL) apply -k config/kind
-	$(KIND_KUBECTL) wait --for=condition=Established --timeout=60s crd/ipaddresspools.metalgate.io crd/l2advertisements.metalgate.io
 	@mkdir -p $(KIND_OUT)
 	@subnets="$$(docker network inspect kind -f '{{range .IPAM.Config}}{{.Subnet}} {{end}}')"; \
 	  echo ">> kind network: $$subnets"; $(DEMO) kind-pool $$subnets > $(KIND_OUT)/pool.yaml
-	$(KIND_KUBECTL) apply -f $(KIND_OUT)/pool.yaml
+	@# The chart installs the operator, the pool (the address range of kind-pool's manifest, with
+	@# an L2Advertisement) and the proxy; config/kind is the same install with kustomize.
+	@range="$$(sed -n 's/^ *- \([0-9.]*-[0-9.]*\)$$/\1/p' $(KIND_OUT)/pool.yaml)"; \
+	  [ -n "$$range" ] || { echo "no address range in $(KIND_OUT)/pool.yaml"; exit 1; }; \
+	  echo ">> helm upgrade --install metalgate charts/metalgate (pool $$range)"; \
+	  $(HELM) upgrade --install metalgate charts/metalgate --kube-context kind-$(KIND_CLUSTER) \
+	    --namespace metalgate-system --create-namespace -f config/kind/values.yaml \
+	    --set-json "pools=[{\"name\":\"default\",\"spec\":{\"addresses\":[\"$$range\"]},\"l2Advertisement\":{}}]" \
+	    --wait --timeout 5m
 	$(KIND_KUBECTL) apply -k config/kind/samples
 	$(KIND_KUBECTL) -n metalgate-system rollout status deployment/metalgate-controller --timeout=180s
 	$(KIND_KUBECTL) -n metalgate-system rollout status daemonset/metalgate-speaker --timeout=180s

@@ -815,6 +815,7 @@ func (d *demo) yielded(ctx context.Context) error {
 		return fmt.Errorf("the cluster-wide proxy has no VIP: nothing to show")
 	}
 	since := d.secondStarted.Add(-5 * time.Second)
+	notes := map[string]string{}
 	err := d.waitFor(ctx, "StatusYielded on every Ingress", time.Minute, func() error {
 		var missing []string
 		for _, ns := range tenants {
@@ -831,6 +832,7 @@ func (d *demo) yielded(ctx context.Context) error {
 				if e.Series != nil {
 					n = max(n, int(e.Series.Count))
 				}
+				notes[ns] = fmt.Sprintf("%-6s %-8s %s (%s ago): %s", ns, e.Type, e.Reason, time.Since(eventLast(&e)).Round(time.Second), e.Note)
 			}
 			switch {
 			case n == 0:
@@ -847,9 +849,9 @@ func (d *demo) yielded(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.say("$ kubectl get events -A --field-selector reason=StatusYielded")
-	if out, err := d.kubectl(ctx, "get", "events", "-A", "--field-selector", "reason=StatusYielded"); err == nil {
-		d.indent(out)
+	d.say("$ kubectl get events -A --field-selector reason=StatusYielded   (since the install; earlier runs' are left out)")
+	for _, ns := range tenants {
+		d.indent(notes[ns])
 	}
 	for _, ns := range tenants {
 		d.ok("Ingress %s/%s: one StatusYielded, from the cluster-wide proxy, naming %s/%s and the rule", ns, ingress, ns, proxyName)
