@@ -3,8 +3,6 @@ package speaker
 import (
 	"context"
 	"net/netip"
-
-	"github.com/metalgate/metalgate/speaker/bgp"
 )
 
 // Announcement is one address this node must make reachable.
@@ -14,46 +12,44 @@ type Announcement struct {
 	// Service is the "namespace/name" of a Service that holds VIP (the first by name when the
 	// address is shared); used for events and metrics only.
 	Service string
-	// Interfaces restricts a layer-2 announcement to these interfaces; empty means the announcer
-	// picks (see layer2.SelectInterfaces). A BGP announcer ignores it.
-	Interfaces []string
-	// BGP are the advertisements of a ModeBGP address (see VIP.BGP).
-	BGP []bgp.Advertisement
+	// Params are VIP.Params: the mode's parameters for this address.
+	Params any
 }
 
-// Announcer makes a set of addresses reachable through one announcement mode (layer 2, BGP).
-//
-// Announce is level-based: desired is the complete set this node must announce now, and
-// everything not in it must stop being announced before Announce returns (that is what fencing
-// relies on). Implementations diff against their previous call, so calling Announce with the same
-// set is cheap and must not re-send gratuitous traffic. Announce must be safe to call from one
-// goroutine at a time; the Speaker never calls it concurrently.
-//
-// A BGP announcer implements Announce by turning desired into advertisements for
-// bgp.Speaker.SetAdvertisements; layer 2 by switching its ARP/NDP responders.
+// Announcer makes a set of addresses reachable through one announcement mode. Each mode is one
+// implementation in its own package: layer2.Announcer (ARP/NDP responders), bgp.Announcer
+// (BGP sessions and advertisements). The core knows none of their types: it hands each its
+// part of the World (config, World.Modes) and of the decision (desired), and asks where an
+// address is announced.
 type Announcer interface {
-	Announce(ctx context.Context, desired []Announcement) error
-	// Close stops announcing everything and releases sockets.
+	// Announce is level-based: desired is the complete set this node must announce now, and
+	// everything not in it must stop being announced before Announce returns (that is what
+	// fencing relies on). config is the mode's World.Modes entry (nil if none). Implementations
+	// diff against their previous call, so calling Announce with the same input is cheap and
+	// must not re-send gratuitous traffic. The Speaker never calls it concurrently.
+	Announce(ctx context.Context, config any, desired []Announcement) error
+	// Where returns where vip is announced now, sorted (layer 2: the interfaces answering for
+	// it; BGP: the peers it is advertised to); for logs, events, metrics and
+	// Speaker.Announcements.
+	Where(vip netip.Addr) []string
+	// Close stops the mode when the speaker stops, after it left the membership, and releases
+	// its sockets. Each mode decides how it stops: layer 2 stops answering at once (the peers
+	// have taken over); BGP closes its sessions, which withdraws the routes, or with graceful
+	// restart deliberately leaves them at the routers while the speaker restarts (RFC 4724).
 	Close() error
 }
 
-// CloseOnly is implemented by an Announcer for which Close alone is the way to stop: the BGP
-// announcer. Closing its sessions withdraws its routes at the routers (a NOTIFICATION), or,
-// with graceful restart, deliberately leaves them in place while the speaker restarts (RFC
-// 4724); withdrawing everything first, as the Speaker does for the others on shutdown, would
-// defeat graceful restart. The Speaker's shutdown calls only Close on it.
-type CloseOnly interface {
-	Announcer
-	CloseOnly()
-}
-
-// AnnouncerFunc adapts a function to Announcer (Close does nothing); handy in tests.
+// AnnouncerFunc adapts a function to Announcer (it ignores config, Where returns nothing and
+// Close does nothing); handy in tests.
 type AnnouncerFunc func(ctx context.Context, desired []Announcement) error
 
 // Announce calls f.
-func (f AnnouncerFunc) Announce(ctx context.Context, desired []Announcement) error {
+func (f AnnouncerFunc) Announce(ctx context.Context, _ any, desired []Announcement) error {
 	return f(ctx, desired)
 }
+
+// Where returns nil.
+func (f AnnouncerFunc) Where(netip.Addr) []string { return nil }
 
 // Close does nothing.
 func (f AnnouncerFunc) Close() error { return nil }

@@ -41,14 +41,14 @@ func TestBGPAnnouncer(t *testing.T) {
 	ad := bgp.Advertisement{Prefix: netip.MustParsePrefix("100.64.10.5/32"), LocalPref: 100}
 	peers := []bgp.Peer{{Name: "r1", MyASN: 64512, PeerASN: 64500, Address: netip.MustParseAddr("198.51.100.1")}}
 	mk := func(vips ...speaker.VIP) speaker.World {
-		w := speaker.World{Speakers: []string{"n1", "n2", "n3"}, BGPPeers: peers}
+		w := speaker.World{Speakers: []string{"n1", "n2", "n3"}, Modes: map[speaker.Mode]any{speaker.ModeBGP: bgp.Config{Peers: peers}}}
 		for _, n := range w.Speakers {
 			w.Nodes = append(w.Nodes, election.Node{Name: n})
 		}
 		w.VIPs = vips
 		return w
 	}
-	bgpVIP := speaker.VIP{Request: election.Request{VIP: vip, AnyReady: true}, Mode: speaker.ModeBGP, Service: "ns/s", BGP: []bgp.Advertisement{ad}}
+	bgpVIP := speaker.VIP{Request: election.Request{VIP: vip, AnyReady: true}, Mode: speaker.ModeBGP, Service: "ns/s", Params: bgp.Params{Advertisements: []bgp.Advertisement{ad}}}
 
 	mu := &sync.Mutex{}
 	live := map[string]bool{"n1": true, "n2": true, "n3": true}
@@ -59,7 +59,7 @@ func TestBGPAnnouncer(t *testing.T) {
 		f := &fakeBGP{}
 		mems[name] = &fakeMembership{mu: mu, live: live, self: name}
 		sp, err := speaker.New(speaker.Options{Node: name, Membership: mems[name], Now: testClock.now,
-			Announcers: map[speaker.Mode]speaker.Announcer{speaker.ModeBGP: speaker.NewBGPAnnouncer(f)}})
+			Announcers: map[speaker.Mode]speaker.Announcer{speaker.ModeBGP: bgp.NewAnnouncer(f)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,21 +112,22 @@ func TestBGPAnnouncer(t *testing.T) {
 	}
 }
 
-// TestBGPShutdownKeepsRoutes: on shutdown the Speaker withdraws layer-2 announcements first,
-// but only closes the BGP announcer — withdrawing the routes before Close would defeat
-// graceful restart (bgp.Speaker.Close decides: NOTIFICATION, or sessions left to the exit).
+// TestBGPShutdownKeepsRoutes: on shutdown the Speaker leaves the membership and then closes
+// each announcer; the BGP one closes its sessions without withdrawing first — withdrawing the
+// routes before Close would defeat graceful restart (bgp.Speaker.Close decides: NOTIFICATION,
+// or sessions left to the exit).
 func TestBGPShutdownKeepsRoutes(t *testing.T) {
 	f := &fakeBGP{}
 	l2 := &recorder{got: make(chan []speaker.Announcement, 100)}
 	sp, err := speaker.New(speaker.Options{Node: "n1", Membership: l2,
-		Announcers: map[speaker.Mode]speaker.Announcer{speaker.ModeBGP: speaker.NewBGPAnnouncer(f), speaker.ModeLayer2: l2}})
+		Announcers: map[speaker.Mode]speaker.Announcer{speaker.ModeBGP: bgp.NewAnnouncer(f), speaker.ModeLayer2: l2}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	vip := netip.MustParseAddr("100.64.10.5")
 	sp.SetWorld(speaker.World{Speakers: []string{"n1"}, Nodes: []election.Node{{Name: "n1"}},
 		VIPs: []speaker.VIP{{Request: election.Request{VIP: vip, AnyReady: true}, Mode: speaker.ModeBGP, Service: "ns/s",
-			BGP: []bgp.Advertisement{{Prefix: netip.PrefixFrom(vip, 32)}}}}})
+			Params: bgp.Params{Advertisements: []bgp.Advertisement{{Prefix: netip.PrefixFrom(vip, 32)}}}}}})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- sp.Run(ctx) }()
@@ -144,8 +145,8 @@ func TestBGPShutdownKeepsRoutes(t *testing.T) {
 	if !f.closed || len(f.ads) != 1 || f.adCalls != 1 {
 		t.Errorf("BGP on shutdown: closed %v, %d SetAdvertisements, last %v; want closed with the /32 still set", f.closed, f.adCalls, f.ads)
 	}
-	if !slices.Contains(l2.steps, "announce nothing") || !slices.Contains(l2.steps, "close") {
-		t.Errorf("layer 2 on shutdown: %v, want withdrawn then closed", l2.steps)
+	if i := slices.Index(l2.steps, "leave"); i < 0 || !slices.Contains(l2.steps[i:], "close") {
+		t.Errorf("layer 2 on shutdown: %v, want closed after the leave", l2.steps)
 	}
 	if n := len(sp.Announcements().Announcements); n != 0 {
 		t.Errorf("debug snapshot still lists %d announcements after Run returned", n)

@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
-
-	"github.com/metalgate/metalgate/speaker/bgp"
 )
 
 // DebugAnnouncementsPath is where DebugHandler is served, on the speaker's metrics listener
@@ -28,14 +26,14 @@ type AnnouncementStatus struct {
 	VIP     string `json:"vip"`
 	// Mode is "layer2" or "bgp".
 	Mode Mode `json:"mode"`
-	// Interfaces (layer2 only) are where this node answers ARP/NDP for the VIP: it won the
-	// election and has quorum.
-	Interfaces []string `json:"-"`
-	// Peers (bgp only) are the BGPPeers the VIP is advertised to.
-	Peers []string `json:"-"`
+	// Where is the mode's Announcer.Where, written as "interfaces" for layer 2 (where this node
+	// answers ARP/NDP for the VIP: it won the election and has quorum) and as "peers" for BGP
+	// (the BGPPeers the VIP is advertised to).
+	Where []string `json:"-"`
 }
 
-// MarshalJSON writes "interfaces" for layer 2 and "peers" for BGP, as arrays even when empty.
+// MarshalJSON writes Where as "interfaces" for layer 2 and "peers" for BGP, an array even when
+// empty.
 func (a AnnouncementStatus) MarshalJSON() ([]byte, error) {
 	type base AnnouncementStatus
 	switch a.Mode {
@@ -43,12 +41,12 @@ func (a AnnouncementStatus) MarshalJSON() ([]byte, error) {
 		return json.Marshal(struct {
 			base
 			Interfaces []string `json:"interfaces"`
-		}{base(a), nonNil(a.Interfaces)})
+		}{base(a), nonNil(a.Where)})
 	case ModeBGP:
 		return json.Marshal(struct {
 			base
 			Peers []string `json:"peers"`
-		}{base(a), nonNil(a.Peers)})
+		}{base(a), nonNil(a.Where)})
 	}
 	return json.Marshal(base(a))
 }
@@ -65,7 +63,10 @@ func (a *AnnouncementStatus) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*a = AnnouncementStatus(v.base)
-	a.Interfaces, a.Peers = v.Interfaces, v.Peers
+	a.Where = v.Interfaces
+	if a.Mode == ModeBGP {
+		a.Where = v.Peers
+	}
 	return nil
 }
 
@@ -74,12 +75,6 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-// PeerLister is implemented by the BGP announcer: the peers that take advertisements now
-// (configured and accepted by the library), for Announcements.
-type PeerLister interface {
-	Peers() []string
 }
 
 // Announcements returns what this node announced at the end of the last Sync: layer-2 VIPs it
@@ -112,40 +107,13 @@ func (s *Speaker) DebugHandler() http.Handler {
 	})
 }
 
-// updateSnapshot records what Sync made this node announce: the layer-2 addresses it took and
-// the BGP advertisements, each with its peers.
-func (s *Speaker) updateSnapshot(w *World, taken map[netip.Addr]VIP, bgpDesired []Announcement, loc Locator) {
+// updateSnapshot records what Sync made this node announce, in each mode that has an
+// Announcer, with where it announces each address.
+func (s *Speaker) updateSnapshot(desired map[Mode][]Announcement) {
 	out := []AnnouncementStatus{}
-	if _, ok := s.opts.Announcers[ModeLayer2]; ok {
-		for vip, v := range taken {
-			a := AnnouncementStatus{Service: v.Service, VIP: vip.String(), Mode: ModeLayer2}
-			if loc != nil {
-				a.Interfaces = loc.Where(vip)
-			}
-			out = append(out, a)
-		}
-	}
-	if ann, ok := s.opts.Announcers[ModeBGP]; ok {
-		var accepted map[string]bool
-		if pl, ok := ann.(PeerLister); ok {
-			accepted = map[string]bool{}
-			for _, n := range pl.Peers() {
-				accepted[n] = true
-			}
-		}
-		for _, d := range bgpDesired {
-			a := AnnouncementStatus{Service: d.Service, VIP: d.VIP.String(), Mode: ModeBGP, Peers: []string{}}
-			for _, p := range w.BGPPeers {
-				if accepted != nil && !accepted[p.Name] {
-					continue
-				}
-				if slices.ContainsFunc(d.BGP, func(ad bgp.Advertisement) bool { return len(ad.Peers) == 0 || slices.Contains(ad.Peers, p.Name) }) {
-					a.Peers = append(a.Peers, p.Name)
-				}
-			}
-			slices.Sort(a.Peers)
-			a.Peers = slices.Compact(a.Peers)
-			out = append(out, a)
+	for mode, ann := range s.opts.Announcers {
+		for _, d := range desired[mode] {
+			out = append(out, AnnouncementStatus{Service: d.Service, VIP: d.VIP.String(), Mode: mode, Where: ann.Where(d.VIP)})
 		}
 	}
 	slices.SortFunc(out, func(a, b AnnouncementStatus) int {

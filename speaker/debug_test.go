@@ -25,7 +25,7 @@ type l2Locator struct {
 	vips map[netip.Addr]bool
 }
 
-func (l *l2Locator) Announce(_ context.Context, d []speaker.Announcement) error {
+func (l *l2Locator) Announce(_ context.Context, _ any, d []speaker.Announcement) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.vips = map[netip.Addr]bool{}
@@ -71,7 +71,7 @@ func TestDebugHandler(t *testing.T) {
 		Node: "n1", Membership: mem, Now: clk.now, HoldDown: time.Second,
 		Announcers: map[speaker.Mode]speaker.Announcer{
 			speaker.ModeLayer2: &l2Locator{},
-			speaker.ModeBGP:    speaker.NewBGPAnnouncer(&statusBGP{}),
+			speaker.ModeBGP:    bgp.NewAnnouncer(&statusBGP{}),
 		},
 	})
 	if err != nil {
@@ -106,10 +106,10 @@ func TestDebugHandler(t *testing.T) {
 	}
 	bgpVIP := func(vip string, peers ...string) speaker.VIP {
 		return speaker.VIP{Request: election.Request{VIP: addr(vip), AnyReady: true}, Mode: speaker.ModeBGP, Service: "ns/bgp-" + vip,
-			BGP: []bgp.Advertisement{{Prefix: netip.PrefixFrom(addr(vip), addr(vip).BitLen()), Peers: peers}}}
+			Params: bgp.Params{Advertisements: []bgp.Advertisement{{Prefix: netip.PrefixFrom(addr(vip), addr(vip).BitLen()), Peers: peers}}}}
 	}
 	w := speaker.World{Speakers: []string{"n1", "n2"}, Nodes: []election.Node{{Name: "n1"}, {Name: "n2"}}}
-	w.BGPPeers = []bgp.Peer{{Name: "r1"}, {Name: "r2"}, {Name: "r3"}}
+	w.Modes = map[speaker.Mode]any{speaker.ModeBGP: bgp.Config{Peers: []bgp.Peer{{Name: "r1"}, {Name: "r2"}, {Name: "r3"}}}}
 	// Which layer-2 VIPs n1 wins among n1 and n2 is the election's business; pick one of each.
 	var mine, theirs string
 	for _, v := range []string{"198.51.100.3", "198.51.100.20", "198.51.100.21", "198.51.100.22", "198.51.100.23"} {

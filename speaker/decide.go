@@ -129,7 +129,7 @@ func Decide(in Input) Decision {
 			mine = slices.Contains(cands, me)
 		}
 		if mine {
-			d.Desired[v.Mode] = append(d.Desired[v.Mode], Announcement{VIP: v.VIP, Service: v.Service, Interfaces: v.Interfaces, BGP: v.BGP})
+			d.Desired[v.Mode] = append(d.Desired[v.Mode], Announcement{VIP: v.VIP, Service: v.Service, Params: v.Params})
 		}
 	}
 	for _, vip := range slices.SortedFunc(maps.Keys(d.Layer2), netip.Addr.Compare) {

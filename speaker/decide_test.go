@@ -14,7 +14,9 @@ import (
 
 // decideWorld has speakers n1..n3 (and n4 when four), one layer-2 VIP and one BGP VIP; local
 // makes the layer-2 VIP externalTrafficPolicy Local with ready endpoints on those nodes.
-func decideWorld(nodes []string, local ...string) *speaker.World { return decideWorldFor(dvip, nodes, local...) }
+func decideWorld(nodes []string, local ...string) *speaker.World {
+	return decideWorldFor(dvip, nodes, local...)
+}
 
 func decideWorldFor(vip netip.Addr, nodes []string, local ...string) *speaker.World {
 	w := &speaker.World{Speakers: nodes}
@@ -175,4 +177,3 @@ func or(s, def string) string {
 	}
 	return s
 }
-

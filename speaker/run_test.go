@@ -35,18 +35,19 @@ func (r *recorder) Leave(time.Duration) error  { r.add("leave"); return nil }
 func (r *recorder) Admit(nodes map[string][]netip.Addr) {
 	r.add("admit " + strings.Join(slices.Sorted(maps.Keys(nodes)), ","))
 }
-func (r *recorder) Announce(_ context.Context, d []speaker.Announcement) error {
+func (r *recorder) Announce(_ context.Context, _ any, d []speaker.Announcement) error {
 	if len(d) == 0 {
 		r.add("announce nothing")
 	}
 	r.got <- d
 	return nil
 }
-func (r *recorder) Close() error { r.add("close"); return nil }
+func (r *recorder) Where(netip.Addr) []string { return nil }
+func (r *recorder) Close() error              { r.add("close"); return nil }
 
 // TestRunAnnouncesThenHandsOver: Run admits the speakers of the first World and then joins its
 // peers, announces after the hold-down, and on cancel leaves the membership before it stops
-// announcing.
+// announcing (Close: the layer-2 announcer stops answering).
 func TestRunAnnouncesThenHandsOver(t *testing.T) {
 	r := &recorder{got: make(chan []speaker.Announcement, 100)}
 	sp, err := speaker.New(speaker.Options{
@@ -83,10 +84,10 @@ func TestRunAnnouncesThenHandsOver(t *testing.T) {
 	// n2 is expected but never live, so the join loop may have retried; what matters is the order
 	// at the end.
 	n := len(r.steps)
-	if n < 5 || r.steps[0] != "admit n1,n2" || !slices.Contains(r.steps, "join") {
+	if n < 4 || r.steps[0] != "admit n1,n2" || !slices.Contains(r.steps, "join") {
 		t.Fatalf("steps %v, want the World's speakers admitted before the first join", r.steps)
 	}
-	if diff := cmp.Diff([]string{"leave", "announce nothing", "close"}, r.steps[n-3:]); diff != "" {
+	if diff := cmp.Diff([]string{"leave", "close"}, r.steps[n-2:]); diff != "" {
 		t.Errorf("shutdown order (-want +got):\n%s\nall: %v", diff, r.steps)
 	}
 }

@@ -29,19 +29,13 @@ type Membership interface {
 	Admit(nodes map[string][]netip.Addr)
 }
 
-// Locator is implemented by announcers that can say where they announce an address (layer 2:
-// the interfaces); used for events and the announced metric.
-type Locator interface {
-	Where(vip netip.Addr) []string
-}
-
 // Takeover describes an address this node started announcing.
 type Takeover struct {
 	VIP VIP
 	// Previous is the owner in this node's view before, "" if none.
 	Previous string
-	// Interfaces are where the address is announced (layer 2).
-	Interfaces []string
+	// Where is where the address is announced (Announcer.Where: the interfaces).
+	Where []string
 }
 
 // Options configure a Speaker.
@@ -216,13 +210,8 @@ func (s *Speaker) joinLoop(ctx context.Context) {
 func (s *Speaker) stop() error {
 	s.log.Info("leaving the speaker cluster")
 	err := s.opts.Membership.Leave(s.opts.LeaveTimeout)
-	ctx := context.Background()
 	for _, mode := range slices.Sorted(maps.Keys(s.opts.Announcers)) {
-		a := s.opts.Announcers[mode]
-		if _, ok := a.(CloseOnly); !ok {
-			err = errors.Join(err, a.Announce(ctx, nil))
-		}
-		err = errors.Join(err, a.Close())
+		err = errors.Join(err, s.opts.Announcers[mode].Close())
 	}
 	s.m.Announced.Reset()
 	s.snapshot.Store(nil)
@@ -266,47 +255,45 @@ func (s *Speaker) Sync(ctx context.Context) error {
 	}
 
 	var errs []error
-	if ps, ok := s.opts.Announcers[ModeBGP].(PeerSetter); ok {
-		if err := ps.SetPeers(ctx, w.BGPPeers); err != nil {
-			errs = append(errs, fmt.Errorf("bgp peers: %w", err))
-		}
-	}
 	for _, mode := range slices.Sorted(maps.Keys(s.opts.Announcers)) {
-		if err := s.opts.Announcers[mode].Announce(ctx, d.Desired[mode]); err != nil {
+		if err := s.opts.Announcers[mode].Announce(ctx, w.Modes[mode], d.Desired[mode]); err != nil {
 			errs = append(errs, fmt.Errorf("announce %s: %w", mode, err))
 		}
 	}
 
-	loc, _ := s.opts.Announcers[ModeLayer2].(Locator)
+	l2 := s.opts.Announcers[ModeLayer2]
 	for _, st := range d.Started {
 		var where []string
-		if loc != nil {
-			where = loc.Where(st.VIP.VIP)
+		if l2 != nil {
+			where = l2.Where(st.VIP.VIP)
 		}
 		if st.Previous != "" {
 			s.m.Failovers.Inc()
 		}
 		s.log.Info("announcing", "vip", st.VIP.VIP.String(), "service", st.VIP.Service, "interfaces", where, "previousOwner", st.Previous)
 		if s.opts.OnTakeover != nil {
-			s.opts.OnTakeover(Takeover{VIP: st.VIP, Previous: st.Previous, Interfaces: where})
+			s.opts.OnTakeover(Takeover{VIP: st.VIP, Previous: st.Previous, Where: where})
 		}
 	}
 	for _, st := range d.Stopped {
 		s.log.Info("stopped announcing", "vip", st.VIP.String(), "newOwner", st.Owner, "quorum", quorum)
 	}
 	s.state = d.Next
-	s.updateAnnounced(d.Desired, loc)
-	s.updateSnapshot(w, d.Layer2, d.Desired[ModeBGP], loc)
+	s.updateAnnounced(d.Desired)
+	s.updateSnapshot(d.Desired)
 	return errors.Join(errs...)
 }
 
-func (s *Speaker) updateAnnounced(desired map[Mode][]Announcement, loc Locator) {
+// updateAnnounced sets the announced metric: one series per layer-2 address and interface, and
+// one per BGP address (interface "").
+func (s *Speaker) updateAnnounced(desired map[Mode][]Announcement) {
 	next := map[string]bool{}
 	for mode, as := range desired {
+		ann := s.opts.Announcers[mode]
 		for _, a := range as {
 			ifaces := []string{""}
-			if mode == ModeLayer2 && loc != nil {
-				ifaces = loc.Where(a.VIP)
+			if mode == ModeLayer2 && ann != nil {
+				ifaces = ann.Where(a.VIP)
 			}
 			for _, i := range ifaces {
 				next[a.Service+"|"+a.VIP.String()+"|"+i+"|"+string(mode)] = true

@@ -3,19 +3,19 @@ package speaker
 import (
 	"net/netip"
 
-	"github.com/metalgate/metalgate/speaker/bgp"
 	"github.com/metalgate/metalgate/speaker/election"
 )
 
 // Mode is an announcement mode; each has one Announcer.
 type Mode string
 
-// Announcement modes.
+// Announcement modes. The core knows them by name only: Decide elects one owner per address in
+// ModeLayer2 and lets every candidate announce in ModeBGP; what announcing means, and the types
+// it needs, belong to the mode's package (speaker/layer2, speaker/bgp).
 const (
 	// ModeLayer2: exactly one node (the elected owner) answers ARP/NDP for the address.
 	ModeLayer2 Mode = "layer2"
-	// ModeBGP: every candidate node advertises the address to its BGP peers (ECMP). Reserved for
-	// the BGP announcer (speaker/bgp); the Speaker already computes its desired set.
+	// ModeBGP: every candidate node advertises the address to its BGP peers (ECMP).
 	ModeBGP Mode = "bgp"
 )
 
@@ -36,20 +36,10 @@ type World struct {
 	// (InternalIPs, and the speaker Pod's host IPs). Only these may be memberlist members, and
 	// only from these addresses (membership.Membership.Admit).
 	SpeakerAddrs map[string][]netip.Addr
-	// BGPPeers are the BGP sessions this node opens (BGPPeers whose node selectors match it).
-	BGPPeers []bgp.Peer
-	// InvalidBGPPeers are the BGPPeers that select this node (or whose node selectors do not
-	// parse) but cannot be configured, sorted by name. They open no session; their errors are
-	// reported in BGPPeer.status and Events.
-	InvalidBGPPeers []InvalidBGPPeer
-}
-
-// InvalidBGPPeer is a BGPPeer that cannot be configured on this node.
-type InvalidBGPPeer struct {
-	// Name is the BGPPeer's name.
-	Name string
-	// Err names the offending field and why ("spec.passwordSecret: no Secret \"x\" in namespace …").
-	Err error
+	// Modes is each mode's configuration on this node, opaque to the core: the Speaker hands
+	// Modes[m] to the Announcer of mode m with every Announce (ModeBGP: a bgp.Config, the
+	// sessions; ModeLayer2: none).
+	Modes map[Mode]any
 }
 
 // VIP is one address and how it may be announced.
@@ -60,9 +50,8 @@ type VIP struct {
 	Service string
 	// Pool is the IPAddressPool the address belongs to, if known.
 	Pool string
-	// Interfaces restricts layer-2 announcements to these interfaces; empty: automatic.
-	Interfaces []string
-	// BGP are the advertisements of a ModeBGP address from this node (one per BGPAdvertisement
-	// that selects its pool and this node): prefix, communities, local preference, peers.
-	BGP []bgp.Advertisement
+	// Params are the mode's parameters for this address, opaque to the core and handed to the
+	// mode's Announcer in Announcement.Params (ModeLayer2: a layer2.Params, the interfaces;
+	// ModeBGP: a bgp.Params, the advertisements).
+	Params any
 }

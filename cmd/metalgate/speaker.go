@@ -148,7 +148,7 @@ func loadStatic(path string) (speaker.World, []netip.Addr, error) {
 		}
 		w.VIPs = append(w.VIPs, speaker.VIP{
 			Request: election.Request{VIP: a.Unmap(), AnyReady: true}, Mode: speaker.ModeLayer2,
-			Service: v.Service, Interfaces: v.Interfaces,
+			Service: v.Service, Params: layer2.Params{Interfaces: v.Interfaces},
 		})
 	}
 	var ips []netip.Addr
@@ -260,7 +260,7 @@ func runSpeaker(ctx context.Context, opts speakerOptions) error {
 				_ = mem.Shutdown()
 				return fmt.Errorf("bgp: %w", err)
 			}
-			spOpts.Announcers[speaker.ModeBGP] = speaker.NewBGPAnnouncer(bs)
+			spOpts.Announcers[speaker.ModeBGP] = bgp.NewAnnouncer(bs)
 			bgpSrc = bs
 		}
 	}

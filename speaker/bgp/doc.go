@@ -3,7 +3,9 @@
 // peers to talk to and which prefixes to advertise, and the package makes the
 // BGP sessions and the routes match.
 //
-// It is the only package of metalgate that imports GoBGP.
+// It is the only package of metalgate that imports GoBGP. Announcer
+// (announcer.go) is the speaker's ModeBGP speaker.Announcer over it;
+// speaker/config converts the CRDs into Config, Peer and Advertisement.
 //
 // # Design
 //
@@ -42,7 +44,7 @@
 // microseconds; defaults 1s x 3). When the BFD session expires, or the
 // router signals it down, GoBGP resets the BGP session. Limits, all in
 // GoBGP: no echo mode, no passive mode, no multi-hop BFD (RFC 5883), so
-// PeerFromCRD refuses profiles asking for them; and the BFD packets are not
+// speaker/config refuses profiles asking for them; and the BFD packets are not
 // bound to Peer.SourceAddress, the kernel picks their source, so with BFD
 // the session's source address must be the one the kernel would choose
 // (the interface's primary address) or the router never brings BFD up.

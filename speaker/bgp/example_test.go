@@ -29,9 +29,8 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	c, _ := bgp.ParseCommunity("no-export", map[string]string{"no-export": "65535:65281"})
-	ad := bgp.Advertisement{Prefix: bgp.Aggregate(netip.MustParseAddr("100.64.0.10"), 32)}
-	ad.AddCommunity(c)
+	// no-export (65535:65281); speaker/config builds these from BGPAdvertisements.
+	ad := bgp.Advertisement{Prefix: netip.MustParsePrefix("100.64.0.10/32"), Communities: []uint32{65535<<16 | 65281}}
 	if err := s.SetAdvertisements(ctx, []bgp.Advertisement{ad}); err != nil {
 		panic(err)
 	}

@@ -59,7 +59,7 @@ func TestFRR(t *testing.T) {
 	t.Run("eBGP IPv4 and IPv6 with communities and aggregation", func(t *testing.T) {
 		vip := Advertisement{Prefix: netip.MustParsePrefix("100.64.0.10/32"), Communities: []uint32{65000<<16 | 100}, LargeCommunities: []LargeCommunity{{64512, 1, 2}}}
 		cfg := helperConfig{RouterID: srcEBGP, Peers: []Peer{labPeer(srcEBGP)}, Ads: append([]Advertisement{vip,
-			{Prefix: Aggregate(netip.MustParseAddr("100.64.1.7"), 24)}},
+			{Prefix: netip.MustParsePrefix("100.64.1.0/24")}},
 			ads("2001:db8:100::10/128")...)}
 		h := startHelper(t, cfg)
 		for _, p := range []string{"100.64.0.10/32", "100.64.1.0/24", "2001:db8:100::10/128"} {

@@ -222,10 +222,10 @@ func TestAdvertiseAndWithdraw(t *testing.T) {
 		break
 	}
 
-	vip4 := Advertisement{Prefix: netip.MustParsePrefix("100.64.0.10/32"), Communities: []uint32{65000<<16 | 100}, LocalPref: 200}
-	vip4.AddCommunity(Community{IsLarge: true, Large: LargeCommunity{64512, 1, 2}})
+	vip4 := Advertisement{Prefix: netip.MustParsePrefix("100.64.0.10/32"), Communities: []uint32{65000<<16 | 100}, LocalPref: 200,
+		LargeCommunities: []LargeCommunity{{64512, 1, 2}}}
 	vip6 := Advertisement{Prefix: netip.MustParsePrefix("2001:db8:100::10/128")}
-	agg := Advertisement{Prefix: Aggregate(netip.MustParseAddr("100.64.1.7"), 24)}
+	agg := Advertisement{Prefix: netip.MustParsePrefix("100.64.1.0/24")}
 	if err := s.SetAdvertisements(ctx, []Advertisement{vip4, vip6, agg}); err != nil {
 		t.Fatal(err)
 	}

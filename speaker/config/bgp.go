@@ -11,7 +11,6 @@ import (
 
 	"github.com/metalgate/metalgate/allocator"
 	"github.com/metalgate/metalgate/api/v1alpha1"
-	"github.com/metalgate/metalgate/speaker"
 	"github.com/metalgate/metalgate/speaker/bgp"
 )
 
@@ -46,9 +45,9 @@ func (p *bgpPool) advertisements(vip netip.Addr) []bgp.Advertisement {
 		a.LargeCommunities = slices.Clone(a.LargeCommunities)
 		a.Peers = slices.Clone(a.Peers)
 		if vip.Is4() {
-			a.Prefix = bgp.Aggregate(vip, ad.len4)
+			a.Prefix = aggregate(vip, ad.len4)
 		} else {
-			a.Prefix = bgp.Aggregate(vip, ad.len6)
+			a.Prefix = aggregate(vip, ad.len6)
 		}
 		out = append(out, a)
 	}
@@ -185,11 +184,11 @@ func parseBGPAd(ad v1alpha1.BGPAdvertisement, aliases map[string]string) (bgpAd,
 	}
 	r.tmpl.LocalPref = ad.Spec.LocalPref
 	for _, c := range ad.Spec.Communities {
-		v, err := bgp.ParseCommunity(c, aliases)
+		v, err := parseCommunity(c, aliases)
 		if err != nil {
 			return r, fmt.Errorf("BGPAdvertisement %s: communities: %w", ad.Name, err)
 		}
-		r.tmpl.AddCommunity(v)
+		addCommunity(&r.tmpl, v)
 	}
 	r.tmpl.Peers = slices.Clone(ad.Spec.Peers)
 	return r, nil
@@ -198,8 +197,8 @@ func parseBGPAd(ad v1alpha1.BGPAdvertisement, aliases map[string]string) (bgpAd,
 // bgpPeers returns the sessions of the node with labels myLabels, sorted by name, and the peers
 // that select the node but cannot be configured (a peer whose node selectors do not parse is
 // reported on every node). An invalid peer never stops the others.
-func bgpPeers(s Snapshot, myLabels map[string]string) ([]bgp.Peer, []speaker.InvalidBGPPeer) {
-	var invalid []speaker.InvalidBGPPeer
+func bgpPeers(s Snapshot, myLabels map[string]string) ([]bgp.Peer, []bgp.InvalidPeer) {
+	var invalid []bgp.InvalidPeer
 	bfd := map[string]*v1alpha1.BFDProfile{}
 	for i := range s.BFDProfiles {
 		bfd[s.BFDProfiles[i].Name] = &s.BFDProfiles[i]
@@ -210,7 +209,7 @@ func bgpPeers(s Snapshot, myLabels map[string]string) ([]bgp.Peer, []speaker.Inv
 peers:
 	for i := range peers {
 		p := &peers[i]
-		bad := func(err error) { invalid = append(invalid, speaker.InvalidBGPPeer{Name: p.Name, Err: err}) }
+		bad := func(err error) { invalid = append(invalid, bgp.InvalidPeer{Name: p.Name, Err: err}) }
 		var sels []labels.Selector
 		for j := range p.Spec.NodeSelectors {
 			sel, err := metav1.LabelSelectorAsSelector(&p.Spec.NodeSelectors[j])
@@ -236,7 +235,7 @@ peers:
 			}
 			password = pw
 		}
-		bp, err := bgp.PeerFromCRD(p, bfd, password)
+		bp, err := bgpPeerFromCRD(p, bfd, password)
 		if err != nil {
 			bad(err)
 			continue

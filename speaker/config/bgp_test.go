@@ -53,7 +53,7 @@ func bgpSummaries(w speaker.World) []bgpSummary {
 		if v.Mode != speaker.ModeBGP {
 			continue
 		}
-		s := bgpSummary{VIP: v.VIP.String(), Pool: v.Pool, Local: v.Local, Ads: v.BGP,
+		s := bgpSummary{VIP: v.VIP.String(), Pool: v.Pool, Local: v.Local, Ads: v.Params.(bgp.Params).Advertisements,
 			Candidates: election.Candidates(v.Request, w.Nodes, live)}
 		for n := range v.ReadyNodes {
 			s.Ready = append(s.Ready, n)
@@ -197,20 +197,20 @@ func TestBuildBGPPeers(t *testing.T) {
 
 	w, errs := Build(s, Options{Node: "n1"})
 	var got []string
-	for _, p := range w.BGPPeers {
+	for _, p := range bgp.ConfigOf(w).Peers {
 		got = append(got, p.Name+"@"+p.Address.String())
 	}
 	if diff := cmp.Diff([]string{"r1@198.51.100.1", "r2@2001:db8::1"}, got); diff != "" {
 		t.Errorf("n1 peers (-want +got):\n%s", diff)
 	}
-	for _, p := range w.BGPPeers {
+	for _, p := range bgp.ConfigOf(w).Peers {
 		if p.Name == "r2" && (p.Password != "s3cret" || p.BFD == nil || p.PeerASN != 64500 || p.MyASN != 64512) {
 			t.Errorf("r2 = %+v, want password from the Secret, BFD, ASNs", p)
 		}
 	}
 	checkErrs(t, errs, []string{"BGPPeer bad-addr: spec.peerAddress", "BGPPeer no-bfd:", `BGPPeer no-secret: spec.passwordSecret: no password from Secret "missing"`})
 	var invalid []string
-	for _, p := range w.InvalidBGPPeers {
+	for _, p := range bgp.ConfigOf(w).Invalid {
 		invalid = append(invalid, p.Name+": "+p.Err.Error())
 	}
 	wantInvalid := []string{
@@ -223,11 +223,11 @@ func TestBuildBGPPeers(t *testing.T) {
 	}
 
 	w, _ = Build(s, Options{Node: "n2"})
-	if len(w.BGPPeers) != 1 || w.BGPPeers[0].Name != "r1" {
-		t.Errorf("n2 peers = %+v, want r1 only (r2 selects rack a)", w.BGPPeers)
+	if len(bgp.ConfigOf(w).Peers) != 1 || bgp.ConfigOf(w).Peers[0].Name != "r1" {
+		t.Errorf("n2 peers = %+v, want r1 only (r2 selects rack a)", bgp.ConfigOf(w).Peers)
 	}
-	if len(w.InvalidBGPPeers) != 3 {
-		t.Errorf("n2 invalid peers = %v, want the three that select every node", w.InvalidBGPPeers)
+	if len(bgp.ConfigOf(w).Invalid) != 3 {
+		t.Errorf("n2 invalid peers = %v, want the three that select every node", bgp.ConfigOf(w).Invalid)
 	}
 
 	// A Secret that was read but has no "password" key, and a node selector that does not parse
@@ -240,7 +240,7 @@ func TestBuildBGPPeers(t *testing.T) {
 	for _, n := range []string{"n1", "n2"} {
 		w, _ = Build(s, Options{Node: n})
 		got := map[string]string{}
-		for _, p := range w.InvalidBGPPeers {
+		for _, p := range bgp.ConfigOf(w).Invalid {
 			got[p.Name] = p.Err.Error()
 		}
 		if !strings.HasPrefix(got["bad-sel"], "spec.nodeSelectors[0]: ") {

@@ -16,7 +16,9 @@ import (
 	"github.com/metalgate/metalgate/allocator"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/speaker"
+	"github.com/metalgate/metalgate/speaker/bgp"
 	"github.com/metalgate/metalgate/speaker/election"
+	"github.com/metalgate/metalgate/speaker/layer2"
 )
 
 // Well-known names read by Build.
@@ -78,8 +80,10 @@ func Build(s Snapshot, o Options) (speaker.World, []error) {
 	errs = append(errs, berrs...)
 
 	var w speaker.World
-	w.BGPPeers, w.InvalidBGPPeers = bgpPeers(s, myLabels)
-	for _, p := range w.InvalidBGPPeers {
+	var bc bgp.Config
+	bc.Peers, bc.Invalid = bgpPeers(s, myLabels)
+	w.Modes = map[speaker.Mode]any{speaker.ModeBGP: bc}
+	for _, p := range bc.Invalid {
 		errs = append(errs, fmt.Errorf("BGPPeer %s: %w", p.Name, p.Err))
 	}
 	notReady := map[string]bool{}
@@ -138,7 +142,7 @@ func Build(s Snapshot, o Options) (speaker.World, []error) {
 						Mode:    speaker.ModeBGP,
 						Service: key,
 						Pool:    bp.name,
-						BGP:     bp.advertisements(vip),
+						Params:  bgp.Params{Advertisements: bp.advertisements(vip)},
 					}
 					byBGP[vip] = v
 				}
@@ -151,11 +155,11 @@ func Build(s Snapshot, o Options) (speaker.World, []error) {
 			v := byVIP[vip]
 			if v == nil {
 				v = &speaker.VIP{
-					Request:    election.Request{VIP: vip, NodeSelectors: pool.nodeSelectors, ReadyNodes: map[string]bool{}},
-					Mode:       speaker.ModeLayer2,
-					Service:    key,
-					Pool:       pool.name,
-					Interfaces: pool.interfaces,
+					Request: election.Request{VIP: vip, NodeSelectors: pool.nodeSelectors, ReadyNodes: map[string]bool{}},
+					Mode:    speaker.ModeLayer2,
+					Service: key,
+					Pool:    pool.name,
+					Params:  layer2.Params{Interfaces: pool.interfaces},
 				}
 				byVIP[vip] = v
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/speaker"
+	"github.com/metalgate/metalgate/speaker/layer2"
 )
 
 func pool(name string, lbls map[string]string, addrs ...string) v1alpha1.IPAddressPool {
@@ -62,10 +63,16 @@ type summary struct {
 	Selectors  []string
 }
 
+// l2Interfaces are the interfaces of a layer-2 VIP (nil for BGP).
+func l2Interfaces(v speaker.VIP) []string {
+	p, _ := v.Params.(layer2.Params)
+	return p.Interfaces
+}
+
 func summarize(w speaker.World) []summary {
 	var out []summary
 	for _, v := range w.VIPs {
-		s := summary{VIP: v.VIP.String(), Service: v.Service, Pool: v.Pool, Interfaces: v.Interfaces, Local: v.Local, AnyReady: v.AnyReady}
+		s := summary{VIP: v.VIP.String(), Service: v.Service, Pool: v.Pool, Interfaces: l2Interfaces(v), Local: v.Local, AnyReady: v.AnyReady}
 		for n := range v.ReadyNodes {
 			s.Ready = append(s.Ready, n)
 		}

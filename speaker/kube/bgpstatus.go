@@ -78,7 +78,7 @@ type BGPStatusOptions struct {
 // server-side apply on the status subresource with the field manager FieldOwnerPrefix+Node.
 // Applying an entry-less status removes the node's entry (its manager owned it alone).
 //
-// A peer that selects the node but cannot be configured (World.InvalidBGPPeers, or refused by
+// A peer that selects the node but cannot be configured (bgp.Config.Invalid, or refused by
 // the BGP library) is written as Unknown with its error, gets a Warning Event once per distinct
 // error, and a Normal Event when it is configured again.
 //
@@ -140,7 +140,7 @@ func NewBGPStatus(opts BGPStatusOptions) (*BGPStatus, error) {
 	return b, nil
 }
 
-// SetWorld hands over the peers of this node (World.BGPPeers, World.InvalidBGPPeers) and
+// SetWorld hands over the peers of this node (the World's bgp.Config: Peers, Invalid) and
 // schedules a pass.
 func (b *BGPStatus) SetWorld(w speaker.World) {
 	b.mu.Lock()
@@ -259,7 +259,7 @@ func (b *BGPStatus) desired(w *speaker.World, now time.Time) map[string]desiredE
 		sessions[s.Name] = s
 	}
 	out := map[string]desiredEntry{}
-	for _, p := range w.BGPPeers {
+	for _, p := range bgp.ConfigOf(*w).Peers {
 		d := desiredEntry{status: v1alpha1.BGPPeerNodeStatus{Node: b.opts.Node, SessionState: v1alpha1.SessionStateIdle}, since: now}
 		if s, ok := sessions[p.Name]; ok {
 			d.status.SessionState = s.SessionState
@@ -271,7 +271,7 @@ func (b *BGPStatus) desired(w *speaker.World, now time.Time) map[string]desiredE
 		}
 		out[p.Name] = d
 	}
-	for _, p := range w.InvalidBGPPeers {
+	for _, p := range bgp.ConfigOf(*w).Invalid {
 		out[p.Name] = desiredEntry{
 			status: v1alpha1.BGPPeerNodeStatus{Node: b.opts.Node, SessionState: v1alpha1.SessionStateUnknown, LastError: p.Err.Error()},
 			since:  now,

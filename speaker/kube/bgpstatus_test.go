@@ -116,11 +116,12 @@ func TestBGPStatusWriter(t *testing.T) {
 	}
 	world := func(peers []string, invalid map[string]string, allNodes ...string) speaker.World {
 		w := speaker.World{Speakers: allNodes}
+		var bc bgp.Config
 		for _, n := range allNodes {
 			w.Nodes = append(w.Nodes, election.Node{Name: n})
 		}
 		for _, p := range peers {
-			w.BGPPeers = append(w.BGPPeers, bgp.Peer{Name: p})
+			bc.Peers = append(bc.Peers, bgp.Peer{Name: p})
 		}
 		for _, p := range slices.Sorted(func(yield func(string) bool) {
 			for k := range invalid {
@@ -129,8 +130,9 @@ func TestBGPStatusWriter(t *testing.T) {
 				}
 			}
 		}) {
-			w.InvalidBGPPeers = append(w.InvalidBGPPeers, speaker.InvalidBGPPeer{Name: p, Err: errors.New(invalid[p])})
+			bc.Invalid = append(bc.Invalid, bgp.InvalidPeer{Name: p, Err: errors.New(invalid[p])})
 		}
+		w.Modes = map[speaker.Mode]any{speaker.ModeBGP: bc}
 		return w
 	}
 	sync := func(names ...string) {

@@ -209,7 +209,7 @@ func TakeoverEvents(c client.Reader, rec events.EventRecorder, node string) func
 		if err := c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &svc); err != nil {
 			return // gone meanwhile: nobody to tell
 		}
-		where := strings.Join(t.Interfaces, ",")
+		where := strings.Join(t.Where, ",")
 		if t.Previous == "" {
 			rec.Eventf(&svc, nil, corev1.EventTypeNormal, ReasonAnnouncingL2, "Announce",
 				"node %s announces %s on %s", node, t.VIP.VIP, where)

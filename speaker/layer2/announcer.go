@@ -41,6 +41,13 @@ type Options struct {
 	lookupIface func(name string) (*net.Interface, error)
 }
 
+// Params are the speaker.VIP.Params of a ModeLayer2 address.
+type Params struct {
+	// Interfaces restricts the announcement to these interfaces (L2Advertisement
+	// spec.interfaces); empty: automatic (SelectInterfaces).
+	Interfaces []string
+}
+
 // table is what the responders consult: interface name → addresses answered there.
 type table map[string]map[netip.Addr]bool
 
@@ -126,16 +133,24 @@ func (a *Announcer) Where(vip netip.Addr) []string {
 	return out
 }
 
-// Announce makes the responders answer for exactly desired. Addresses that are no longer desired
-// are not answered once Announce returns; new (address, interface) pairs get a gratuitous burst.
-func (a *Announcer) Announce(_ context.Context, desired []speaker.Announcement) error {
+// Announce makes the responders answer for exactly desired, each address on the interfaces its
+// Params name (or SelectInterfaces picks); layer 2 has no configuration besides (config is
+// ignored). Addresses that are no longer desired are not answered once Announce returns; new
+// (address, interface) pairs get a gratuitous burst.
+func (a *Announcer) Announce(_ context.Context, _ any, desired []speaker.Announcement) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	ifaces, listErr := a.opts.Interfaces()
 	next := table{}
+	var paramErr error
 	for _, d := range desired {
 		vip := d.VIP.Unmap()
-		for _, name := range SelectInterfaces(ifaces, vip, d.Interfaces, a.opts.NodeIPs) {
+		p, ok := d.Params.(Params)
+		if !ok && d.Params != nil && paramErr == nil {
+			// A programming error; announce with automatic interfaces rather than not at all.
+			paramErr = fmt.Errorf("parameters of %s are a %T, not a layer2.Params", d.VIP, d.Params)
+		}
+		for _, name := range SelectInterfaces(ifaces, vip, p.Interfaces, a.opts.NodeIPs) {
 			if next[name] == nil {
 				next[name] = map[netip.Addr]bool{}
 			}
@@ -204,7 +219,7 @@ func (a *Announcer) Announce(_ context.Context, desired []speaker.Announcement) 
 	if errs != nil {
 		return errs
 	}
-	return nil
+	return paramErr
 }
 
 func (a *Announcer) sendGratuitous(name string, vip netip.Addr) {

@@ -124,7 +124,7 @@ func TestARPAnswersOwnedAddressesOnly(t *testing.T) {
 	conn := newPipeConn()
 	a := testAnnouncer(t, conn)
 	vip := netip.MustParseAddr("198.51.100.10")
-	if err := a.Announce(t.Context(), []speaker.Announcement{{VIP: vip}}); err != nil {
+	if err := a.Announce(t.Context(), nil, []speaker.Announcement{{VIP: vip}}); err != nil {
 		t.Fatal(err)
 	}
 	// Takeover: a burst of GratuitousCount gratuitous replies, sender = target = vip, broadcast.
@@ -151,7 +151,7 @@ func TestARPAnswersOwnedAddressesOnly(t *testing.T) {
 	conn.expectNothing(t, 100*time.Millisecond)
 
 	// Fencing relies on this: once Announce returns without vip, vip is not answered.
-	if err := a.Announce(t.Context(), nil); err != nil {
+	if err := a.Announce(t.Context(), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	conn.in <- request(t, vip)
@@ -162,13 +162,13 @@ func TestARPNoGratuitousForUnchangedSet(t *testing.T) {
 	conn := newPipeConn()
 	a := testAnnouncer(t, conn)
 	d := []speaker.Announcement{{VIP: netip.MustParseAddr("198.51.100.10")}}
-	if err := a.Announce(t.Context(), d); err != nil {
+	if err := a.Announce(t.Context(), nil, d); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
 		readARP(t, conn)
 	}
-	if err := a.Announce(t.Context(), d); err != nil {
+	if err := a.Announce(t.Context(), nil, d); err != nil {
 		t.Fatal(err)
 	}
 	conn.expectNothing(t, 100*time.Millisecond)
@@ -180,7 +180,7 @@ func TestARPGateSuppressesAnswers(t *testing.T) {
 	var open atomic.Bool
 	a.opts.Gate = open.Load // closed: e.g. quorum lost since the last Announce
 	vip := netip.MustParseAddr("198.51.100.10")
-	if err := a.Announce(t.Context(), []speaker.Announcement{{VIP: vip}}); err != nil {
+	if err := a.Announce(t.Context(), nil, []speaker.Announcement{{VIP: vip}}); err != nil {
 		t.Fatal(err)
 	}
 	conn.in <- request(t, vip)

@@ -4,5 +4,6 @@
 //
 // The responders (arp.go, ndp.go) never decide anything: each asks a func(netip.Addr) bool built
 // from the table the Announcer (announcer.go) swaps atomically on every Announce call. Interface
-// choice is the pure SelectInterfaces (iface.go).
+// choice is the pure SelectInterfaces (iface.go). The Announcer is the speaker's ModeLayer2
+// speaker.Announcer; a VIP's Params are a layer2.Params.
 package layer2

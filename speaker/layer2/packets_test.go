@@ -83,7 +83,7 @@ func arpCases(t testing.TB) []struct {
 func TestARPOutcomes(t *testing.T) {
 	conn := newPipeConn()
 	a := testAnnouncer(t, conn)
-	if err := a.Announce(t.Context(), []speaker.Announcement{{VIP: vip4}}); err != nil {
+	if err := a.Announce(t.Context(), nil, []speaker.Announcement{{VIP: vip4}}); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -262,7 +262,7 @@ func TestNDPOutcomes(t *testing.T) {
 		},
 	})
 	t.Cleanup(func() { _ = a.Close() })
-	if err := a.Announce(t.Context(), []speaker.Announcement{{VIP: vip6}}); err != nil {
+	if err := a.Announce(t.Context(), nil, []speaker.Announcement{{VIP: vip6}}); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {

@@ -1,4 +1,4 @@
-package bgp
+package config
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/speaker/bgp"
 )
 
 // BFD defaults from the BFDProfile CRD documentation.
@@ -19,16 +20,16 @@ const (
 	defaultBFDMultiplier = 3
 )
 
-// PeerFromCRD converts a BGPPeer into a Peer. bfd holds the BFDProfiles of
+// bgpPeerFromCRD converts a BGPPeer into a Peer. bfd holds the BFDProfiles of
 // the peer's namespace by name; password is the resolved password from
 // spec.passwordSecret, which wins over spec.password when not empty. Errors
 // name the offending field.
-func PeerFromCRD(p *v1alpha1.BGPPeer, bfd map[string]*v1alpha1.BFDProfile, password string) (Peer, error) {
+func bgpPeerFromCRD(p *v1alpha1.BGPPeer, bfd map[string]*v1alpha1.BFDProfile, password string) (bgp.Peer, error) {
 	if p == nil {
-		return Peer{}, errors.New("nil BGPPeer")
+		return bgp.Peer{}, errors.New("nil BGPPeer")
 	}
 	s := &p.Spec
-	out := Peer{
+	out := bgp.Peer{
 		Name:            p.Name,
 		MyASN:           s.MyASN,
 		PeerASN:         s.ASN,
@@ -41,38 +42,38 @@ func PeerFromCRD(p *v1alpha1.BGPPeer, bfd map[string]*v1alpha1.BFDProfile, passw
 		out.Password = password
 	}
 	if s.MyASN == 0 {
-		return Peer{}, errors.New("spec.myASN: must be set")
+		return bgp.Peer{}, errors.New("spec.myASN: must be set")
 	}
 	if s.ASN == 0 {
-		return Peer{}, errors.New("spec.peerASN: must be set")
+		return bgp.Peer{}, errors.New("spec.peerASN: must be set")
 	}
 	addr, err := netip.ParseAddr(s.Address)
 	if err != nil {
-		return Peer{}, fmt.Errorf("spec.peerAddress: %w", err)
+		return bgp.Peer{}, fmt.Errorf("spec.peerAddress: %w", err)
 	}
 	out.Address = addr.Unmap()
 	if s.Port != nil {
 		if *s.Port == 0 {
-			return Peer{}, errors.New("spec.peerPort: must be between 1 and 65535")
+			return bgp.Peer{}, errors.New("spec.peerPort: must be between 1 and 65535")
 		}
 		out.Port = *s.Port
 	}
 	if s.SrcAddress != "" {
 		a, err := netip.ParseAddr(s.SrcAddress)
 		if err != nil {
-			return Peer{}, fmt.Errorf("spec.sourceAddress: %w", err)
+			return bgp.Peer{}, fmt.Errorf("spec.sourceAddress: %w", err)
 		}
 		out.SourceAddress = a.Unmap()
 	}
 	if s.RouterID != "" {
 		a, err := netip.ParseAddr(s.RouterID)
 		if err != nil || !a.Is4() {
-			return Peer{}, fmt.Errorf("spec.routerID: %q is not an IPv4 address", s.RouterID)
+			return bgp.Peer{}, fmt.Errorf("spec.routerID: %q is not an IPv4 address", s.RouterID)
 		}
 		out.RouterID = a
 	}
 	if s.VRFName != "" {
-		return Peer{}, errors.New("spec.vrf: VRFs are not supported by the BGP speaker")
+		return bgp.Peer{}, errors.New("spec.vrf: VRFs are not supported by the BGP speaker")
 	}
 	for _, d := range []struct {
 		field string
@@ -87,34 +88,34 @@ func PeerFromCRD(p *v1alpha1.BGPPeer, bfd map[string]*v1alpha1.BFDProfile, passw
 			continue
 		}
 		if d.in.Duration < 0 {
-			return Peer{}, fmt.Errorf("%s: must not be negative", d.field)
+			return bgp.Peer{}, fmt.Errorf("%s: must not be negative", d.field)
 		}
 		*d.out = d.in.Duration
 	}
 	if out.HoldTime != 0 && out.HoldTime < 3*time.Second {
-		return Peer{}, errors.New("spec.holdTime: must be 0 or at least 3s")
+		return bgp.Peer{}, errors.New("spec.holdTime: must be 0 or at least 3s")
 	}
 	if out.HoldTime != 0 && out.KeepaliveTime >= out.HoldTime {
-		return Peer{}, errors.New("spec.keepaliveTime: must be less than holdTime")
+		return bgp.Peer{}, errors.New("spec.keepaliveTime: must be less than holdTime")
 	}
 	if s.BFDProfile != "" {
 		prof, ok := bfd[s.BFDProfile]
 		if !ok || prof == nil {
-			return Peer{}, fmt.Errorf("spec.bfdProfile: BFDProfile %q not found", s.BFDProfile)
+			return bgp.Peer{}, fmt.Errorf("spec.bfdProfile: BFDProfile %q not found", s.BFDProfile)
 		}
 		b, err := bfdFromCRD(prof)
 		if err != nil {
-			return Peer{}, fmt.Errorf("spec.bfdProfile: BFDProfile %q: %w", s.BFDProfile, err)
+			return bgp.Peer{}, fmt.Errorf("spec.bfdProfile: BFDProfile %q: %w", s.BFDProfile, err)
 		}
 		if s.EBGPMultiHop {
-			return Peer{}, errors.New("spec.bfdProfile: BFD on a multi-hop session is not supported (the embedded BFD is single-hop only)")
+			return bgp.Peer{}, errors.New("spec.bfdProfile: BFD on a multi-hop session is not supported (the embedded BFD is single-hop only)")
 		}
 		out.BFD = b
 	}
 	return out, nil
 }
 
-func bfdFromCRD(p *v1alpha1.BFDProfile) (*BFDProfile, error) {
+func bfdFromCRD(p *v1alpha1.BFDProfile) (*bgp.BFDProfile, error) {
 	s := &p.Spec
 	if s.EchoMode {
 		return nil, errors.New("spec.echoMode: echo mode is not supported by the embedded BFD")
@@ -122,7 +123,7 @@ func bfdFromCRD(p *v1alpha1.BFDProfile) (*BFDProfile, error) {
 	if s.PassiveMode {
 		return nil, errors.New("spec.passiveMode: passive mode is not supported by the embedded BFD")
 	}
-	b := &BFDProfile{
+	b := &bgp.BFDProfile{
 		ReceiveInterval:  defaultBFDInterval,
 		TransmitInterval: defaultBFDInterval,
 		DetectMultiplier: defaultBFDMultiplier,
@@ -148,39 +149,39 @@ func bfdFromCRD(p *v1alpha1.BFDProfile) (*BFDProfile, error) {
 	return b, nil
 }
 
-// Community is a parsed community: a standard one (RFC 1997) or, when
+// community is a parsed community: a standard one (RFC 1997) or, when
 // IsLarge, a large one (RFC 8092).
-type Community struct {
+type community struct {
 	IsLarge  bool
 	Standard uint32
-	Large    LargeCommunity
+	Large    bgp.LargeCommunity
 }
 
-// String formats c the way ParseCommunity reads it.
-func (c Community) String() string {
+// String formats c the way parseCommunity reads it.
+func (c community) String() string {
 	if c.IsLarge {
 		return fmt.Sprintf("large:%d:%d:%d", c.Large.GlobalAdmin, c.Large.LocalData1, c.Large.LocalData2)
 	}
 	return fmt.Sprintf("%d:%d", c.Standard>>16, c.Standard&0xffff)
 }
 
-// ParseCommunity parses a BGPAdvertisement community: "65000:100" (two
+// parseCommunity parses a BGPAdvertisement community: "65000:100" (two
 // numbers 0-65535), "large:1:2:3" (three numbers 0-4294967295), or the name
 // of an alias from a Community object (aliases maps names to values in one
 // of the first two forms; an alias cannot point to another alias).
-func ParseCommunity(s string, aliases map[string]string) (Community, error) {
+func parseCommunity(s string, aliases map[string]string) (community, error) {
 	if c, err := parseCommunityValue(s); err == nil {
 		return c, nil
 	} else if !isAliasName(s) {
-		return Community{}, err
+		return community{}, err
 	}
 	v, ok := aliases[s]
 	if !ok {
-		return Community{}, fmt.Errorf("community %q: no Community alias with this name", s)
+		return community{}, fmt.Errorf("community %q: no Community alias with this name", s)
 	}
 	c, err := parseCommunityValue(v)
 	if err != nil {
-		return Community{}, fmt.Errorf("community alias %q: %w", s, err)
+		return community{}, fmt.Errorf("community alias %q: %w", s, err)
 	}
 	return c, nil
 }
@@ -197,36 +198,36 @@ func isAliasName(s string) bool {
 	return !strings.HasPrefix(s, "large:")
 }
 
-func parseCommunityValue(s string) (Community, error) {
+func parseCommunityValue(s string) (community, error) {
 	if rest, ok := strings.CutPrefix(s, "large:"); ok {
 		parts := strings.Split(rest, ":")
 		if len(parts) != 3 {
-			return Community{}, fmt.Errorf("large community %q: want large:N:N:N", s)
+			return community{}, fmt.Errorf("large community %q: want large:N:N:N", s)
 		}
 		var n [3]uint32
 		for i, p := range parts {
 			v, err := strconv.ParseUint(p, 10, 32)
 			if err != nil {
-				return Community{}, fmt.Errorf("large community %q: %q is not a number from 0 to 4294967295", s, p)
+				return community{}, fmt.Errorf("large community %q: %q is not a number from 0 to 4294967295", s, p)
 			}
 			n[i] = uint32(v)
 		}
-		return Community{IsLarge: true, Large: LargeCommunity{n[0], n[1], n[2]}}, nil
+		return community{IsLarge: true, Large: bgp.LargeCommunity{GlobalAdmin: n[0], LocalData1: n[1], LocalData2: n[2]}}, nil
 	}
 	hi, lo, ok := strings.Cut(s, ":")
 	if !ok || strings.Contains(lo, ":") {
-		return Community{}, fmt.Errorf("community %q: want N:N, large:N:N:N or an alias name", s)
+		return community{}, fmt.Errorf("community %q: want N:N, large:N:N:N or an alias name", s)
 	}
 	a, err1 := strconv.ParseUint(hi, 10, 16)
 	b, err2 := strconv.ParseUint(lo, 10, 16)
 	if err1 != nil || err2 != nil {
-		return Community{}, fmt.Errorf("community %q: both numbers must be from 0 to 65535", s)
+		return community{}, fmt.Errorf("community %q: both numbers must be from 0 to 65535", s)
 	}
-	return Community{Standard: uint32(a)<<16 | uint32(b)}, nil
+	return community{Standard: uint32(a)<<16 | uint32(b)}, nil
 }
 
-// AddCommunity appends c to the standard or large communities of a.
-func (a *Advertisement) AddCommunity(c Community) {
+// addCommunity appends c to the standard or large communities of a.
+func addCommunity(a *bgp.Advertisement, c community) {
 	if c.IsLarge {
 		a.LargeCommunities = append(a.LargeCommunities, c.Large)
 		return
@@ -234,11 +235,11 @@ func (a *Advertisement) AddCommunity(c Community) {
 	a.Communities = append(a.Communities, c.Standard)
 }
 
-// Aggregate returns the prefix announced for addr under a BGPAdvertisement
+// aggregate returns the prefix announced for addr under a BGPAdvertisement
 // aggregation length: addr masked to aggregationLength bits. A negative or
 // too long length means the default, the full address (/32 or /128).
 // IPv4-mapped IPv6 addresses are treated as IPv4.
-func Aggregate(addr netip.Addr, aggregationLength int) netip.Prefix {
+func aggregate(addr netip.Addr, aggregationLength int) netip.Prefix {
 	addr = addr.Unmap()
 	if !addr.IsValid() {
 		return netip.Prefix{}

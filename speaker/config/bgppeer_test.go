@@ -1,4 +1,4 @@
-package bgp
+package config
 
 import (
 	"net/netip"
@@ -10,22 +10,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/speaker/bgp"
 )
 
 func TestParseCommunity(t *testing.T) {
 	aliases := map[string]string{"no-export": "65535:65281", "big": "large:1:2:3", "bad": "nope"}
 	for _, tc := range []struct {
 		in      string
-		want    Community
+		want    community
 		wantErr string
 	}{
-		{in: "65000:100", want: Community{Standard: 65000<<16 | 100}},
-		{in: "0:0", want: Community{}},
-		{in: "65535:65535", want: Community{Standard: 0xffffffff}},
-		{in: "large:1:2:3", want: Community{IsLarge: true, Large: LargeCommunity{1, 2, 3}}},
-		{in: "large:4294967295:0:4294967295", want: Community{IsLarge: true, Large: LargeCommunity{4294967295, 0, 4294967295}}},
-		{in: "no-export", want: Community{Standard: 65535<<16 | 65281}},
-		{in: "big", want: Community{IsLarge: true, Large: LargeCommunity{1, 2, 3}}},
+		{in: "65000:100", want: community{Standard: 65000<<16 | 100}},
+		{in: "0:0", want: community{}},
+		{in: "65535:65535", want: community{Standard: 0xffffffff}},
+		{in: "large:1:2:3", want: community{IsLarge: true, Large: bgp.LargeCommunity{GlobalAdmin: 1, LocalData1: 2, LocalData2: 3}}},
+		{in: "large:4294967295:0:4294967295", want: community{IsLarge: true, Large: bgp.LargeCommunity{GlobalAdmin: 4294967295, LocalData1: 0, LocalData2: 4294967295}}},
+		{in: "no-export", want: community{Standard: 65535<<16 | 65281}},
+		{in: "big", want: community{IsLarge: true, Large: bgp.LargeCommunity{GlobalAdmin: 1, LocalData1: 2, LocalData2: 3}}},
 		{in: "65536:1", wantErr: "0 to 65535"},
 		{in: "1:2:3", wantErr: "want N:N"},
 		{in: "large:1:2", wantErr: "large:N:N:N"},
@@ -36,18 +37,18 @@ func TestParseCommunity(t *testing.T) {
 		{in: "-1:2", wantErr: "0 to 65535"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			got, err := ParseCommunity(tc.in, aliases)
+			got, err := parseCommunity(tc.in, aliases)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("ParseCommunity(%q) error = %v, want one containing %q", tc.in, err, tc.wantErr)
+					t.Fatalf("parseCommunity(%q) error = %v, want one containing %q", tc.in, err, tc.wantErr)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("ParseCommunity(%q): %v", tc.in, err)
+				t.Fatalf("parseCommunity(%q): %v", tc.in, err)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("ParseCommunity(%q) (-want +got):\n%s", tc.in, diff)
+				t.Errorf("parseCommunity(%q) (-want +got):\n%s", tc.in, diff)
 			}
 			if !strings.HasPrefix(tc.in, "big") && !strings.HasPrefix(tc.in, "no-") && got.String() != tc.in {
 				t.Errorf("String() = %q, want %q", got.String(), tc.in)
@@ -73,13 +74,13 @@ func TestAggregate(t *testing.T) {
 		{"2001:db8::1:2", 64, "2001:db8::/64"},
 		{"2001:db8::1:2", 129, "2001:db8::1:2/128"},
 	} {
-		got := Aggregate(netip.MustParseAddr(tc.addr), tc.length)
+		got := aggregate(netip.MustParseAddr(tc.addr), tc.length)
 		if got.String() != tc.want {
-			t.Errorf("Aggregate(%s, %d) = %v, want %s", tc.addr, tc.length, got, tc.want)
+			t.Errorf("aggregate(%s, %d) = %v, want %s", tc.addr, tc.length, got, tc.want)
 		}
 	}
-	if got := Aggregate(netip.Addr{}, 32); got.IsValid() {
-		t.Errorf("Aggregate(invalid) = %v, want the zero Prefix", got)
+	if got := aggregate(netip.Addr{}, 32); got.IsValid() {
+		t.Errorf("aggregate(invalid) = %v, want the zero Prefix", got)
 	}
 }
 
@@ -102,12 +103,12 @@ func TestPeerFromCRD(t *testing.T) {
 		}
 		return p
 	}
-	minimal := Peer{Name: "tor1", MyASN: 64512, PeerASN: 64500, Address: netip.MustParseAddr("198.51.100.1"), Port: 179}
+	minimal := bgp.Peer{Name: "tor1", MyASN: 64512, PeerASN: 64500, Address: netip.MustParseAddr("198.51.100.1"), Port: 179}
 	for _, tc := range []struct {
 		name     string
 		peer     *v1alpha1.BGPPeer
 		password string
-		want     Peer
+		want     bgp.Peer
 		wantErr  string
 	}{
 		{name: "minimal", peer: base(nil), want: minimal},
@@ -123,12 +124,12 @@ func TestPeerFromCRD(t *testing.T) {
 				s.EnableGracefulRestart = true
 			}),
 			password: "fromsecret",
-			want: Peer{
+			want: bgp.Peer{
 				Name: "tor1", MyASN: 64512, PeerASN: 64500, Address: netip.MustParseAddr("198.51.100.1"), Port: 1179,
 				SourceAddress: netip.MustParseAddr("198.51.100.11"), RouterID: netip.MustParseAddr("10.0.0.1"),
 				HoldTime: 9 * time.Second, KeepaliveTime: 3 * time.Second, ConnectTime: time.Second,
 				Password: "fromsecret", GracefulRestart: true,
-				BFD: &BFDProfile{ReceiveInterval: 100 * time.Millisecond, TransmitInterval: 100 * time.Millisecond, DetectMultiplier: 3},
+				BFD: &bgp.BFDProfile{ReceiveInterval: 100 * time.Millisecond, TransmitInterval: 100 * time.Millisecond, DetectMultiplier: 3},
 			},
 		},
 		{
@@ -138,14 +139,14 @@ func TestPeerFromCRD(t *testing.T) {
 				s.Password = "inline"
 				s.EBGPMultiHop = true
 			}),
-			want: Peer{Name: "tor1", MyASN: 64512, PeerASN: 64500, Address: netip.MustParseAddr("2001:db8::1"), Port: 179, Password: "inline", EBGPMultiHop: true},
+			want: bgp.Peer{Name: "tor1", MyASN: 64512, PeerASN: 64500, Address: netip.MustParseAddr("2001:db8::1"), Port: 179, Password: "inline", EBGPMultiHop: true},
 		},
 		{
 			name: "default BFD profile",
 			peer: base(func(s *v1alpha1.BGPPeerSpec) { s.BFDProfile = "default" }),
-			want: func() Peer {
+			want: func() bgp.Peer {
 				p := minimal
-				p.BFD = &BFDProfile{ReceiveInterval: 300 * time.Millisecond, TransmitInterval: 300 * time.Millisecond, DetectMultiplier: 3}
+				p.BFD = &bgp.BFDProfile{ReceiveInterval: 300 * time.Millisecond, TransmitInterval: 300 * time.Millisecond, DetectMultiplier: 3}
 				return p
 			}(),
 		},
@@ -167,7 +168,7 @@ func TestPeerFromCRD(t *testing.T) {
 		{name: "vrf", peer: base(func(s *v1alpha1.BGPPeerSpec) { s.VRFName = "red" }), wantErr: "spec.vrf"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := PeerFromCRD(tc.peer, bfd, tc.password)
+			got, err := bgpPeerFromCRD(tc.peer, bfd, tc.password)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
@@ -178,7 +179,7 @@ func TestPeerFromCRD(t *testing.T) {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tc.want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
-				t.Errorf("PeerFromCRD (-want +got):\n%s", diff)
+				t.Errorf("bgpPeerFromCRD (-want +got):\n%s", diff)
 			}
 		})
 	}
