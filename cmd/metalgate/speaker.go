@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -162,160 +163,226 @@ func loadStatic(path string) (speaker.World, []netip.Addr, error) {
 	return w, ips, nil
 }
 
-// runSpeaker runs the speaker until ctx ends, then hands its addresses over.
+// runSpeaker runs the speaker until ctx ends, then hands its addresses over: from the API
+// server, or from --static-config (labs and benchmarks).
 func runSpeaker(ctx context.Context, opts speakerOptions) error {
-	logger := logr.FromContextOrDiscard(ctx)
-	reg := metrics.Registry
-	var (
-		staticWorld speaker.World
-		nodeIPs     []netip.Addr
-		mgr         manager.Manager
-		spRef       atomic.Pointer[speaker.Speaker]
-		statusRef   atomic.Pointer[kube.BGPStatus]
-		bgpSrc      *bgp.Speaker
-	)
 	if opts.StaticConfig != "" {
-		var err error
-		if staticWorld, nodeIPs, err = loadStatic(opts.StaticConfig); err != nil {
-			return err
-		}
-		r := prometheus.NewRegistry()
-		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		reg = r
-	} else {
-		var err error
-		// The debug endpoint shares the metrics listener; the Speaker exists only later.
-		debug := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			sp := spRef.Load()
-			if sp == nil {
-				http.Error(w, "speaker not started yet", http.StatusServiceUnavailable)
-				return
-			}
-			sp.DebugHandler().ServeHTTP(w, r)
-		})
-		if mgr, nodeIPs, err = newSpeakerManager(ctx, &opts, debug); err != nil {
-			return err
-		}
+		return runStaticSpeaker(ctx, opts)
 	}
-	if opts.NodeIP == "" {
-		if len(nodeIPs) == 0 {
-			return errors.New("no --node-ip and the node has no InternalIP")
-		}
-		opts.NodeIP = nodeIPs[0].String()
-	}
-	if ip, err := netip.ParseAddr(opts.NodeIP); err == nil && len(nodeIPs) == 0 {
-		nodeIPs = []netip.Addr{ip.Unmap()}
-	}
+	return runClusterSpeaker(ctx, opts)
+}
 
-	sm, l2m := speaker.NewMetrics(reg), layer2.NewMetrics(reg)
-	keys, err := membership.ReadKeyDir(opts.MemberlistKeyDir)
-	if err != nil {
-		return fmt.Errorf("--memberlist-key-dir: %w (the DaemonSet mounts the Secret metalgate-memberlist, which the controller creates)", err)
-	}
-	mem, err := membership.New(membership.Options{
-		Name: opts.NodeName, BindAddr: opts.NodeIP, BindPort: opts.MemberlistPort, Logger: logger.WithName("memberlist"),
-		Keys: keys, Metrics: membership.NewMetrics(reg),
-		OnChange: func() {
-			if sp := spRef.Load(); sp != nil {
-				sp.MembershipChanged()
-			}
-		},
-	})
+// runClusterSpeaker runs the speaker from the API server: the World is rebuilt on every change
+// (speaker/kube), both modes run (BGP unless --bgp=false or no IPv4 router ID), takeovers are
+// Events, and each node writes its entry of BGPPeer.status.
+func runClusterSpeaker(ctx context.Context, opts speakerOptions) error {
+	ref := &speakerRef{}
+	mgr, nodeIPs, err := newSpeakerManager(ctx, &opts, ref)
 	if err != nil {
 		return err
 	}
-	go watchKeys(ctx, opts.MemberlistKeyDir, keys, mem, logger.WithName("memberlist"), 10*time.Second)
-	l2 := layer2.New(layer2.Options{
-		NodeIPs: nodeIPs, Logger: logger.WithName("layer2"), Metrics: l2m,
-		GratuitousCount: opts.GratuitousCount, GratuitousInterval: opts.GratuitousInterval,
-		Gate: func() bool {
-			sp := spRef.Load()
-			return sp != nil && sp.MayAnnounce()
-		},
-	})
-	spOpts := speaker.Options{
-		Node: opts.NodeName, Membership: mem, Logger: logger.WithName("speaker"), Metrics: sm,
-		Announcers: map[speaker.Mode]speaker.Announcer{speaker.ModeLayer2: l2},
-	}
-	if mgr != nil && opts.BGP {
-		// BGP: every node advertises to the BGPPeers that select it; the library opens no
-		// session before the first SetAdvertisements, which the first Sync makes.
-		var rid netip.Addr
-		for _, ip := range nodeIPs {
-			if ip.Is4() {
-				rid = ip
-				break
-			}
-		}
-		if !rid.IsValid() {
-			logger.Info("BGP disabled: the node has no IPv4 InternalIP for the router ID")
-		} else {
-			bs, err := bgp.New(logger.WithName("bgp"), bgp.Options{RouterID: rid, ListenPort: -1, Registerer: reg,
-				OnStateChange: func(string) {
-					if st := statusRef.Load(); st != nil {
-						st.Kick() // a session changed state: report it now
-					}
-				}})
-			if err != nil {
-				_ = mem.Shutdown()
-				return fmt.Errorf("bgp: %w", err)
-			}
-			spOpts.Announcers[speaker.ModeBGP] = bgp.NewAnnouncer(bs)
-			bgpSrc = bs
-		}
-	}
-	if mgr != nil {
-		spOpts.OnTakeover = kube.TakeoverEvents(mgr.GetClient(), mgr.GetEventRecorder("metalgate-speaker"), opts.NodeName)
-	}
-	sp, err := speaker.New(spOpts)
+	env, err := newSpeakerEnv(ctx, &opts, metrics.Registry, nodeIPs, ref)
 	if err != nil {
-		_ = mem.Shutdown()
 		return err
 	}
-	spRef.Store(sp)
-	logger.Info("starting speaker", "version", version.Version, "node", opts.NodeName, "nodeIP", opts.NodeIP,
-		"memberlistPort", opts.MemberlistPort, "memberlistKey", membership.Fingerprint(keys.Primary), "static", opts.StaticConfig != "")
-
-	if mgr == nil {
-		sp.SetWorld(staticWorld)
-		stopMetrics := serveMetrics(opts.MetricsAddr, reg, sp.DebugHandler(), logger)
-		defer stopMetrics()
-		return sp.Run(ctx)
+	mem, keys, err := env.membership(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = mem.Shutdown() }() // a no-op after Run left
+	announcers := map[speaker.Mode]speaker.Announcer{speaker.ModeLayer2: env.layer2()}
+	bs, err := env.bgp()
+	if err != nil {
+		return err
+	}
+	if bs != nil {
+		announcers[speaker.ModeBGP] = bgp.NewAnnouncer(bs)
+	}
+	recorder := mgr.GetEventRecorder("metalgate-speaker")
+	sp, err := env.speaker(mem, keys, announcers, kube.TakeoverEvents(mgr.GetClient(), recorder, opts.NodeName))
+	if err != nil {
+		return err
 	}
 	var bgpStatus *kube.BGPStatus
-	if bgpSrc != nil {
+	if bs != nil {
 		// Each speaker writes its own node's entry of BGPPeer.status.nodes.
 		bgpStatus, err = kube.NewBGPStatus(kube.BGPStatusOptions{
-			Node: opts.NodeName, Namespace: opts.Namespace, Client: mgr.GetClient(), Source: bgpSrc,
-			Recorder: mgr.GetEventRecorder("metalgate-speaker"), Logger: logger.WithName("bgp-status"), Registerer: reg,
+			Node: opts.NodeName, Namespace: opts.Namespace, Client: mgr.GetClient(), Source: bs,
+			Recorder: recorder, Logger: env.log.WithName("bgp-status"), Registerer: env.reg,
 		})
 		if err == nil {
 			err = mgr.Add(bgpStatus)
 		}
 		if err != nil {
-			_ = mem.Shutdown()
 			return fmt.Errorf("bgp status: %w", err)
 		}
-		statusRef.Store(bgpStatus)
+		ref.status.Store(bgpStatus)
 	}
 	sel, _ := labels.Parse(opts.SpeakerSelector) // validated in newSpeakerManager
 	if err := kube.Setup(mgr, &kube.Reconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Speaker: sp, BGPStatus: bgpStatus, Opts: kube.Options{
 		Namespace: opts.Namespace, SpeakerSelector: sel,
 		Build: config.Options{LBClass: opts.LBClass, MemberlistPort: opts.MemberlistPort, Node: opts.NodeName},
 	}}); err != nil {
-		_ = mem.Shutdown()
 		return fmt.Errorf("set up watches: %w", err)
 	}
 	// The speaker loop runs as a manager runnable: it ends (leave, stop answering) when the
 	// manager's context ends, before the manager returns.
 	if err := mgr.Add(manager.RunnableFunc(sp.Run)); err != nil {
-		_ = mem.Shutdown()
 		return err
 	}
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}
 	return nil
+}
+
+// runStaticSpeaker runs the speaker from the --static-config World: layer 2 only, no API
+// server, metrics on their own registry and listener.
+func runStaticSpeaker(ctx context.Context, opts speakerOptions) error {
+	w, nodeIPs, err := loadStatic(opts.StaticConfig)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	env, err := newSpeakerEnv(ctx, &opts, reg, nodeIPs, &speakerRef{})
+	if err != nil {
+		return err
+	}
+	mem, keys, err := env.membership(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = mem.Shutdown() }() // a no-op after Run left
+	sp, err := env.speaker(mem, keys, map[speaker.Mode]speaker.Announcer{speaker.ModeLayer2: env.layer2()}, nil)
+	if err != nil {
+		return err
+	}
+	sp.SetWorld(w)
+	defer serveMetrics(opts.MetricsAddr, reg, sp.DebugHandler(), env.log)()
+	return sp.Run(ctx)
+}
+
+// speakerRef reaches the Speaker (and the BGP status writer) from the parts built before it:
+// the membership's change callback, the layer-2 gate, the debug endpoint, BGP session changes.
+// Until they exist it does nothing, answers "no" and 503.
+type speakerRef struct {
+	sp     atomic.Pointer[speaker.Speaker]
+	status atomic.Pointer[kube.BGPStatus]
+}
+
+func (r *speakerRef) membershipChanged() {
+	if sp := r.sp.Load(); sp != nil {
+		sp.MembershipChanged()
+	}
+}
+
+func (r *speakerRef) mayAnnounce() bool {
+	sp := r.sp.Load()
+	return sp != nil && sp.MayAnnounce()
+}
+
+func (r *speakerRef) bgpStateChanged(string) {
+	if st := r.status.Load(); st != nil {
+		st.Kick() // a session changed state: report it now
+	}
+}
+
+// ServeHTTP serves the Speaker's debug endpoint.
+func (r *speakerRef) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	sp := r.sp.Load()
+	if sp == nil {
+		http.Error(w, "speaker not started yet", http.StatusServiceUnavailable)
+		return
+	}
+	sp.DebugHandler().ServeHTTP(w, req)
+}
+
+// speakerEnv is what the parts of a speaker are built from, both ways of running.
+type speakerEnv struct {
+	opts    *speakerOptions
+	log     logr.Logger
+	reg     metrics.RegistererGatherer
+	nodeIPs []netip.Addr
+	ref     *speakerRef
+}
+
+// newSpeakerEnv settles the node's addresses: --node-ip defaults to the first of nodeIPs (the
+// node's InternalIPs, or the static file's nodeIPs), and nodeIPs to --node-ip.
+func newSpeakerEnv(ctx context.Context, opts *speakerOptions, reg metrics.RegistererGatherer, nodeIPs []netip.Addr, ref *speakerRef) (*speakerEnv, error) {
+	if opts.NodeIP == "" {
+		if len(nodeIPs) == 0 {
+			return nil, errors.New("no --node-ip and the node has no InternalIP")
+		}
+		opts.NodeIP = nodeIPs[0].String()
+	}
+	if ip, err := netip.ParseAddr(opts.NodeIP); err == nil && len(nodeIPs) == 0 {
+		nodeIPs = []netip.Addr{ip.Unmap()}
+	}
+	return &speakerEnv{opts: opts, log: logr.FromContextOrDiscard(ctx), reg: reg, nodeIPs: nodeIPs, ref: ref}, nil
+}
+
+// membership joins nothing yet (the Speaker joins the World's peers); it is keyed from
+// --memberlist-key-dir, re-read until ctx ends. The caller shuts it down.
+func (e *speakerEnv) membership(ctx context.Context) (*membership.Membership, membership.Keys, error) {
+	log := e.log.WithName("memberlist")
+	keys, err := membership.ReadKeyDir(e.opts.MemberlistKeyDir)
+	if err != nil {
+		return nil, keys, fmt.Errorf("--memberlist-key-dir: %w (the DaemonSet mounts the Secret metalgate-memberlist, which the controller creates)", err)
+	}
+	mem, err := membership.New(membership.Options{
+		Name: e.opts.NodeName, BindAddr: e.opts.NodeIP, BindPort: e.opts.MemberlistPort, Logger: log,
+		Keys: keys, Metrics: membership.NewMetrics(e.reg), OnChange: e.ref.membershipChanged,
+	})
+	if err != nil {
+		return nil, keys, err
+	}
+	go watchKeys(ctx, e.opts.MemberlistKeyDir, keys, mem, log, 10*time.Second)
+	return mem, keys, nil
+}
+
+// layer2 returns the ModeLayer2 announcer: it answers only while the Speaker has quorum.
+func (e *speakerEnv) layer2() speaker.Announcer {
+	return layer2.New(layer2.Options{
+		NodeIPs: e.nodeIPs, Logger: e.log.WithName("layer2"), Metrics: layer2.NewMetrics(e.reg),
+		GratuitousCount: e.opts.GratuitousCount, GratuitousInterval: e.opts.GratuitousInterval,
+		Gate: e.ref.mayAnnounce,
+	})
+}
+
+// bgp returns the node's BGP speaker, or nil when BGP is off on this node (--bgp=false, or no
+// IPv4 address for the router ID). Every node advertises to the BGPPeers that select it; the
+// library opens no session before the first SetAdvertisements, which the first Sync makes.
+func (e *speakerEnv) bgp() (*bgp.Speaker, error) {
+	if !e.opts.BGP {
+		return nil, nil
+	}
+	i := slices.IndexFunc(e.nodeIPs, netip.Addr.Is4)
+	if i < 0 {
+		e.log.Info("BGP disabled: the node has no IPv4 InternalIP for the router ID")
+		return nil, nil
+	}
+	bs, err := bgp.New(e.log.WithName("bgp"), bgp.Options{RouterID: e.nodeIPs[i], ListenPort: -1, Registerer: e.reg,
+		OnStateChange: e.ref.bgpStateChanged})
+	if err != nil {
+		return nil, fmt.Errorf("bgp: %w", err)
+	}
+	return bs, nil
+}
+
+// speaker returns the Speaker over mem and announcers and makes it reachable through e.ref.
+func (e *speakerEnv) speaker(mem *membership.Membership, keys membership.Keys, announcers map[speaker.Mode]speaker.Announcer, onTakeover func(speaker.Takeover)) (*speaker.Speaker, error) {
+	sp, err := speaker.New(speaker.Options{
+		Node: e.opts.NodeName, Membership: mem, Logger: e.log.WithName("speaker"), Metrics: speaker.NewMetrics(e.reg),
+		Announcers: announcers, OnTakeover: onTakeover,
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.ref.sp.Store(sp)
+	e.log.Info("starting speaker", "version", version.Version, "node", e.opts.NodeName, "nodeIP", e.opts.NodeIP,
+		"memberlistPort", e.opts.MemberlistPort, "memberlistKey", membership.Fingerprint(keys.Primary), "static", e.opts.StaticConfig != "")
+	return sp, nil
 }
 
 // newSpeakerManager creates the controller-runtime manager (no leader election: every node
