@@ -125,7 +125,7 @@ func TestPlugin(t *testing.T) {
 	for _, n := range lab.Nodes() {
 		names = append(names, n.Name)
 	}
-	owner := election.Owner(vip, names)
+	owner := election.Owner(vip, readyProxyNodes(t, cl, ns)) // externalTrafficPolicy Local
 
 	t.Run("announcers", func(t *testing.T) {
 		row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(vip.String()) + `\s+` + regexp.QuoteMeta(ns+"/metalgate-proxy") + `\s+layer2\s+` + regexp.QuoteMeta(owner) + `\s+eth0\s*$`)

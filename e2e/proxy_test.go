@@ -182,12 +182,9 @@ func (p *proxyLab) testHTTP(t *testing.T) {
 	if err := p.cl.Create(ctx, ing); err != nil {
 		t.Fatalf("create Ingress: %v", err)
 	}
-	// The VIP is announced by the speaker the election picks: it alone answers ARP.
-	var names []string
-	for _, n := range lab.Nodes() {
-		names = append(names, n.Name)
-	}
-	owner, err := lab.NodeByName(election.Owner(p.vip, names))
+	// The VIP is announced by the speaker the election picks among the nodes with a ready
+	// proxy pod (externalTrafficPolicy Local): it alone answers ARP.
+	owner, err := lab.NodeByName(election.Owner(p.vip, readyProxyNodes(t, p.cl, p.ns)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -553,8 +550,8 @@ func (p *proxyLab) tableSwaps(t *testing.T, pod string) int {
 
 // deployNamespacedProxy applies config/proxy/namespaced in ns the way an overlay would (a
 // ClusterRoleBinding of its own, the lab's imported image, the Service's pool) and makes the
-// proxy serve controller's IngressClasses.
-func deployNamespacedProxy(t *testing.T, l *lab.Lab, cl client.Client, ns, pool, controller string) {
+// proxy serve controller's IngressClasses, with the proxy flags extraArgs added.
+func deployNamespacedProxy(t *testing.T, l *lab.Lab, cl client.Client, ns, pool, controller string, extraArgs ...string) {
 	t.Helper()
 	ctx := context.Background()
 	out, err := l.Kubectl(ctx, "kustomize", "../config/proxy/namespaced")
@@ -606,6 +603,7 @@ func deployNamespacedProxy(t *testing.T, l *lab.Lab, cl client.Client, ns, pool,
 			}
 			c.ImagePullPolicy = corev1.PullNever
 			c.Args = append(c.Args, "--controller-name="+controller)
+			c.Args = append(c.Args, extraArgs...)
 		case *corev1.Service:
 			if o.Annotations == nil {
 				o.Annotations = map[string]string{}
