@@ -54,8 +54,6 @@ type Stop struct {
 type Decision struct {
 	// Desired is the complete set to hand to each mode's Announcer.
 	Desired map[Mode][]Announcement
-	// Layer2 are the layer-2 addresses announced from now on, with their VIP.
-	Layer2 map[netip.Addr]VIP
 	// Started and Stopped are the layer-2 changes against Previous, sorted by address.
 	Started []Start
 	Stopped []Stop
@@ -79,7 +77,6 @@ type Decision struct {
 func Decide(in Input) Decision {
 	d := Decision{
 		Desired: map[Mode][]Announcement{},
-		Layer2:  map[netip.Addr]VIP{},
 		Next: State{
 			Elected:    make(map[netip.Addr]string, len(in.Previous.Elected)),
 			Announcing: map[netip.Addr]bool{},
@@ -90,6 +87,7 @@ func Decide(in Input) Decision {
 		return d // no view of the cluster yet: announce nothing
 	}
 	me, prev := in.Node, in.Previous
+	layer2 := map[netip.Addr]VIP{}    // the layer-2 addresses announced from now on
 	prevOf := map[netip.Addr]string{} // previous owner of newly announced addresses
 	for _, v := range in.World.VIPs {
 		cands := election.Candidates(v.Request, in.World.Nodes, in.Live)
@@ -122,7 +120,7 @@ func Decide(in Input) Decision {
 				}
 			}
 			if mine {
-				d.Layer2[v.VIP] = v
+				layer2[v.VIP] = v
 				d.Next.Announcing[v.VIP] = true
 			}
 		case ModeBGP:
@@ -132,7 +130,7 @@ func Decide(in Input) Decision {
 			d.Desired[v.Mode] = append(d.Desired[v.Mode], Announcement{VIP: v.VIP, Service: v.Service, Params: v.Params})
 		}
 	}
-	for _, vip := range slices.SortedFunc(maps.Keys(d.Layer2), netip.Addr.Compare) {
+	for _, vip := range slices.SortedFunc(maps.Keys(layer2), netip.Addr.Compare) {
 		if prev.Announcing[vip] {
 			continue
 		}
@@ -140,7 +138,7 @@ func Decide(in Input) Decision {
 		if p == me {
 			p = ""
 		}
-		d.Started = append(d.Started, Start{VIP: d.Layer2[vip], Previous: p})
+		d.Started = append(d.Started, Start{VIP: layer2[vip], Previous: p})
 	}
 	for _, vip := range slices.SortedFunc(maps.Keys(prev.Announcing), netip.Addr.Compare) {
 		if !d.Next.Announcing[vip] {
