@@ -30,6 +30,8 @@ const (
 	clientAddrL2Pool = "198.51.100.216/29"
 	// clientAddrBGPPool is off the segment: the client reaches it only through the router.
 	clientAddrBGPPool = "100.64.13.0/28"
+	// clientAddrBGPPoolV6 is off every lab range, as bgpPoolV6: only the router's routes reach it.
+	clientAddrBGPPoolV6 = "2001:db8:64:13::/120"
 	// clientAddrPeer is the BGPPeer of the lab router for this test.
 	clientAddrPeer = "e2e-clientaddr"
 	// spoofedAddr is what a hostile client claims to be in every forwarding header it sends.
@@ -38,9 +40,9 @@ const (
 
 // TestProxyClientAddress is issue #14's "real client IP" in the lab, in both announcement
 // modes. One namespaced proxy (config/proxy/namespaced, access log on for every request) behind
-// two LoadBalancer Services with the shipped externalTrafficPolicy Local: the shipped one,
-// announced at layer 2, and a copy of it from a pool announced by BGP to the router. From the
-// client's namespace (198.51.100.100), through each VIP:
+// LoadBalancer Services with the shipped externalTrafficPolicy Local: the shipped one, announced
+// at layer 2, and copies of it from a pool announced by BGP to the router (IPv4, and IPv6
+// single-stack). From the client's namespace (198.51.100.100, 2001:db8::100), through each VIP:
 //   - the echo backend gets X-Forwarded-For and X-Real-IP equal to the client's own address
 //     (no node's: kube-proxy did not SNAT), and Forwarded: for=<client>;
 //   - hostile: a client that sends X-Forwarded-For, X-Real-IP, Forwarded (and the underscore
@@ -50,7 +52,7 @@ const (
 //   - the proxy's access log line of that very request (by its X-Request-Id) names the
 //     client's address;
 //   - the VIP is announced only from the node of the ready proxy pod (layer 2: arping answered
-//     by that node alone; BGP: the router's only next hop).
+//     by that node alone; BGP: the router's only next hop, for the /32 and the /128).
 func TestProxyClientAddress(t *testing.T) {
 	start := time.Now()
 	l := openLab(t)
@@ -60,7 +62,7 @@ func TestProxyClientAddress(t *testing.T) {
 
 	deploySpeaker(t, l, cs)
 	l2Pool := manualPool(t, cl, "e2e-clientaddr-l2-", clientAddrL2Pool)
-	bgpPool := manualPool(t, cl, "e2e-clientaddr-bgp-", clientAddrBGPPool)
+	bgpPool := manualPool(t, cl, "e2e-clientaddr-bgp-", clientAddrBGPPool, clientAddrBGPPoolV6)
 	adv := &v1alpha1.L2Advertisement{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-clientaddr-", Namespace: operatorNamespace},
 		Spec:       v1alpha1.L2AdvertisementSpec{IPAddressPools: []string{l2Pool.Name}},
@@ -93,24 +95,33 @@ func TestProxyClientAddress(t *testing.T) {
 	if shipped.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
 		t.Fatalf("config/proxy/namespaced's Service has externalTrafficPolicy %q, want Local", shipped.Spec.ExternalTrafficPolicy)
 	}
-	bgpSvc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "metalgate-proxy-bgp", Namespace: ns, Annotations: map[string]string{"metalgate.io/address-pool": bgpPool.Name}},
-		Spec: corev1.ServiceSpec{
-			Type:                  corev1.ServiceTypeLoadBalancer,
-			ExternalTrafficPolicy: shipped.Spec.ExternalTrafficPolicy,
-			Selector:              shipped.Spec.Selector,
-		},
-	}
-	for _, p := range shipped.Spec.Ports {
-		p.NodePort = 0
-		bgpSvc.Spec.Ports = append(bgpSvc.Spec.Ports, p)
-	}
-	if err := cl.Create(ctx, bgpSvc); err != nil {
-		t.Fatalf("create Service %s: %v", bgpSvc.Name, err)
+	single := corev1.IPFamilyPolicySingleStack
+	for _, c := range []struct {
+		name   string
+		family corev1.IPFamily
+	}{{"metalgate-proxy-bgp", corev1.IPv4Protocol}, {"metalgate-proxy-bgp6", corev1.IPv6Protocol}} {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: ns, Annotations: map[string]string{"metalgate.io/address-pool": bgpPool.Name}},
+			Spec: corev1.ServiceSpec{
+				Type:                  corev1.ServiceTypeLoadBalancer,
+				ExternalTrafficPolicy: shipped.Spec.ExternalTrafficPolicy,
+				Selector:              shipped.Spec.Selector,
+				IPFamilyPolicy:        &single,
+				IPFamilies:            []corev1.IPFamily{c.family},
+			},
+		}
+		for _, p := range shipped.Spec.Ports {
+			p.NodePort = 0
+			svc.Spec.Ports = append(svc.Spec.Ports, p)
+		}
+		if err := cl.Create(ctx, svc); err != nil {
+			t.Fatalf("create Service %s: %v", svc.Name, err)
+		}
 	}
 	l2VIP := serviceVIP(t, cl, ns, "metalgate-proxy")
-	bgpVIP := serviceVIP(t, cl, ns, bgpSvc.Name)
-	for vip, pool := range map[netip.Addr]string{l2VIP: clientAddrL2Pool, bgpVIP: clientAddrBGPPool} {
+	bgpVIP := serviceVIP(t, cl, ns, "metalgate-proxy-bgp")
+	bgpVIP6 := serviceVIP(t, cl, ns, "metalgate-proxy-bgp6")
+	for vip, pool := range map[netip.Addr]string{l2VIP: clientAddrL2Pool, bgpVIP: clientAddrBGPPool, bgpVIP6: clientAddrBGPPoolV6} {
 		if !netip.MustParsePrefix(pool).Contains(vip) {
 			t.Fatalf("VIP %s is not from pool %s", vip, pool)
 		}
@@ -121,7 +132,7 @@ func TestProxyClientAddress(t *testing.T) {
 		t.Fatalf("create Ingress: %v", err)
 	}
 	proxyNodes := readyProxyNodes(t, cl, ns)
-	t.Logf("proxy on %v, VIPs %s (layer 2) and %s (BGP); setup %s", proxyNodes, l2VIP, bgpVIP, time.Since(start).Round(time.Millisecond))
+	t.Logf("proxy on %v, VIPs %s (layer 2), %s and %s (BGP); setup %s", proxyNodes, l2VIP, bgpVIP, bgpVIP6, time.Since(start).Round(time.Millisecond))
 
 	t.Run("layer2", func(t *testing.T) {
 		owner, err := lab.NodeByName(election.Owner(l2VIP, proxyNodes))
@@ -133,32 +144,47 @@ func TestProxyClientAddress(t *testing.T) {
 		})
 		p.checkClientAddress(t, l2VIP)
 	})
-	t.Run("BGP", func(t *testing.T) {
-		var want []string
-		for _, name := range proxyNodes {
-			n, err := lab.NodeByName(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want = append(want, n.IPv4.String())
+	for _, vip := range []netip.Addr{bgpVIP, bgpVIP6} {
+		name := "BGP"
+		if vip.Is6() {
+			name = "BGP IPv6"
 		}
-		eventually(t, 60*time.Second, fmt.Sprintf("router learns %s/32 from %v only (the nodes with the proxy)", bgpVIP, want), func() error {
-			return bgpNextHops(ctx, l, bgpVIP, want)
+		t.Run(name, func(t *testing.T) {
+			var want []string
+			for _, name := range proxyNodes {
+				n, err := lab.NodeByName(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if vip.Is6() {
+					want = append(want, n.IPv6.String())
+				} else {
+					want = append(want, n.IPv4.String())
+				}
+			}
+			eventually(t, 60*time.Second, fmt.Sprintf("router learns %s from %v only (the nodes with the proxy)", netip.PrefixFrom(vip, vip.BitLen()), want), func() error {
+				return bgpNextHops(ctx, l, vip, want)
+			})
+			p.checkClientAddress(t, vip)
 		})
-		p.checkClientAddress(t, bgpVIP)
-	})
+	}
 	t.Logf("TestProxyClientAddress took %s", time.Since(start).Round(time.Millisecond))
 }
 
 // checkClientAddress sends requests from the client through vip, honest and hostile, and
 // checks what the echo backend and the proxy's access log say the client's address is.
 func (p *proxyLab) checkClientAddress(t *testing.T, vip netip.Addr) {
-	client := lab.Client.IPv4.String()
+	client, forwardedFor := lab.Client.IPv4.String(), lab.Client.IPv4.String()
 	var nodes []string
 	for _, n := range lab.Nodes() {
 		nodes = append(nodes, n.IPv4.String())
 	}
-	url := "http://" + vip.String() + "/whoami"
+	if vip.Is6() {
+		// RFC 7239 §6: an IPv6 node is bracketed and quoted.
+		client, forwardedFor = lab.Client.IPv6.String(), `"[`+lab.Client.IPv6.String()+`]"`
+		nodes = nodeAddrs(6)
+	}
+	url := "http://" + netip.AddrPortFrom(vip, 80).String() + "/whoami"
 	host := p.host("echo")
 	for _, tc := range []struct {
 		name    string
@@ -174,7 +200,7 @@ func (p *proxyLab) checkClientAddress(t *testing.T, vip netip.Addr) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			args := []string{"-H", "Host: " + host}
+			args := []string{"-g", "-H", "Host: " + host}
 			for _, h := range tc.headers {
 				args = append(args, "-H", h)
 			}
@@ -196,8 +222,8 @@ func (p *proxyLab) checkClientAddress(t *testing.T, vip netip.Addr) {
 			if got := r.Headers.Values("X-Real-Ip"); len(got) != 1 || got[0] != client {
 				t.Errorf("backend's X-Real-IP %q, want exactly the client's %s", got, client)
 			}
-			if got := r.Headers.Values("Forwarded"); len(got) != 1 || !strings.HasPrefix(got[0], "for="+client+";") {
-				t.Errorf("backend's Forwarded %q, want one for=%s;…", got, client)
+			if got := r.Headers.Values("Forwarded"); len(got) != 1 || !strings.HasPrefix(got[0], "for="+forwardedFor+";") {
+				t.Errorf("backend's Forwarded %q, want one for=%s;…", got, forwardedFor)
 			}
 			for k, vv := range r.Headers {
 				for _, v := range vv {
