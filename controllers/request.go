@@ -110,10 +110,10 @@ func annotationValue(svc *corev1.Service, name string) string {
 	return strings.TrimSpace(v)
 }
 
-// annotationConflicts describes the request annotations that are ignored although they say
+// AnnotationConflicts describes the request annotations that are ignored although they say
 // something else than the one read (metalgate.io wins, then metallb.io, then
 // metallb.universe.tf), one sentence each; none when the names present agree.
-func annotationConflicts(svc *corev1.Service) []string {
+func AnnotationConflicts(svc *corev1.Service) []string {
 	var out []string
 	for _, name := range []string{AnnotationLoadBalancerIPs, AnnotationAddressPool, AnnotationAllowSharedIP} {
 		key, v, ok := annotation(svc, name)

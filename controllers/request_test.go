@@ -202,7 +202,7 @@ func TestMetalLBAnnotations(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Annotations: tc.ann},
 				Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerIP: tc.lbIP},
 			}
-			if diff := cmp.Diff(tc.wantConflicts, annotationConflicts(svc)); diff != "" {
+			if diff := cmp.Diff(tc.wantConflicts, AnnotationConflicts(svc)); diff != "" {
 				t.Errorf("conflicts (-want +got):\n%s", diff)
 			}
 			got, err := buildRequest(svc, nil)

@@ -111,7 +111,7 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, fmt.Errorf("get Namespace: %w", err)
 	}
 	areq, err := buildRequest(&svc, ns.Labels)
-	if conflicts := annotationConflicts(&svc); len(conflicts) > 0 {
+	if conflicts := AnnotationConflicts(&svc); len(conflicts) > 0 {
 		// The annotation of highest precedence is used either way; the others should go.
 		r.Recorder.Eventf(&svc, nil, corev1.EventTypeWarning, ReasonInvalidRequest, "Allocate", "%s", strings.Join(conflicts, "; "))
 	}

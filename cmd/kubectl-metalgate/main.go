@@ -1,7 +1,7 @@
 // Command kubectl-metalgate is the kubectl plugin of metalgate: `kubectl metalgate pools`,
 // `allocations`, `announcers`, `backends` and `check` read the cluster (and, through the API
 // server's pods/portforward, the speakers and ingress proxies) and explain what metalgate did
-// and why.
+// and why; `migrate` translates MetalLB objects and ingress-nginx Ingresses.
 package main
 
 import (
@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -36,13 +37,30 @@ Usage:
   kubectl metalgate check             configuration problems: overlapping or invalid pools, pools
                                       nothing announces, pending Services, Ingresses no proxy
                                       serves, Ingress status conflicts; exits 1 when it finds any
+  kubectl metalgate migrate           metalgate manifests (stdout) for the MetalLB objects and
+                                      ingress-nginx Ingresses of the cluster or of -f, and a
+                                      report (stderr) of what maps, what changes, what does not
 
 Flags (before or after the command):
   --kubeconfig PATH   kubeconfig (default: $KUBECONFIG, else ~/.kube/config)
   --context NAME      kubeconfig context
   -n, --namespace NS  metalgate's namespace, where pools and speakers live (default
                       metalgate-system); for backends, the Ingress's namespace (default:
-                      the kubeconfig context's)
+                      the kubeconfig context's); for migrate, where MetalLB's objects go
+
+migrate flags:
+  -f, --filename FILE|DIR|-   read manifests (YAML or JSON, Lists too) instead of the cluster;
+                              repeatable; a DIR's *.yaml, *.yml and *.json
+  --report FILE               write the report to FILE instead of stderr
+  --metallb-namespace NS      MetalLB's namespace (default metallb-system)
+  --nginx-class NAMES         IngressClass names ingress-nginx serves (default nginx; also every
+                              IngressClass read with controller k8s.io/ingress-nginx)
+  --ingress-class NAME        the class migrated Ingresses get (default metalgate)
+  --rewrite-annotations       nginx.ingress.kubernetes.io annotations to metalgate.io (default
+                              true; false keeps them: the proxy reads them with
+                              --nginx-annotations)
+  --drop-unsupported          leave out nginx annotations metalgate does not support (default:
+                              kept, and the proxy reports each in a Warning event)
 `
 
 func main() {
@@ -56,6 +74,7 @@ type options struct {
 	kubeconfig, context, namespace string
 	// namespaceSet says -n was given (backends then takes it as the Ingress's namespace).
 	namespaceSet bool
+	migrate      migrateOptions
 }
 
 // env is what a command works with: the cluster, the pods' ports, flags and arguments.
@@ -69,12 +88,17 @@ type env struct {
 	// contextNamespace is the kubeconfig context's namespace ("default" when it sets none).
 	contextNamespace string
 	now              func() time.Time
+	// stdin and stderr: migrate reads -f - and writes its report there.
+	stdin  io.Reader
+	stderr io.Writer
 }
 
 // command is one subcommand; nargs is how many arguments it takes.
 type command struct {
 	run   func(context.Context, *env, io.Writer) error
 	nargs int
+	// offline says the command needs no cluster with these options (migrate -f).
+	offline func(options) bool
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -83,6 +107,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // runWith is run with the connection made by connect (tests swap the pods' ports).
 func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, connect func(options) (*env, error)) int {
+	return runStdin(ctx, args, os.Stdin, stdout, stderr, connect)
+}
+
+// runStdin is runWith reading standard input (migrate -f -) from stdin.
+func runStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, connect func(options) (*env, error)) int {
 	fs := flag.NewFlagSet("kubectl metalgate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
@@ -91,12 +120,14 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, conne
 	fs.StringVar(&o.context, "context", "", "kubeconfig context")
 	fs.StringVar(&o.namespace, "namespace", "metalgate-system", "metalgate's namespace")
 	fs.StringVar(&o.namespace, "n", "metalgate-system", "metalgate's namespace")
+	registerMigrateFlags(fs, &o.migrate)
 	commands := map[string]command{
 		"pools":       {run: pools},
 		"allocations": {run: allocations},
 		"announcers":  {run: announcers},
 		"backends":    {run: backends, nargs: 1},
 		"check":       {run: check},
+		"migrate":     {run: migrate, offline: func(o options) bool { return len(o.migrate.files) > 0 }},
 	}
 	// Accept flags before and after the command name and its arguments, as kubectl does.
 	var cmd string
@@ -123,11 +154,19 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, conne
 		}
 		rest = fs.Args()[1:]
 	}
+	var misplaced string
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "n" || f.Name == "namespace" {
 			o.namespaceSet = true
 		}
+		if cmd != "migrate" && slices.Contains(migrateFlagNames, f.Name) {
+			misplaced = f.Name
+		}
 	})
+	if misplaced != "" {
+		fmt.Fprintf(stderr, "kubectl metalgate: flag -%s is only for migrate\n", misplaced)
+		return 2
+	}
 	c, ok := commands[cmd]
 	if !ok {
 		if cmd != "" {
@@ -141,12 +180,15 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, conne
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	e, err := connect(o)
-	if err != nil {
-		fmt.Fprintf(stderr, "kubectl metalgate: %v\n", err)
-		return 1
+	e := &env{o: o, now: time.Now}
+	if c.offline == nil || !c.offline(o) {
+		var err error
+		if e, err = connect(o); err != nil {
+			fmt.Fprintf(stderr, "kubectl metalgate: %v\n", err)
+			return 1
+		}
 	}
-	e.args = cmdArgs
+	e.args, e.stdin, e.stderr = cmdArgs, stdin, stderr
 	if e.done != nil {
 		defer e.done()
 	}

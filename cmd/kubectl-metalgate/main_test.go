@@ -57,6 +57,33 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// apiServer starts a real kube-apiserver + etcd with metalgate's CRDs and those of crdDirs
+// (skipping the test without KUBEBUILDER_ASSETS), and returns a kubeconfig for it and the
+// plugin's env connected through that kubeconfig.
+func apiServer(t *testing.T, crdDirs ...string) (string, *env) {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Skip("needs a real kube-apiserver + etcd: set KUBEBUILDER_ASSETS or run 'make test-integration'")
+	}
+	testEnv := &envtest.Environment{
+		CRDDirectoryPaths:     append([]string{filepath.Join("..", "..", "config", "crd", "bases")}, crdDirs...),
+		ErrorIfCRDPathMissing: true,
+	}
+	if _, err := testEnv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = testEnv.Stop() })
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, testEnv.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEnv(options{kubeconfig: kubeconfig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig, e
+}
+
 // httpPods is a podProxy that sends each request to a test server standing in for a pod's
 // port ("namespace/pod:port"); a pod without one is unreachable, as when the API server
 // cannot reach a kubelet.
@@ -90,25 +117,7 @@ func (h httpPods) Get(ctx context.Context, namespace, pod string, port int, path
 // real data plane with a table built from the same objects), Ingresses and a StatusConflict
 // event.
 func TestAgainstAPIServer(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("needs a real kube-apiserver + etcd: set KUBEBUILDER_ASSETS or run 'make test-integration'")
-	}
-	testEnv := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	if _, err := testEnv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = testEnv.Stop() })
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, testEnv.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	e, err := newEnv(options{kubeconfig: kubeconfig})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig, e := apiServer(t)
 	c := e.c.(client.Client)
 	ctx := context.Background()
 	must := func(err error) {
