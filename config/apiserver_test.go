@@ -24,7 +24,8 @@ import (
 )
 
 // apiServer is a real kube-apiserver + etcd (envtest, RBAC authorizer on) with the CRDs of
-// crd/bases installed, for one test; kubectl is the one built beside it.
+// crd/bases and the Gateway API CRDs of gateway-api/crds installed (as config/default
+// installs them), for one test; kubectl is the one built beside it.
 type apiServer struct {
 	kubeconfig string
 	kubectl    string
@@ -41,7 +42,7 @@ func startAPIServer(t *testing.T) *apiServer {
 	if assets == "" {
 		t.Skip(skipMessage)
 	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{"crd/bases"}, ErrorIfCRDPathMissing: true}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{"crd/bases", "gateway-api/crds"}, ErrorIfCRDPathMissing: true}
 	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
 		// envtest's 20s is not enough on a loaded machine (2 cores shared with labs and builds:
 		// kube-apiserver took longer than that five times in a row at load average 30).
@@ -77,7 +78,8 @@ func startAPIServer(t *testing.T) *apiServer {
 	}
 	// ServerPreferredResources leaves out subresources; they live where their resource does.
 	for _, sub := range []string{"/services/status", "networking.k8s.io/ingresses/status",
-		"metalgate.io/ipaddresspools/status", "metalgate.io/bgppeers/status"} {
+		"metalgate.io/ipaddresspools/status", "metalgate.io/bgppeers/status",
+		"gateway.networking.k8s.io/gatewayclasses/status", "gateway.networking.k8s.io/gateways/status"} {
 		res, _ := strings.CutSuffix(sub, "/status")
 		s.namespaced[sub] = s.namespaced[res]
 	}

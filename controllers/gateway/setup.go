@@ -1,0 +1,119 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/metalgate/metalgate/controllers"
+)
+
+// ControllerName is the spec.controllerName of the GatewayClasses metalgate serves.
+const ControllerName gwv1.GatewayController = "metalgate.io/gateway-controller"
+
+// Options configure the Gateway controllers. The zero value works.
+type Options struct {
+	// Namespace is where the Gateways' Services are made. Defaults to
+	// controllers.DefaultNamespace.
+	Namespace string
+	// SkipNameValidation lets several managers run in one process (tests only).
+	SkipNameValidation bool
+}
+
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status;gateways/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",namespace=metalgate-system,resources=services,verbs=create;delete
+// +kubebuilder:rbac:groups="",namespace=metalgate-system,resources=events,verbs=list
+
+// Setup registers the GatewayClass and Gateway reconcilers with mgr, whose scheme must know
+// gateway.networking.k8s.io/v1. When the API server does not serve Gateway API (its CRDs are
+// not installed), it registers nothing, says so in the log, and returns nil: the rest of the
+// controller runs as before. Like every reconciler of the manager, both run on the leader
+// only, so only the leader writes status.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, err error) {
+	if opts.Namespace == "" {
+		opts.Namespace = controllers.DefaultNamespace
+	}
+	log := ctrl.LoggerFrom(ctx).WithName("gateway")
+	for _, kind := range []string{"GatewayClass", "Gateway"} {
+		_, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: gwv1.GroupName, Kind: kind}, gwv1.GroupVersion.Version)
+		if meta.IsNoMatchError(err) {
+			log.Info("Gateway API is not installed: Gateway controller disabled", "missing", kind)
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("look up %s in the API server: %w", kind, err)
+		}
+	}
+	c := mgr.GetClient()
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("gatewayclass").
+		WithOptions(controller.Options{SkipNameValidation: &opts.SkipNameValidation}).
+		For(&gwv1.GatewayClass{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Complete(&ClassReconciler{Client: c})
+	if err != nil {
+		return false, fmt.Errorf("set up GatewayClass controller: %w", err)
+	}
+	r := &Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("gateway").
+		WithOptions(controller.Options{SkipNameValidation: &opts.SkipNameValidation}).
+		// Spec edits, and annotation edits (the pool is chosen by annotation); not status.
+		For(&gwv1.Gateway{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		// A class accepted (or changed hands) changes which of its Gateways are ours.
+		Watches(&gwv1.GatewayClass{}, handler.EnqueueRequestsFromMapFunc(
+			func(ctx context.Context, o client.Object) []ctrl.Request { return gatewaysOfClass(ctx, c, o.GetName()) })).
+		// The Services made for Gateways: a VIP assigned, and Services whose Gateway is gone.
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(serviceGateway),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+				return o.GetNamespace() == opts.Namespace && o.GetAnnotations()[AnnotationGateway] != ""
+			}))).
+		Complete(r)
+	if err != nil {
+		return false, fmt.Errorf("set up Gateway controller: %w", err)
+	}
+	return true, nil
+}
+
+func gatewaysOfClass(ctx context.Context, c client.Reader, class string) []ctrl.Request {
+	var list gwv1.GatewayList
+	if err := c.List(ctx, &list); err != nil {
+		return nil
+	}
+	var out []ctrl.Request
+	for _, g := range list.Items {
+		if string(g.Spec.GatewayClassName) == class {
+			out = append(out, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: g.Namespace, Name: g.Name}})
+		}
+	}
+	return out
+}
+
+// serviceGateway maps a Service made for a Gateway to that Gateway, by its annotation.
+func serviceGateway(_ context.Context, o client.Object) []ctrl.Request {
+	ns, name, ok := splitKey(o.GetAnnotations()[AnnotationGateway])
+	if !ok {
+		return nil
+	}
+	return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}
+
+func splitKey(s string) (namespace, name string, ok bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			return s[:i], s[i+1:], i > 0 && i < len(s)-1
+		}
+	}
+	return "", "", false
+}

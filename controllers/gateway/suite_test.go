@@ -1,0 +1,308 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/controllers"
+	"github.com/metalgate/metalgate/controllers/gateway"
+)
+
+// The tests in this package run against a real kube-apiserver and etcd started by envtest from
+// KUBEBUILDER_ASSETS, with metalgate's CRDs and the Gateway API CRDs that config/ installs.
+// Without it, every test says it is skipped and why.
+
+var (
+	cfg       *rest.Config
+	k8sClient client.Client
+	scheme    = runtime.NewScheme()
+	skipWhy   string
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		skipWhy = "needs a real kube-apiserver + etcd: set KUBEBUILDER_ASSETS or run 'make test-integration'"
+		os.Exit(m.Run())
+	}
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	_ = gwv1.Install(scheme)
+	env := &envtest.Environment{
+		CRDDirectoryPaths: []string{
+			filepath.Join("..", "..", "config", "crd", "bases"),
+			filepath.Join("..", "..", "config", "gateway-api", "crds"),
+		},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                scheme,
+	}
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		env.ControlPlaneStartTimeout = 3 * time.Minute // a loaded 2-core machine
+	}
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16,fd00:10:96::/112")
+	var err error
+	if cfg, err = env.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "start envtest:", err)
+		os.Exit(1)
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	if k8sClient, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		os.Exit(1)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllers.DefaultNamespace}}
+	if err := k8sClient.Create(context.Background(), ns); err != nil {
+		fmt.Fprintln(os.Stderr, "create namespace:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop envtest:", err)
+	}
+	os.Exit(code)
+}
+
+func needAPIServer(t *testing.T) {
+	t.Helper()
+	if skipWhy != "" {
+		t.Skip(skipWhy)
+	}
+}
+
+// startController runs one controller manager — the Service allocator and the Gateway
+// controllers, as `metalgate controller` does — until the returned stop function is called
+// or the test ends. elect, when set, edits the options (leader election).
+func startController(t *testing.T, elect func(*ctrl.Options)) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ctx = logr.NewContext(ctx, bufferedLogger(t))
+	opts := ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Logger:                 logr.FromContextOrDiscard(ctx),
+		Cache:                  controllers.CacheOptions(controllers.DefaultNamespace),
+	}
+	if elect != nil {
+		elect(&opts)
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
+	if err != nil {
+		t.Fatalf("new manager: %v", err)
+	}
+	err = controllers.Setup(ctx, mgr, controllers.Options{
+		Metrics:            controllers.NewMetrics(prometheus.NewRegistry()),
+		SkipNameValidation: true,
+	})
+	if err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	enabled, err := gateway.Setup(ctx, mgr, gateway.Options{SkipNameValidation: true})
+	if err != nil || !enabled {
+		t.Fatalf("gateway setup: enabled %v, %v", enabled, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	var once atomic.Bool
+	stop = func() {
+		if once.CompareAndSwap(false, true) {
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// bufferedLogger collects the controller's logs and prints them only if the test fails.
+func bufferedLogger(t *testing.T) logr.Logger {
+	var mu sync.Mutex
+	var buf strings.Builder
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("controller log:\n%s", buf.String())
+		}
+	})
+	return funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(&buf, "%s %s %s\n", time.Now().Format("15:04:05.000"), prefix, args)
+	}, funcr.Options{Verbosity: 1})
+}
+
+// namespace creates a namespace for one test.
+func namespace(t *testing.T) string {
+	t.Helper()
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	name = strings.Trim(name, "-") + fmt.Sprintf("-%d", time.Now().UnixNano()%100000)
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	return name
+}
+
+// create creates o and deletes it when the test ends.
+func create(t *testing.T, o client.Object) {
+	t.Helper()
+	if err := k8sClient.Create(context.Background(), o); err != nil {
+		t.Fatalf("create %T %s: %v", o, o.GetName(), err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), o) })
+}
+
+func pool(t *testing.T, name string, addrs ...string) {
+	t.Helper()
+	p := &v1alpha1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: controllers.DefaultNamespace, Name: name}}
+	for _, a := range addrs {
+		p.Spec.Addresses = append(p.Spec.Addresses, v1alpha1.AddressRange(a))
+	}
+	create(t, p)
+}
+
+func gatewayClass(t *testing.T, name string, controller gwv1.GatewayController) *gwv1.GatewayClass {
+	t.Helper()
+	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: gwv1.GatewayClassSpec{ControllerName: controller}}
+	create(t, gc)
+	return gc
+}
+
+type gwOpt func(*gwv1.Gateway)
+
+func listener(name string, proto gwv1.ProtocolType, port int32) gwOpt {
+	return func(g *gwv1.Gateway) {
+		l := gwv1.Listener{Name: gwv1.SectionName(name), Protocol: proto, Port: gwv1.PortNumber(port)}
+		if proto == gwv1.HTTPSProtocolType || proto == gwv1.TLSProtocolType {
+			l.TLS = &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "cert"}}}
+		}
+		g.Spec.Listeners = append(g.Spec.Listeners, l)
+	}
+}
+
+func address(typ gwv1.AddressType, value string) gwOpt {
+	return func(g *gwv1.Gateway) {
+		g.Spec.Addresses = append(g.Spec.Addresses, gwv1.GatewaySpecAddress{Type: &typ, Value: value})
+	}
+}
+
+func poolAnnotation(p string) gwOpt {
+	return func(g *gwv1.Gateway) {
+		g.Annotations = map[string]string{controllers.AnnotationAddressPool: p}
+	}
+}
+
+func newGateway(t *testing.T, ns, name, class string, opts ...gwOpt) *gwv1.Gateway {
+	t.Helper()
+	g := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: gwv1.GatewaySpec{GatewayClassName: gwv1.ObjectName(class)}}
+	for _, o := range opts {
+		o(g)
+	}
+	if len(g.Spec.Listeners) == 0 {
+		listener("http", gwv1.HTTPProtocolType, 80)(g)
+	}
+	create(t, g)
+	return g
+}
+
+// eventually polls cond every 50ms until it returns "" or the deadline passes; then it fails
+// with the last reason.
+func eventually(t *testing.T, timeout time.Duration, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		if last = cond(); last == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not true after %v: %s", timeout, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func getGateway(t *testing.T, ns, name string) *gwv1.Gateway {
+	t.Helper()
+	var g gwv1.Gateway
+	if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &g); err != nil {
+		t.Fatalf("get Gateway %s/%s: %v", ns, name, err)
+	}
+	return &g
+}
+
+// findCondition returns the condition of type typ, or nil.
+func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// hasCondition says "" when conds hold typ with status and reason, observed at generation
+// gen, and whose message contains msg; else what it found.
+func hasCondition(conds []metav1.Condition, typ string, status metav1.ConditionStatus, reason, msg string, gen int64) string {
+	c := findCondition(conds, typ)
+	switch {
+	case c == nil:
+		return fmt.Sprintf("no %s condition in %+v", typ, conds)
+	case c.Status != status || c.Reason != reason || !strings.Contains(c.Message, msg) || c.ObservedGeneration != gen:
+		return fmt.Sprintf("%s = %s/%s %q (generation %d), want %s/%s containing %q (generation %d)",
+			typ, c.Status, c.Reason, c.Message, c.ObservedGeneration, status, reason, msg, gen)
+	}
+	return ""
+}
+
+func statusAddresses(g *gwv1.Gateway) string {
+	var out []string
+	for _, a := range g.Status.Addresses {
+		out = append(out, a.Value)
+	}
+	return strings.Join(out, ",")
+}
+
+// gatewayServices lists the Services the controller made for Gateway ns/name.
+func gatewayServices(t *testing.T, ns, name string) []corev1.Service {
+	t.Helper()
+	var list corev1.ServiceList
+	if err := k8sClient.List(context.Background(), &list, client.InNamespace(controllers.DefaultNamespace)); err != nil {
+		t.Fatalf("list Services: %v", err)
+	}
+	var out []corev1.Service
+	for _, s := range list.Items {
+		if s.Annotations[gateway.AnnotationGateway] == ns+"/"+name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
