@@ -39,7 +39,8 @@ Usage:
                                       serves, Ingress status conflicts; exits 1 when it finds any
   kubectl metalgate migrate           metalgate manifests (stdout) for the MetalLB objects and
                                       ingress-nginx Ingresses of the cluster or of -f, and a
-                                      report (stderr) of what maps, what changes, what does not
+                                      report (stderr) of what maps, what changes, what does not;
+                                      applies nothing (docs/migrate.md)
 
 Flags (before or after the command):
   --kubeconfig PATH   kubeconfig (default: $KUBECONFIG, else ~/.kube/config)
@@ -59,8 +60,8 @@ migrate flags:
   --rewrite-annotations       nginx.ingress.kubernetes.io annotations to metalgate.io (default
                               true; false keeps them: the proxy reads them with
                               --nginx-annotations)
-  --drop-unsupported          leave out nginx annotations metalgate does not support (default:
-                              kept, and the proxy reports each in a Warning event)
+  --drop-unsupported          leave out nginx annotations metalgate does not support or refuses
+                              (snippets); default: kept, the proxy reports each in a Warning event
 `
 
 func main() {
