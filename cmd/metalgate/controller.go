@@ -19,10 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/cmd/metalgate/internal/version"
 	"github.com/metalgate/metalgate/controllers"
+	"github.com/metalgate/metalgate/controllers/gateway"
 	"github.com/metalgate/metalgate/internal/adminauth"
 )
 
@@ -82,6 +84,9 @@ func runController(ctx context.Context, opts controllerOptions) error {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return fmt.Errorf("register metalgate types: %w", err)
 	}
+	if err := gwv1.Install(scheme); err != nil {
+		return fmt.Errorf("register Gateway API types: %w", err)
+	}
 	leaseNS := opts.LeaderElectionNamespace
 	if _, err := os.Stat(inClusterNamespaceFile); leaseNS == "" && err != nil {
 		leaseNS = "default" // out of cluster: the namespace every cluster has
@@ -122,6 +127,10 @@ func runController(ctx context.Context, opts controllerOptions) error {
 	}
 	m := controllers.NewMetrics(metrics.Registry)
 	if err := controllers.Setup(ctx, mgr, controllers.Options{LBClass: opts.LBClass, Namespace: opts.Namespace, Metrics: m}); err != nil {
+		return err
+	}
+	// Without the Gateway API CRDs in the cluster this registers nothing and logs why.
+	if _, err := gateway.Setup(ctx, mgr, gateway.Options{Namespace: opts.Namespace}); err != nil {
 		return err
 	}
 	logger.Info("starting controller", "version", version.Version, "lbClass", opts.LBClass, "leaderElect", opts.LeaderElect)
