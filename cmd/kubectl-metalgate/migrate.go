@@ -181,16 +181,32 @@ func runMigration(srcs []source, s *migrateSettings, notes []string) (*migration
 	// MetalLB.
 	var pools []*unstructured.Unstructured
 	var poolReports []*objectReport
+	droppedPeers := map[string]bool{}
 	for _, src := range metallb {
 		obj, orep, why := migrateMetalLB(src, s)
 		if obj == nil {
 			rep.skipped = append(rep.skipped, skip{describe(src), why})
+			if src.obj.GetKind() == "BGPPeer" {
+				droppedPeers[src.obj.GetName()] = true
+			}
 			continue
 		}
 		if obj.GetKind() == "IPAddressPool" {
 			pools, poolReports = append(pools, obj), append(poolReports, orep)
 		}
 		results = append(results, done{output{obj, orep.from}, orep})
+	}
+	// An advertisement limited to peers that were not migrated would reach none of them.
+	for _, r := range results {
+		if r.out.obj.GetKind() != "BGPAdvertisement" {
+			continue
+		}
+		peers, _, _ := unstructured.NestedStringSlice(r.out.obj.Object, "spec", "peers")
+		for i, p := range peers {
+			if droppedPeers[p] {
+				r.rep.add(changed, fmt.Sprintf("spec.peers[%d]", i), "BGPPeer %s is not migrated (see Not migrated): nothing is announced to it", p)
+			}
+		}
 	}
 	var svcObjs []*unstructured.Unstructured
 	for _, src := range services {
