@@ -35,6 +35,7 @@ M = [
  ("M14 h2c upgrade forwarded", "proxy/dataplane/handler.go", [('		r.Header.Del("Upgrade")\n', '')], "TestRequestHeaderPolicy"),
  ("M15 malformed body blamed on the backend", "proxy/dataplane/upstream.go", [("case a != nil && a.bodyErr.Load() != nil:", "case false:")], "TestMalformedClientBody"),
  ("M16 reversible affinity cookie", "proxy/dataplane/router.go", [("return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])", "return base64.RawURLEncoding.EncodeToString([]byte(addr))")], "TestAffinityCookieKeyed"),
+ ("M18 TLS records past a response ignored", "proxy/dataplane/h1transport.go", [("case b.c.tls != nil && !b.tlsClean():", "case false && !b.tlsClean():")], "TestHostileTLSBackend"),
  ("M17 103 dropped on the direct path", "proxy/dataplane/direct.go", [("s.writeHead(bw, r, a) }, got1xx, a.route", "s.writeHead(bw, r, a) }, func(int, http.Header) error { _ = got1xx; return nil }, a.route")], "TestEarlyHints"),
 ]
 only = sys.argv[1:]

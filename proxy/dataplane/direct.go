@@ -22,7 +22,7 @@ import (
 
 // takesDirectPath reports whether r may take the direct path to pool p.
 func (s *Server) takesDirectPath(r *http.Request, p *pool) bool {
-	return s.direct && p.backend.Protocol != table.ProtocolH2C && r.ProtoMajor == 1 &&
+	return s.direct && (p.backend.Protocol == table.ProtocolHTTP || p.backend.Protocol == table.ProtocolHTTPS) && r.ProtoMajor == 1 &&
 		(r.Method == http.MethodGet || r.Method == http.MethodHead) && directEligible(r) && plainHost(r.Host) &&
 		!s.reencodeQueries && plainQuery(r.URL.RawQuery)
 }
@@ -77,7 +77,7 @@ func (s *Server) forwardDirect(w *responseWriter, r *http.Request, a *attempt) {
 		return nil
 	}
 	resp, err := s.send(ctx, a, true, func(e *balancer.Endpoint, _ int) (*http.Response, error) {
-		return s.h1.do(ctx, e.Addr, r, func(bw *bufio.Writer) error { return s.writeHead(bw, r, a) }, got1xx, a.route.Options.Policy.Timeouts)
+		return s.h1.do(ctx, e.Addr, a.pool.tls, r, func(bw *bufio.Writer) error { return s.writeHead(bw, r, a) }, got1xx, a.route.Options.Policy.Timeouts)
 	})
 	if err != nil {
 		s.failed(w, r, a, err)

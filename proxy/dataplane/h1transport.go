@@ -3,11 +3,13 @@ package dataplane
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"math"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -72,8 +74,10 @@ var (
 // (limit), so a backend cannot make the proxy buffer an unbounded header.
 type h1Conn struct {
 	conn      net.Conn
+	tls       *tls.Conn  // conn, when the backend speaks TLS
 	idle      *idleCheck // nil when the connection has no file descriptor
 	addr      string
+	key       string // of the idle list it goes back to: addr, or the TLS settings' and addr
 	limit     int64
 	br        *bufio.Reader
 	bw        *bufio.Writer
@@ -119,17 +123,38 @@ func hasBody(req *http.Request) bool {
 	return req.Body != nil && req.Body != http.NoBody && req.ContentLength != 0
 }
 
-func (t *h1Transport) get(ctx context.Context, addr string, connect time.Duration) (*h1Conn, bool, error) {
+// poolKey files connections by endpoint and, for TLS, by the settings they were made with:
+// a connection is never shared between backends that verify or authenticate differently.
+func poolKey(addr string, td *tlsDest) string {
+	if td == nil {
+		return addr
+	}
+	return td.key + "\x00" + addr
+}
+
+// addrOf is the endpoint of a poolKey.
+func addrOf(key string) string {
+	if i := strings.LastIndexByte(key, 0); i >= 0 {
+		return key[i+1:]
+	}
+	return key
+}
+
+func (t *h1Transport) get(ctx context.Context, addr string, td *tlsDest, connect time.Duration) (*h1Conn, bool, error) {
+	if td != nil && td.refuse != nil {
+		return nil, false, td.refuse
+	}
+	key := poolKey(addr, td)
 	now := time.Now()
 	t.mu.Lock()
 	for {
-		list := t.idle[addr]
+		list := t.idle[key]
 		if len(list) == 0 {
 			break
 		}
 		c := list[len(list)-1]
 		list[len(list)-1] = nil
-		t.idle[addr] = list[:len(list)-1]
+		t.idle[key] = list[:len(list)-1]
 		if now.Sub(c.idleSince) >= t.idleTimeout {
 			c.conn.Close()
 			continue
@@ -158,11 +183,19 @@ func (t *h1Transport) get(ctx context.Context, addr string, connect time.Duratio
 	if err != nil {
 		return nil, false, err
 	}
-	c := &h1Conn{conn: nc, addr: addr}
+	c := &h1Conn{conn: nc, addr: addr, key: key}
+	// The idle check looks at the socket (under TLS too: any record arriving while the
+	// connection is idle disqualifies it).
 	if sc, ok := nc.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			c.idle = newIdleCheck(raw)
 		}
+	}
+	if td != nil {
+		if c.tls, err = handshake(dctx, nc, td, addr); err != nil {
+			return nil, false, err
+		}
+		c.conn = c.tls
 	}
 	c.br = bufio.NewReaderSize(c, 16<<10)
 	c.bw = bufio.NewWriterSize(writerFunc(c.write), 8<<10)
@@ -172,8 +205,8 @@ func (t *h1Transport) get(ctx context.Context, addr string, connect time.Duratio
 func (t *h1Transport) put(c *h1Conn) {
 	c.idleSince = time.Now()
 	t.mu.Lock()
-	if len(t.idle[c.addr]) < t.maxIdle {
-		t.idle[c.addr] = append(t.idle[c.addr], c)
+	if len(t.idle[c.key]) < t.maxIdle {
+		t.idle[c.key] = append(t.idle[c.key], c)
 		t.mu.Unlock()
 		return
 	}
@@ -185,14 +218,14 @@ func (t *h1Transport) put(c *h1Conn) {
 func (t *h1Transport) retain(keep map[string]bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for addr, list := range t.idle {
-		if keep[addr] {
+	for key, list := range t.idle {
+		if keep[addrOf(key)] {
 			continue
 		}
 		for _, c := range list {
 			c.conn.Close()
 		}
-		delete(t.idle, addr)
+		delete(t.idle, key)
 	}
 }
 
@@ -205,10 +238,14 @@ func (t *h1Transport) CloseIdleConnections() { t.retain(nil) }
 // ReverseProxy wants).
 func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var tm table.Timeouts
-	if a, ok := req.Context().Value(attemptKey{}).(*attempt); ok && a.route != nil {
-		tm = a.route.Options.Policy.Timeouts
+	var td *tlsDest
+	if a, ok := req.Context().Value(attemptKey{}).(*attempt); ok {
+		if a.route != nil {
+			tm = a.route.Options.Policy.Timeouts
+		}
+		td = a.pool.tls
 	}
-	return t.do(req.Context(), req.URL.Host, req, nil, traceGot1xx(req.Context()), tm)
+	return t.do(req.Context(), req.URL.Host, td, req, nil, traceGot1xx(req.Context()), tm)
 }
 
 // do sends a request to addr over a pooled connection and reads the response. The request
@@ -216,10 +253,10 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // is nil; req gives the method for reading the response (HEAD has no body). got1xx, when
 // set, receives each informational response (not 101) before the final one; an error from
 // it fails the request. tm overrides the transport's timeouts for this request where set.
-func (t *h1Transport) do(ctx context.Context, addr string, req *http.Request, head func(*bufio.Writer) error,
+func (t *h1Transport) do(ctx context.Context, addr string, td *tlsDest, req *http.Request, head func(*bufio.Writer) error,
 	got1xx func(code int, h http.Header) error, tm table.Timeouts) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
-		c, reused, err := t.get(ctx, addr, tm.Connect)
+		c, reused, err := t.get(ctx, addr, td, tm.Connect)
 		if err != nil {
 			closeBody(req)
 			return nil, err
@@ -424,6 +461,15 @@ func (b *h1Body) Close() error {
 	return nil
 }
 
+// tlsClean reports whether a TLS connection holds nothing past the response (tlsLeftover).
+func (b *h1Body) tlsClean() bool {
+	leftover, ok := tlsLeftover(b.c.tls)
+	if leftover {
+		b.t.discarded(discardUnreadBytes)
+	}
+	return ok
+}
+
 func (b *h1Body) finish() {
 	if b.done {
 		return
@@ -449,7 +495,9 @@ func (b *h1Body) finish() {
 		return
 	case b.c.br.Buffered() > 0:
 		b.t.discarded(discardUnreadBytes)
-	case b.reusable && live && written:
+	case !b.reusable || !live || !written:
+	case b.c.tls != nil && !b.tlsClean():
+	default:
 		_ = b.rc.Close()
 		b.t.put(b.c)
 		return

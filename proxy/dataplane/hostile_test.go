@@ -43,13 +43,28 @@ const (
 	resetAfter
 )
 
+// recordSplit in an attack response makes the backend write what comes before and after it in
+// two writes: over TLS, two records, the second possibly still undecrypted in the proxy's TLS
+// layer when the first has been read.
+const recordSplit = "\x00split\x00"
+
 const victimResponse = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nvictim"
 
 func newRawBackend(t testing.TB, attack func(method string) (string, connEnd)) *rawBackend {
 	t.Helper()
+	return newRawBackendOn(t, attack, nil)
+}
+
+// newRawBackendOn is newRawBackend on the listener wrap makes of a loopback one (a TLS
+// listener, say); nil: the loopback listener itself.
+func newRawBackendOn(t testing.TB, attack func(method string) (string, connEnd), wrap func(net.Listener) net.Listener) *rawBackend {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		ln = wrap(ln)
 	}
 	b := &rawBackend{ln: ln, attack: attack, closed: make(chan struct{}, 1024)}
 	var wg sync.WaitGroup
@@ -105,14 +120,21 @@ func (b *rawBackend) serve(c net.Conn) {
 			continue
 		}
 		resp, end := b.attack(req.Method)
-		if _, err := io.WriteString(c, resp); err != nil {
-			return
+		// recordSplit marks where one write ends and the next begins (over TLS: two records).
+		for _, part := range strings.Split(resp, recordSplit) {
+			if _, err := io.WriteString(c, part); err != nil {
+				return
+			}
 		}
 		switch end {
 		case closeAfter:
 			return
 		case resetAfter:
-			if tc, ok := c.(*net.TCPConn); ok {
+			nc := c
+			if tc, ok := c.(*tls.Conn); ok {
+				nc = tc.NetConn()
+			}
+			if tc, ok := nc.(*net.TCPConn); ok {
 				_ = tc.SetLinger(0)
 			}
 			return
@@ -198,47 +220,53 @@ func TestHostileBackend(t *testing.T) {
 				tab := buildTable(t, route{host: "h.test", path: "/", endpoints: []string{be.addr()}})
 				opts.UpstreamReadTimeout = 2 * time.Second
 				_, httpAddr, httpsAddr := startProxy(t, opts, tab)
-				for _, ck := range clientKinds() {
-					t.Run(ck.name, func(t *testing.T) {
-						attacker, base := ck.new(httpAddr, httpsAddr)
-						defer ck.close(attacker)
-						req, _ := http.NewRequest(tc.method, base+"/attack", nil)
-						req.Host = "h.test"
-						resp, err := attacker.Do(req)
-						if err == nil {
-							body, rerr := io.ReadAll(resp.Body)
-							resp.Body.Close()
-							if tc.wantStatus != 0 && resp.StatusCode != tc.wantStatus {
-								t.Errorf("attacker: status %d, want %d", resp.StatusCode, tc.wantStatus)
-							}
-							if tc.wantBody != "" && resp.StatusCode == tc.wantStatus && (rerr != nil || string(body) != tc.wantBody) {
-								t.Errorf("attacker: body %q (%v), want %q", body, rerr, tc.wantBody)
-							}
-							if resp.Header.Get("X-Poison") != "" {
-								t.Errorf("attacker got the poison as its response")
-							}
-						} else if tc.wantStatus != 0 {
-							t.Errorf("attacker: %v, want status %d", err, tc.wantStatus)
-						}
-						for i := 0; i < 3; i++ {
-							victim, base := ck.new(httpAddr, httpsAddr)
-							req, _ := http.NewRequest(http.MethodGet, base+"/victim", nil)
-							req.Host = "h.test"
-							resp, err := victim.Do(req)
-							if err != nil {
-								t.Fatalf("victim %d: %v", i, err)
-							}
-							body, _ := io.ReadAll(resp.Body)
-							resp.Body.Close()
-							ck.close(victim)
-							if resp.StatusCode != 200 || string(body) != "victim" || resp.Header.Get("X-Poison") != "" {
-								t.Fatalf("victim %d got another client's response: status %d, X-Poison %q, body %q",
-									i, resp.StatusCode, resp.Header.Get("X-Poison"), body)
-							}
-						}
-					})
-				}
+				checkHostile(t, tc, httpAddr, httpsAddr)
 			})
+		})
+	}
+}
+
+// checkHostile sends tc's attack through the proxy, then other clients' requests for
+// /victim, from each kind of client: each must read its own answer, never the poison.
+func checkHostile(t *testing.T, tc hostileCase, httpAddr, httpsAddr string) {
+	for _, ck := range clientKinds() {
+		t.Run(ck.name, func(t *testing.T) {
+			attacker, base := ck.new(httpAddr, httpsAddr)
+			defer ck.close(attacker)
+			req, _ := http.NewRequest(tc.method, base+"/attack", nil)
+			req.Host = "h.test"
+			resp, err := attacker.Do(req)
+			if err == nil {
+				body, rerr := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if tc.wantStatus != 0 && resp.StatusCode != tc.wantStatus {
+					t.Errorf("attacker: status %d, want %d", resp.StatusCode, tc.wantStatus)
+				}
+				if tc.wantBody != "" && resp.StatusCode == tc.wantStatus && (rerr != nil || string(body) != tc.wantBody) {
+					t.Errorf("attacker: body %q (%v), want %q", body, rerr, tc.wantBody)
+				}
+				if resp.Header.Get("X-Poison") != "" {
+					t.Errorf("attacker got the poison as its response")
+				}
+			} else if tc.wantStatus != 0 {
+				t.Errorf("attacker: %v, want status %d", err, tc.wantStatus)
+			}
+			for i := 0; i < 3; i++ {
+				victim, base := ck.new(httpAddr, httpsAddr)
+				req, _ := http.NewRequest(http.MethodGet, base+"/victim", nil)
+				req.Host = "h.test"
+				resp, err := victim.Do(req)
+				if err != nil {
+					t.Fatalf("victim %d: %v", i, err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				ck.close(victim)
+				if resp.StatusCode != 200 || string(body) != "victim" || resp.Header.Get("X-Poison") != "" {
+					t.Fatalf("victim %d got another client's response: status %d, X-Poison %q, body %q",
+						i, resp.StatusCode, resp.Header.Get("X-Poison"), body)
+				}
+			}
 		})
 	}
 }

@@ -23,6 +23,7 @@ type pool struct {
 	bal      balancer.Balancer
 	byCookie map[string]*balancer.Endpoint // affinity cookie value → endpoint
 	cookieOf map[*balancer.Endpoint]string // and back
+	tls      *tlsDest                      // https and grpcs backends (set by Swap)
 }
 
 func compile(t *table.Table, reg *balancer.Registry, affinityKey []byte) *router {

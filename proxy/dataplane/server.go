@@ -35,6 +35,7 @@ type Server struct {
 	registry *balancer.Registry
 	h1       *h1Transport    // every HTTP/1.1 exchange with an endpoint
 	h2c      *http.Transport // h2c and gRPC backends
+	tls      *tlsDests       // https and grpcs backends' TLS settings (and grpcs transports)
 	std      *http.Transport // tests only (stdlibTransport): http.Transport for HTTP/1.1, as a reference
 	direct   bool            // the direct path is on
 	proxy    *httputil.ReverseProxy
@@ -108,6 +109,14 @@ func New(opts Options) (*Server, error) {
 		}
 	}
 	s.h2c = base(&p2)
+	var p2tls http.Protocols
+	p2tls.SetHTTP2(true)
+	s.tls = &tlsDests{newH2: func(conf *tls.Config) *http.Transport {
+		t := base(&p2tls)
+		t.TLSClientConfig = conf
+		t.TLSHandshakeTimeout = opts.ConnectTimeout
+		return t
+	}}
 	if opts.stdlibTransport {
 		s.std = base(&p1)
 	}
@@ -153,6 +162,7 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 // Swap installs a new table. Requests already routed keep the old one; new requests use t.
 func (s *Server) Swap(t *table.Table) {
 	r := compile(t, s.registry, s.affinityKey)
+	s.tls.update(r)
 	s.current.Store(r)
 	keep := map[string]bool{}
 	for _, be := range t.Backends {
@@ -282,6 +292,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, httpsLn net.Listener) error 
 func (s *Server) CloseIdleConnections() {
 	s.h1.CloseIdleConnections()
 	s.h2c.CloseIdleConnections()
+	s.tls.closeIdle()
 	if s.std != nil {
 		s.std.CloseIdleConnections()
 	}

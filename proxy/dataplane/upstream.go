@@ -51,10 +51,16 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 	s := (*Server)(u)
 	a := req.Context().Value(attemptKey{}).(*attempt)
 	var rt http.RoundTripper = s.h1
+	scheme := "http"
 	switch {
 	case a.pool.backend.Protocol == table.ProtocolH2C:
 		rt = s.h2c
-	case s.std != nil:
+	case a.pool.backend.Protocol == table.ProtocolGRPCS:
+		if a.pool.tls == nil || a.pool.tls.refuse != nil {
+			return nil, s.tlsRefused(a)
+		}
+		rt, scheme = a.pool.tls.h2, "https"
+	case s.std != nil && a.pool.tls == nil:
 		rt = s.std
 	}
 	std := rt != http.RoundTripper(s.h1)
@@ -67,7 +73,7 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 		if try > 0 {
 			out = req.Clone(req.Context())
 		}
-		out.URL.Host = e.Addr
+		out.URL.Host, out.URL.Scheme = e.Addr, scheme
 		return rt.RoundTrip(out)
 	})
 	if err == nil && std && resp.StatusCode != http.StatusSwitchingProtocols && s.opts.UpstreamReadTimeout > 0 {
@@ -149,6 +155,14 @@ func (s *Server) ejected(e *balancer.Endpoint) {
 
 var errNoEndpoint = errors.New("no endpoint available")
 
+// tlsRefused is the error of a request to a backend whose TLS settings cannot be used.
+func (s *Server) tlsRefused(a *attempt) error {
+	if a.pool.tls != nil && a.pool.tls.refuse != nil {
+		return a.pool.tls.refuse
+	}
+	return errBackendTLSRefused
+}
+
 func isIdempotent(method string) bool {
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
@@ -228,8 +242,12 @@ func (s *Server) failed(w http.ResponseWriter, r *http.Request, a *attempt, err 
 		}
 	case errors.Is(err, errNoEndpoint):
 		code = http.StatusServiceUnavailable
+	case errors.Is(err, errBackendTLSRefused):
+		reason = "tls_settings"
 	case isTimeout(err):
 		code, reason = http.StatusGatewayTimeout, "timeout"
+	case errors.Is(err, errBackendTLS):
+		reason = "tls"
 	case errors.Is(err, context.Canceled):
 		reason = "client_gone"
 	case errors.Is(err, errResponseHeadersTooLarge):

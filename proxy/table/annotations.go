@@ -39,6 +39,10 @@ const (
 	ProtocolHTTP Protocol = "http"
 	// ProtocolH2C is HTTP/2 without TLS (prior knowledge) to the backend; gRPC needs it.
 	ProtocolH2C Protocol = "h2c"
+	// ProtocolHTTPS is HTTP/1.1 over TLS to the backend (Backend.TLS says how).
+	ProtocolHTTPS Protocol = "https"
+	// ProtocolGRPCS is HTTP/2 over TLS (ALPN h2) to the backend, for gRPC over TLS.
+	ProtocolGRPCS Protocol = "grpcs"
 )
 
 // Algorithm names a load-balancing algorithm.
@@ -105,6 +109,8 @@ type Options struct {
 	auth *authRef
 	// extAuth is the external authentication to resolve at build time.
 	extAuth *extAuthRef
+	// backendTLS is the proxy-ssl-* annotations, resolved at build time (Backend.TLS).
+	backendTLS *backendTLSRef
 }
 
 // extAuthRef is auth-url and its companions as written.
@@ -209,6 +215,7 @@ func parseOptions(ann map[string]string, nginx bool) (Options, []problemText) {
 	a := &annotationReader{ann: ann, nginx: nginx, read: map[string]bool{}}
 	o := Options{Protocol: ProtocolHTTP, Balance: Balance{Algorithm: RoundRobin}}
 	a.protocol(&o)
+	a.backendTLS(&o)
 	a.balance(&o)
 	a.paths(&o)
 	a.redirects(&o)
@@ -244,8 +251,12 @@ func (a *annotationReader) protocol(o *Options) {
 		o.Protocol = ProtocolHTTP
 	case "h2c", "grpc":
 		o.Protocol = ProtocolH2C
+	case "https":
+		o.Protocol = ProtocolHTTPS
+	case "grpcs":
+		o.Protocol = ProtocolGRPCS
 	default:
-		a.bad(key, v, "http, h2c or grpc (https and grpcs to the backend are not supported yet)")
+		a.bad(key, v, "http, https, h2c, grpc or grpcs")
 	}
 }
 

@@ -47,8 +47,31 @@ func TestAnnotations(t *testing.T) {
 		{name: "none", want: def(nil)},
 		{name: "protocol, redirect, body size", ann: m("backend-protocol", "grpc", "ssl-redirect", "true", "proxy-body-size", "8m"),
 			want: def(func(o *Options) { o.Protocol, o.Policy.HTTPSRedirect, o.MaxBodyBytes = ProtocolH2C, 308, 8<<20 })},
-		{name: "https to the backend is not there yet", ann: m("backend-protocol", "HTTPS"), want: def(nil),
-			problems: []string{"InvalidAnnotation: metalgate.io/backend-protocol=\"HTTPS\" is invalid"}},
+		{name: "https to the backend", ann: m("backend-protocol", "HTTPS"), want: def(func(o *Options) { o.Protocol = ProtocolHTTPS })},
+		{name: "grpcs to the backend, nginx form", nginx: true, ann: m(ng("backend-protocol"), "GRPCS"), want: def(func(o *Options) { o.Protocol = ProtocolGRPCS })},
+		{name: "fcgi refused", nginx: true, ann: m(ng("backend-protocol"), "FCGI"), want: def(nil),
+			problems: []string{"InvalidAnnotation: nginx.ingress.kubernetes.io/backend-protocol=\"FCGI\" is invalid"}},
+		{name: "backend TLS settings, nginx forms", nginx: true, ann: m(ng("backend-protocol"), "HTTPS", ng("proxy-ssl-secret"), "ns/ca",
+			ng("proxy-ssl-verify"), "on", ng("proxy-ssl-name"), "API.internal", ng("proxy-ssl-server-name"), "on"),
+			want: def(func(o *Options) {
+				o.Protocol = ProtocolHTTPS
+				o.backendTLS = &backendTLSRef{key: ng("proxy-ssl-secret"), secret: "ns/ca", verify: ptrTo(true), serverName: "api.internal", sni: true}
+			})},
+		{name: "backend TLS settings without https are ignored, said", ann: m("proxy-ssl-verify", "on"), want: def(nil),
+			problems: []string{"InvalidAnnotation: metalgate.io/proxy-ssl-verify applies only with backend-protocol HTTPS or GRPCS"}},
+		{name: "bad backend TLS values", ann: m("backend-protocol", "https", "proxy-ssl-verify", "maybe", "proxy-ssl-name", "not a name", "proxy-ssl-server-name", "yes please",
+			"proxy-ssl-protocols", "TLSv1.1", "proxy-ssl-ciphers", "RC4"),
+			want: def(func(o *Options) {
+				o.Protocol = ProtocolHTTPS
+				o.backendTLS = &backendTLSRef{key: PrefixMetalgate + "proxy-ssl-verify"}
+			}),
+			problems: []string{
+				"InvalidAnnotation: metalgate.io/proxy-ssl-verify=\"maybe\" is invalid (want on or off)",
+				"InvalidAnnotation: metalgate.io/proxy-ssl-name=\"not a name\" is invalid (want a DNS name)",
+				"InvalidAnnotation: metalgate.io/proxy-ssl-server-name=\"yes please\" is invalid",
+				"InvalidAnnotation: metalgate.io/proxy-ssl-protocols=\"TLSv1.1\" is not supported",
+				"InvalidAnnotation: metalgate.io/proxy-ssl-ciphers=\"RC4\" is not supported",
+			}},
 		{name: "hash by header", ann: m("hash-by", "header:X-User"), want: def(func(o *Options) { o.Balance = Balance{Algorithm: Hash, HashBy: HashByHeader, HashKey: "X-User"} })},
 		{name: "hash alone by client", ann: m("load-balance", "hash"), want: def(func(o *Options) { o.Balance = Balance{Algorithm: Hash, HashBy: HashByClientIP} })},
 		{name: "ewma and affinity", ann: m("load-balance", "ewma", "affinity", "cookie"), want: def(func(o *Options) { o.Balance = Balance{Algorithm: EWMA, AffinityCookie: DefaultAffinityCookie} })},
@@ -142,7 +165,7 @@ func TestAnnotations(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, problems := parseOptions(tc.ann, tc.nginx)
-			if diff := cmp.Diff(tc.want, got, cmpopts.EquateComparable(netip.Prefix{}), cmp.AllowUnexported(Options{}, authRef{})); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateComparable(netip.Prefix{}), cmp.AllowUnexported(Options{}, authRef{}, backendTLSRef{})); diff != "" {
 				t.Errorf("options (-want +got):\n%s", diff)
 			}
 			if len(problems) != len(tc.problems) {
@@ -338,3 +361,5 @@ func TestDocsListEveryAnnotation(t *testing.T) {
 		}
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }

@@ -792,11 +792,17 @@ func (b *builder) backend(id types.NamespacedName, ns string, ib *networkingv1.I
 		port = strconv.Itoa(int(ib.Service.Port.Number))
 	}
 	key := svcID.String() + ":" + port + "|" + string(opts.Protocol) + "|" + opts.Balance.String()
+	if opts.backendTLS != nil {
+		key += "|" + opts.backendTLS.String()
+	}
 	if be := b.backends[key]; be != nil {
 		b.reportRefused(id, be)
 		return be
 	}
 	be := &Backend{Key: key, Service: svcID, Port: port, Protocol: opts.Protocol, Balance: opts.Balance}
+	if opts.Protocol == ProtocolHTTPS || opts.Protocol == ProtocolGRPCS {
+		be.TLS = b.resolveBackendTLS(id, svcID, opts.backendTLS)
+	}
 	b.backends[key] = be
 	svc := b.services[svcID]
 	if svc == nil {

@@ -57,7 +57,9 @@ type Backend struct {
 	Service  types.NamespacedName
 	Port     string // the Ingress's port: a number or a name
 	Protocol Protocol
-	Balance  Balance
+	// TLS is set for the https and grpcs protocols: how to speak TLS to the endpoints.
+	TLS     *BackendTLS
+	Balance Balance
 	// Endpoints are pod "ip:port" addresses, sorted: the ready ones, or when none is ready the
 	// serving-and-terminating ones. Empty means 503.
 	Endpoints []string
