@@ -344,6 +344,12 @@ func TestMigrateInputs(t *testing.T) {
 	pool := "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: metallb-system}\nspec: {addresses: [192.0.2.0/24]}\n"
 	poolJSON := `{"apiVersion":"metallb.io/v1beta1","kind":"L2Advertisement","metadata":{"name":"l2","namespace":"metallb-system"}}`
 	list := `{"apiVersion":"v1","kind":"List","items":[` + poolJSON + `]}`
+	// A "billion laughs" document: nine levels of nine aliases each.
+	laughs := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\na0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+	for i := 1; i <= 9; i++ {
+		ref := "*a" + strconv.Itoa(i-1)
+		laughs += "a" + strconv.Itoa(i) + ": &a" + strconv.Itoa(i) + " [" + strings.Repeat(ref+", ", 8) + ref + "]\n"
+	}
 	dir := t.TempDir()
 	for name, data := range map[string]string{"a.yaml": pool, "b.json": list, "notes.txt": "not read", "c.yml": "# only a comment\n---\n"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
@@ -369,6 +375,7 @@ func TestMigrateInputs(t *testing.T) {
 		{name: "no kind", stdin: "apiVersion: v1\nmetadata: {name: x}\n", args: []string{"-f", "-"}, wantCode: 1, wantErr: "stdin: document 1: Object 'Kind' is missing"},
 		{name: "bad JSON", stdin: `{"apiVersion": "v1", "kind": `, args: []string{"-f", "-"}, wantCode: 1, wantErr: "stdin: document 1: "},
 		{name: "scalar", stdin: "hello\n", args: []string{"-f", "-"}, wantCode: 1, wantErr: "stdin: document 1: "},
+		{name: "billion laughs", stdin: laughs, args: []string{"-f", "-"}, wantCode: 1, wantErr: "stdin: document 1: yaml: document contains excessive aliasing"},
 		{name: "Ingress of the wrong shape", stdin: "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: x, namespace: shop}\nspec: {ingressClassName: nginx, rules: everything}\n",
 			args: []string{"-f", "-"}, wantCode: 1, wantErr: "convert Ingress shop/x: "},
 	}
