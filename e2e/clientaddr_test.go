@@ -14,12 +14,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/e2e/lab"
 	"github.com/metalgate/metalgate/speaker/election"
 )
@@ -63,24 +61,11 @@ func TestProxyClientAddress(t *testing.T) {
 	deploySpeaker(t, l, cs)
 	l2Pool := manualPool(t, cl, "e2e-clientaddr-l2-", clientAddrL2Pool)
 	bgpPool := manualPool(t, cl, "e2e-clientaddr-bgp-", clientAddrBGPPool, clientAddrBGPPoolV6)
-	adv := &v1alpha1.L2Advertisement{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-clientaddr-", Namespace: operatorNamespace},
-		Spec:       v1alpha1.L2AdvertisementSpec{IPAddressPools: []string{l2Pool.Name}},
-	}
-	if err := cl.Create(ctx, adv); err != nil {
-		t.Fatalf("create L2Advertisement: %v", err)
-	}
-	t.Cleanup(func() { _ = cl.Delete(context.Background(), adv) })
+	l2Advertisement(t, cl, "e2e-clientaddr-", l2Pool.Name)
 	routerPeering(t, l, cl, clientAddrPeer, bgpPool.Name, nil)
 
 	ns := testNamespace(t, cs, "e2e-clientaddr")
-	// A class of its own, as in TestProxy: no other proxy serves these Ingresses.
-	controller := "metalgate.io/e2e-" + ns
-	ic := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: ns}, Spec: networkingv1.IngressClassSpec{Controller: controller}}
-	if err := cl.Create(ctx, ic); err != nil {
-		t.Fatalf("create IngressClass: %v", err)
-	}
-	t.Cleanup(func() { _ = cl.Delete(context.Background(), ic) })
+	class, controller := ownIngressClass(t, cl, ns)
 	deployNamespacedProxy(t, l, cl, ns, l2Pool.Name, controller, "--access-log-sample=1")
 	echoBackend(t, cl, ns, "echo")
 	for _, name := range []string{"metalgate-proxy", "echo"} {
@@ -127,7 +112,7 @@ func TestProxyClientAddress(t *testing.T) {
 		}
 	}
 
-	p := &proxyLab{l: l, cs: cs, cl: cl, ns: ns, class: ns, domain: ns + ".test"}
+	p := &proxyLab{l: l, cs: cs, cl: cl, ns: ns, class: class, domain: ns + ".test"}
 	if err := cl.Create(ctx, p.ingress("echo", nil, ingressRule(p.host("echo"), "/", "echo"))); err != nil {
 		t.Fatalf("create Ingress: %v", err)
 	}

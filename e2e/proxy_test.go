@@ -70,33 +70,13 @@ func TestProxy(t *testing.T) {
 	l := openLab(t)
 	cs := clientset(t, l)
 	cl := labClient(t, l)
-	ctx := context.Background()
 
 	deploySpeaker(t, l, cs)
 	pool := manualPool(t, cl, "e2e-proxy-", proxyPool)
-	adv := &v1alpha1.L2Advertisement{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-proxy-", Namespace: operatorNamespace},
-		Spec:       v1alpha1.L2AdvertisementSpec{IPAddressPools: []string{pool.Name}},
-	}
-	if err := cl.Create(ctx, adv); err != nil {
-		t.Fatalf("create L2Advertisement: %v", err)
-	}
-	t.Cleanup(func() { _ = cl.Delete(context.Background(), adv) })
+	l2Advertisement(t, cl, "e2e-proxy-", pool.Name)
 
 	ns := testNamespace(t, cs, "e2e-proxy")
-	// A class of its own (name = namespace, controller named after it), so neither the demo's
-	// proxies (class metalgate) nor another test's see these Ingresses, nor this proxy theirs.
-	class := ns
-	controller := "metalgate.io/e2e-" + ns
-	ic := &networkingv1.IngressClass{
-		ObjectMeta: metav1.ObjectMeta{Name: class},
-		Spec:       networkingv1.IngressClassSpec{Controller: controller},
-	}
-	if err := cl.Create(ctx, ic); err != nil {
-		t.Fatalf("create IngressClass: %v", err)
-	}
-	t.Cleanup(func() { _ = cl.Delete(context.Background(), ic) })
-
+	class, controller := ownIngressClass(t, cl, ns)
 	deployNamespacedProxy(t, l, cl, ns, pool.Name, controller)
 	for _, name := range []string{"alpha", "beta"} {
 		echoBackend(t, cl, ns, name)
@@ -546,6 +526,35 @@ func (p *proxyLab) tableSwaps(t *testing.T, pod string) int {
 	}
 	t.Fatalf("no metalgate_proxy_table_swaps_total in the metrics of %s", pod)
 	return 0
+}
+
+// l2Advertisement announces pool at layer 2 (an L2Advertisement deleted when the test ends).
+func l2Advertisement(t *testing.T, cl client.Client, generateName, pool string) {
+	t.Helper()
+	adv := &v1alpha1.L2Advertisement{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: generateName, Namespace: operatorNamespace},
+		Spec:       v1alpha1.L2AdvertisementSpec{IPAddressPools: []string{pool}},
+	}
+	if err := cl.Create(context.Background(), adv); err != nil {
+		t.Fatalf("create L2Advertisement: %v", err)
+	}
+	t.Cleanup(func() { _ = cl.Delete(context.Background(), adv) })
+}
+
+// ownIngressClass creates an IngressClass of the test namespace ns's own (name = ns, controller
+// metalgate.io/e2e-<ns>), so neither the demo's proxies (class metalgate) nor another test's
+// see its Ingresses, nor its proxy theirs; deleted when the test ends.
+func ownIngressClass(t *testing.T, cl client.Client, ns string) (class, controller string) {
+	t.Helper()
+	ic := &networkingv1.IngressClass{
+		ObjectMeta: metav1.ObjectMeta{Name: ns},
+		Spec:       networkingv1.IngressClassSpec{Controller: "metalgate.io/e2e-" + ns},
+	}
+	if err := cl.Create(context.Background(), ic); err != nil {
+		t.Fatalf("create IngressClass: %v", err)
+	}
+	t.Cleanup(func() { _ = cl.Delete(context.Background(), ic) })
+	return ic.Name, ic.Spec.Controller
 }
 
 // deployNamespacedProxy applies config/proxy/namespaced in ns the way an overlay would (a
