@@ -387,7 +387,7 @@ func (m *ingressMigrator) burst(rep *objectReport, ann, orig map[string]string, 
 			s = orig[table.PrefixNginx+name]
 		}
 		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-		if err != nil || f <= 0 || math.IsInf(f, 0) {
+		if err != nil || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
 			return 0
 		}
 		return f

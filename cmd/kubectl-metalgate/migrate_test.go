@@ -572,3 +572,51 @@ func TestMigrateAgainstAPIServer(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateBurst: limit-burst-multiplier becomes metalgate.io/limit-burst only when the
+// proxy would compute a burst from it (the rate it reads times the multiplier, rounded up);
+// otherwise it is kept for the proxy to read or report.
+func TestMigrateBurst(t *testing.T) {
+	tests := []struct {
+		name      string
+		ann       map[string]string
+		wantBurst string // "" : the multiplier is kept, no metalgate.io/limit-burst
+	}{
+		{"rps", map[string]string{"limit-rps": "10", "limit-burst-multiplier": "3"}, "30"},
+		{"fractional rps rounds up", map[string]string{"limit-rps": "0.5", "limit-burst-multiplier": "3"}, "2"},
+		{"rpm", map[string]string{"limit-rpm": "120", "limit-burst-multiplier": "5"}, "10"},
+		{"metalgate.io rate wins", map[string]string{"metalgate.io/limit-rps": "2", "limit-rps": "100", "limit-burst-multiplier": "3"}, "6"},
+		{"NaN rate", map[string]string{"limit-rps": "NaN", "limit-burst-multiplier": "3"}, ""},
+		{"infinite rate", map[string]string{"limit-rps": "+Inf", "limit-burst-multiplier": "3"}, ""},
+		{"negative rate", map[string]string{"limit-rps": "-1", "limit-burst-multiplier": "3"}, ""},
+		{"bad rps does not fall back to rpm", map[string]string{"limit-rps": "fast", "limit-rpm": "120", "limit-burst-multiplier": "3"}, ""},
+		{"zero multiplier", map[string]string{"limit-rps": "10", "limit-burst-multiplier": "0"}, ""},
+		{"no rate", map[string]string{"limit-burst-multiplier": "3"}, ""},
+	}
+	m := newIngressMigrator(defaultSettings())
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ann := map[string]string{}
+			for k, v := range tc.ann {
+				if !strings.Contains(k, "/") {
+					k = table.PrefixNginx + k
+				}
+				ann[k] = v
+			}
+			u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"ingressClassName": "nginx"}}}
+			u.SetAPIVersion("networking.k8s.io/v1")
+			u.SetKind("Ingress")
+			u.SetNamespace("ns")
+			u.SetName("in")
+			u.SetAnnotations(ann)
+			got := m.migrateIngress(u, "", "nginx", "spec.ingressClassName").out.GetAnnotations()
+			if b := got[table.PrefixMetalgate+"limit-burst"]; b != tc.wantBurst {
+				t.Errorf("metalgate.io/limit-burst = %q, want %q (annotations %v)", b, tc.wantBurst, got)
+			}
+			_, kept := got[table.PrefixNginx+"limit-burst-multiplier"]
+			if kept != (tc.wantBurst == "") {
+				t.Errorf("limit-burst-multiplier kept = %v, want %v", kept, tc.wantBurst == "")
+			}
+		})
+	}
+}
