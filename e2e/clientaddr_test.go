@@ -227,9 +227,11 @@ func (p *proxyLab) checkClientAddress(t *testing.T, vip netip.Addr) {
 				line, err = proxyAccessLog(ctx, p.cs, p.ns, id)
 				return err
 			})
-			addr, _, err := net.SplitHostPort(line.Client)
-			if err != nil || addr != client {
-				t.Errorf("access log of request %s: client %q, want the client's %s (%v): %+v", id, line.Client, client, err, line)
+			// client is the address the rules judge; peer the connection's (the same here:
+			// no SNAT, no trusted proxy in between).
+			peer, _, err := net.SplitHostPort(line.Peer)
+			if line.Client != client || err != nil || peer != client {
+				t.Errorf("access log of request %s: client %q peer %q, want the client's %s (%v): %+v", id, line.Client, line.Peer, client, err, line)
 			}
 			if line.Host != host || line.Path != "/whoami" || line.Status != 200 {
 				t.Errorf("access log of request %s: %+v, want host %s path /whoami status 200", id, line, host)
@@ -246,6 +248,7 @@ type accessLogLine struct {
 	Path      string `json:"path"`
 	Status    int    `json:"status"`
 	Client    string `json:"client"`
+	Peer      string `json:"peer"`
 	RequestID string `json:"requestID"`
 }
 

@@ -31,8 +31,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.Duration.Observe(time.Since(start).Seconds())
 	}
 	if n := s.opts.AccessLogSample; n > 0 && s.served.Add(1)%uint64(n) == 0 {
+		// client is the address every rule judges (the PROXY protocol's, or a trusted
+		// proxy's X-Forwarded-For); peer is the connection's.
+		client := r.RemoteAddr
+		if ip := s.realClient(r, &st.a); ip.IsValid() {
+			client = ip.String()
+		}
 		s.opts.Logger.Info("request", "method", r.Method, "host", r.Host, "path", r.URL.Path, "proto", r.Proto,
-			"status", rw.code, "bytes", rw.bytes, "duration", time.Since(start), "client", r.RemoteAddr,
+			"status", rw.code, "bytes", rw.bytes, "duration", time.Since(start), "client", client, "peer", r.RemoteAddr,
 			"requestID", rw.reqID)
 	}
 }
