@@ -200,18 +200,24 @@ func fixBGPPeer(spec map[string]any, apiVersion, namespace string, rep *objectRe
 		if !ok {
 			continue
 		}
-		v, _ := raw.(string)
+		v, isString := raw.(string)
+		if !isString {
+			continue // null, or another type: dropUnknown reports it
+		}
 		d, err := time.ParseDuration(v)
 		switch {
 		case err != nil:
-			// Left as it is: the API server refuses it with the reason.
+			rep.add(unsupported, "spec."+f, "%q is not a duration metalgate takes (%v); kept as it is: the API server refuses the object until it is fixed", v, err)
 		case d == 0 && apiVersion == "metallb.io/v1beta1" && f != "connectTime":
 			// v1beta1 has no pointer here: a peer that never set it reads back as 0s.
 			delete(spec, f)
 			rep.add(changed, "spec."+f, "%q in MetalLB v1beta1 means unset (MetalLB's default); metalgate reads 0 as no hold timer; left out so the default applies", v)
-		case !durationPattern.MatchString(v):
+		case durationPattern.MatchString(v):
+		case d >= 0 && durationPattern.MatchString(d.String()):
 			spec[f] = d.String()
 			rep.add(changed, "spec."+f, "%q is written %q (metalgate accepts units in decreasing order, each once)", v, spec[f])
+		default:
+			rep.add(unsupported, "spec."+f, "%q is out of metalgate's range (not negative, at most 6 digits a unit); kept as it is: the API server refuses the object until it is fixed", v)
 		}
 	}
 	return ""

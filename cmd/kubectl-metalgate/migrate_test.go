@@ -571,6 +571,32 @@ func TestMigrateAgainstAPIServer(t *testing.T) {
 			t.Errorf("%s %s: the API server refuses migrate's manifest: %v", obj.GetKind(), objectName(obj), err)
 		}
 	}
+
+	// Hostile input: what the report says the API server refuses, it refuses; the rest of it
+	// is taken (server-side dry run).
+	_, hostile := migrateCorpus(t, defaultSettings(), "hostile")
+	refusedN := 0
+	for i, o := range hostile.objects {
+		wantRefused := false
+		for _, e := range hostile.report.objects[i].entries {
+			wantRefused = wantRefused || strings.Contains(e.detail, "the API server refuses the object")
+		}
+		obj := o.obj.DeepCopy()
+		obj.SetName("hostile-" + obj.GetName())
+		err := c.Create(ctx, obj, strict, client.DryRunAll)
+		switch {
+		case wantRefused && err == nil:
+			t.Errorf("%s %s: the report says the API server refuses it; it took it", obj.GetKind(), objectName(obj))
+		case wantRefused:
+			refusedN++
+			t.Logf("%s %s refused, as the report says: %v", obj.GetKind(), objectName(obj), err)
+		case err != nil:
+			t.Errorf("%s %s: the API server refuses migrate's manifest: %v", obj.GetKind(), objectName(obj), err)
+		}
+	}
+	if refusedN < 2 {
+		t.Errorf("only %d hostile objects the report says are refused; the corpus has more", refusedN)
+	}
 }
 
 // TestMigrateBurst: limit-burst-multiplier becomes metalgate.io/limit-burst only when the
