@@ -133,6 +133,10 @@ chart-package: $(HELM) ## Package the chart: _out/charts/metalgate-<version>.tgz
 bench: ## Allocator benchmarks: table, then RESULT alloc_last1k_over_first1k=<ratio>.
 	hack/bench-alloc.sh
 
+.PHONY: bench-alloc-api
+bench-alloc-api: kube-bin build ## Allocation through a real kube-apiserver: 300 and 3,000 pending Services, then 3,000 created live; uniqueness checked; RESULT alloc_services_per_s=… . BENCH_ALLOC_ARGS: more flags.
+	go run ./e2e/cmd/benchalloc -controller $(BIN)/metalgate $(BENCH_ALLOC_ARGS)
+
 .PHONY: bench-failover
 bench-failover: ## Layer-2 failover (root): SIGKILL the owner, time until the client sees the new MAC; RESULT l2_failover_median_ms_v4=… _v6=….
 	speaker/bench/bench-failover.sh
