@@ -180,6 +180,7 @@ func (r *ServiceReconciler) holderAlive(ctx context.Context, h v1alpha1.ClaimHol
 // release forgets key in the allocator and drops every claim it holds.
 func (r *ServiceReconciler) release(ctx context.Context, key string) error {
 	r.Alloc.Release(key)
+	r.setWritten(key, nil)
 	return r.releaseClaimsExcept(ctx, key, nil)
 }
 

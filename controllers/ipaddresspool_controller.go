@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,12 @@ import (
 // was dropped.
 const poolResync = 30 * time.Second
 
+// poolStatusInterval is the least time between two status writes of one pool when only its
+// counts changed: allocating thousands of Services nudges the pool once per Service, and a
+// write per nudge made the pool status as costly as the allocations themselves (issue #15). A
+// condition change is written at once.
+const poolStatusInterval = time.Second
+
 // PoolReconciler writes each IPAddressPool's status: addresses assigned and available per
 // family, and the Overlapping and Valid conditions. It also exports the pool metrics.
 type PoolReconciler struct {
@@ -32,7 +39,8 @@ type PoolReconciler struct {
 	Recorder events.EventRecorder
 	Metrics  *Metrics
 
-	pools *poolSync
+	pools    *poolSync
+	throttle writeThrottle
 }
 
 var _ reconcile.Reconciler = &PoolReconciler{}
@@ -83,6 +91,13 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	meta.SetStatusCondition(&status.Conditions, overlap)
 
 	if !equality.Semantic.DeepEqual(status, &pool.Status) {
+		now := time.Now()
+		if equality.Semantic.DeepEqual(status.Conditions, pool.Status.Conditions) {
+			if wait := r.throttle.wait(pool.Name, now, poolStatusInterval); wait > 0 {
+				return ctrl.Result{RequeueAfter: wait}, nil
+			}
+		}
+		r.throttle.wrote(pool.Name, now)
 		pool.Status = *status
 		if err := r.Client.Status().Update(ctx, &pool); err != nil {
 			return ctrl.Result{}, fmt.Errorf("update IPAddressPool status: %w", err)
@@ -92,6 +107,34 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 	}
 	return ctrl.Result{RequeueAfter: poolResync}, nil
+}
+
+// writeThrottle remembers when each object's status was last written.
+type writeThrottle struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+// wait returns how long to wait before writing name's status again, at most one write per
+// interval; zero means write now.
+func (t *writeThrottle) wait(name string, now time.Time, interval time.Duration) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	last, ok := t.last[name]
+	if !ok {
+		return 0
+	}
+	return max(0, last.Add(interval).Sub(now))
+}
+
+// wrote records a write of name's status at now.
+func (t *writeThrottle) wrote(name string, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.last == nil {
+		t.last = map[string]time.Time{}
+	}
+	t.last[name] = now
 }
 
 // overlapsOf describes the overlaps that involve pool, sorted: `pool "b" (192.0.2.0-192.0.2.9)`.

@@ -62,6 +62,7 @@ type ServiceReconciler struct {
 	mu           sync.Mutex
 	bootstrapped bool
 	pending      map[types.NamespacedName]bool // Services whose last allocation failed
+	written      map[string]writtenStatus      // by Service key: the last status written (publish)
 }
 
 var _ reconcile.Reconciler = &ServiceReconciler{}
@@ -174,10 +175,12 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	// The pool is recorded before the address is published, so whoever sees the address (a
 	// speaker, a user) also sees where it came from.
-	if err := r.writeStatus(ctx, &svc, asg.Addresses); err != nil {
+	deferred, err := r.publish(ctx, &svc, asg.Addresses)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !slices.Equal(before, asg.Addresses) {
+	// A deferred write was made (and announced) by an earlier reconcile.
+	if !deferred && !slices.Equal(before, asg.Addresses) {
 		r.Metrics.Allocations.Inc()
 		r.Recorder.Eventf(&svc, nil, corev1.EventTypeNormal, ReasonAllocated, "Allocate",
 			"Assigned %s from pool %s", joinAddrs(asg.Addresses), asg.Pool)
@@ -187,6 +190,9 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 	r.poolChanged(asg.Pool)
+	if deferred {
+		return ctrl.Result{RequeueAfter: statusRecheck}, nil
+	}
 	return ctrl.Result{}, nil
 }
 
@@ -229,11 +235,7 @@ func failureReason(err error) string {
 // writeStatus sets status.loadBalancer.ingress to addrs (ipMode VIP), if it differs. The
 // update carries the resourceVersion read, so a stale view fails instead of overwriting.
 func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service, addrs []netip.Addr) error {
-	want := make([]corev1.LoadBalancerIngress, 0, len(addrs))
-	vip := corev1.LoadBalancerIPModeVIP
-	for _, a := range addrs {
-		want = append(want, corev1.LoadBalancerIngress{IP: a.String(), IPMode: &vip})
-	}
+	want := ingressFor(addrs)
 	if ingressEqual(svc.Status.LoadBalancer.Ingress, want) {
 		return nil
 	}

@@ -358,9 +358,11 @@ func TestPendingServiceGetsReleasedAddress(t *testing.T) {
 	startController(t)
 	pool(t, "pending", nil, "192.0.2.252/31")
 	ns := namespace(t, nil)
+	// One at a time: with several workers, two Services pending together get the two free
+	// addresses in either order.
 	first := service(t, ns, "first")
-	service(t, ns, "second")
 	waitIPs(t, ns, "first", "192.0.2.252")
+	service(t, ns, "second")
 	waitIPs(t, ns, "second", "192.0.2.253")
 	service(t, ns, "third")
 	warning(t, ns, "third", controllers.ReasonAllocationFailed, "exhausted")

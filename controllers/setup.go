@@ -30,9 +30,19 @@ type Options struct {
 	// Namespace holds the configuration objects (IPAddressPools, advertisements, peers), as
 	// in MetalLB. Defaults to DefaultNamespace.
 	Namespace string
+	// ServiceWorkers is how many Services are reconciled at once. Defaults to
+	// DefaultServiceWorkers. Any number is safe: an address is only published after its
+	// IPAddressClaim was created (or joined) on the API server, and the allocator is shared
+	// under its own lock.
+	ServiceWorkers int
 	// SkipNameValidation lets several managers run in one process (tests only).
 	SkipNameValidation bool
 }
+
+// DefaultServiceWorkers is the default of Options.ServiceWorkers. Allocating one Service is
+// three API round trips (claim, pool annotation, status); with one worker their latency, not
+// the API server, bounds the rate (issue #15). Measured with make bench-alloc-api.
+const DefaultServiceWorkers = 16
 
 // DefaultLBClass is the loadBalancerClass metalgate serves unless told otherwise.
 const DefaultLBClass = "metalgate.io/metalgate"
@@ -72,6 +82,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.Namespace == "" {
 		opts.Namespace = DefaultNamespace
 	}
+	if opts.ServiceWorkers == 0 {
+		opts.ServiceWorkers = DefaultServiceWorkers
+	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.IPAddressClaim{}, claimHolderIndex, claimHolderKeys); err != nil {
 		return fmt.Errorf("index claims by holder: %w", err)
 	}
@@ -94,12 +107,21 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		retry:       retryEvents,
 	}
 	c := mgr.GetClient()
+	noPriorityQueue := false
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("service").
 		For(&corev1.Service{}).
-		// Allocation is sequential by design: one allocator, decisions in order, and every
-		// API call is short. It keeps "learn before assign" and first-free deterministic.
-		WithOptions(controller.Options{MaxConcurrentReconciles: 1, SkipNameValidation: &opts.SkipNameValidation}).
+		// Several workers share one allocator (it locks) and one bootstrap (every worker waits
+		// for it: learn before assign). Two workers never hold one Service, and an address
+		// reaches a status only after its claim was won on the API server, so concurrency
+		// changes which free address a Service gets, never whether two get the same one.
+		//
+		// The classic work queue, not controller-runtime's priority queue: in v0.23.3 the
+		// priority queue can deadlock on shutdown when several workers wait on it
+		// (kubernetes-sigs/controller-runtime#3538, fixed by #3540), and the manager then
+		// never stops (seen here as TestRestartKeepsAssignments' 30 s grace period running out).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.ServiceWorkers, UsePriorityQueue: &noPriorityQueue,
+			SkipNameValidation: &opts.SkipNameValidation}).
 		// Only spec edits matter to allocation; the pool status this controller writes does not.
 		Watches(&v1alpha1.IPAddressPool{}, handler.EnqueueRequestsFromMapFunc(
 			func(ctx context.Context, _ client.Object) []ctrl.Request { return loadBalancers(ctx, c, "") }),

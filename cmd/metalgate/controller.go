@@ -14,6 +14,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -41,6 +42,7 @@ type controllerOptions struct {
 	MemberlistSecret        string
 	QPS                     float64
 	Burst                   int
+	ServiceWorkers          int
 	Zap                     zap.Options
 }
 
@@ -54,10 +56,21 @@ func (o *controllerOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.LBClass, "lb-class", controllers.DefaultLBClass, "spec.loadBalancerClass served, besides Services with no class.")
 	fs.StringVar(&o.Namespace, "namespace", controllers.DefaultNamespace, "Namespace of the configuration objects (IPAddressPools, advertisements, peers).")
 	fs.StringVar(&o.MemberlistSecret, "memberlist-secret", controllers.MemberlistKeySecret, "Secret in --namespace with the speakers' memberlist key; created with a random key at start when missing.")
-	fs.Float64Var(&o.QPS, "kube-api-qps", 50, "Requests per second to the API server (client-side limit).")
-	fs.IntVar(&o.Burst, "kube-api-burst", 100, "Burst of requests to the API server (client-side limit).")
+	fs.Float64Var(&o.QPS, "kube-api-qps", defaultControllerQPS, "Requests per second to the API server, all of the controller's clients together (client-side limit; the API server's priority and fairness still applies). Negative: no client-side limit.")
+	fs.IntVar(&o.Burst, "kube-api-burst", defaultControllerBurst, "Burst of requests to the API server above --kube-api-qps (client-side limit).")
+	fs.IntVar(&o.ServiceWorkers, "concurrent-service-syncs", controllers.DefaultServiceWorkers, "Services reconciled at once. Uniqueness of addresses does not depend on it: every address is claimed on the API server.")
 	o.Zap.BindFlags(fs)
 }
+
+// The client-side limit is high on purpose: allocating one Service takes three writes (claim,
+// pool annotation, status) and an Event, so client-go's usual 50/s made about 16 Services/s the
+// ceiling (issue #15). The API server protects itself with priority and fairness (APF), which
+// queues this client's flow fairly against the others; the client-side bucket only keeps a
+// runaway loop from flooding it.
+const (
+	defaultControllerQPS   = 2000
+	defaultControllerBurst = 4000
+)
 
 func controllerCommand(ctx context.Context, args []string, stderr io.Writer) error {
 	var opts controllerOptions
@@ -70,12 +83,30 @@ func controllerCommand(ctx context.Context, args []string, stderr io.Writer) err
 // runController runs the controller manager until ctx ends.
 func runController(ctx context.Context, opts controllerOptions) error {
 	logger := logr.FromContextOrDiscard(ctx)
+	if opts.ServiceWorkers < 1 {
+		return fmt.Errorf("--concurrent-service-syncs %d: want at least 1", opts.ServiceWorkers)
+	}
+	if opts.QPS == 0 {
+		return fmt.Errorf("--kube-api-qps 0: want a positive rate, or a negative one for no client-side limit")
+	}
+	if opts.QPS > 0 && opts.Burst < 1 {
+		return fmt.Errorf("--kube-api-burst %d: want at least 1 with a positive --kube-api-qps", opts.Burst)
+	}
 	cfg, err := restConfig(opts.Kubeconfig)
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = float32(opts.QPS), opts.Burst
 	cfg.UserAgent = "metalgate-controller/" + version.Version
+	// Leader election keeps a bucket of its own, so a burst of allocations never delays a
+	// renewal (a late renewal loses the Lease).
+	leCfg := rest.CopyConfig(cfg)
+	leCfg.QPS, leCfg.Burst = 5, 10
+	// One bucket for every client of the manager: client-go otherwise gives each resource's
+	// client its own, and --kube-api-qps would limit Services, claims and Events separately.
+	cfg.QPS, cfg.Burst = float32(opts.QPS), opts.Burst
+	if opts.QPS > 0 {
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(float32(opts.QPS), opts.Burst)
+	}
 
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -104,6 +135,7 @@ func runController(ctx context.Context, opts controllerOptions) error {
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       leaseNS,
 		LeaderElectionReleaseOnCancel: true,
+		LeaderElectionConfig:          leCfg,
 		LeaseDuration:                 &lease,
 		RenewDeadline:                 &renew,
 		RetryPeriod:                   &retry,
@@ -126,7 +158,8 @@ func runController(ctx context.Context, opts controllerOptions) error {
 		return fmt.Errorf("add memberlist key ensurer: %w", err)
 	}
 	m := controllers.NewMetrics(metrics.Registry)
-	if err := controllers.Setup(ctx, mgr, controllers.Options{LBClass: opts.LBClass, Namespace: opts.Namespace, Metrics: m}); err != nil {
+	if err := controllers.Setup(ctx, mgr, controllers.Options{LBClass: opts.LBClass, Namespace: opts.Namespace, Metrics: m,
+		ServiceWorkers: opts.ServiceWorkers}); err != nil {
 		return err
 	}
 	// Without the Gateway API CRDs in the cluster this registers nothing and logs why.

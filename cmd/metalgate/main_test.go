@@ -34,6 +34,10 @@ func TestCommandLine(t *testing.T) {
 		{name: "bad flag", args: []string{"controller", "--no-such-flag"}, wantCode: 2, wantErr: "flag provided but not defined: -no-such-flag"},
 		{name: "stray argument", args: []string{"controller", "extra"}, wantCode: 2, wantErr: `unexpected argument "extra"`},
 		{name: "controller help", args: []string{"controller", "-h"}, wantCode: 0, wantErr: "-lb-class"},
+		// Bad controller tuning names the flag before anything connects.
+		{name: "no service workers", args: []string{"controller", "--concurrent-service-syncs", "0"}, wantCode: 1, wantErr: "--concurrent-service-syncs 0: want at least 1"},
+		{name: "zero QPS", args: []string{"controller", "--kube-api-qps", "0"}, wantCode: 1, wantErr: "--kube-api-qps 0: want a positive rate"},
+		{name: "zero burst", args: []string{"controller", "--kube-api-burst", "0"}, wantCode: 1, wantErr: "--kube-api-burst 0: want at least 1"},
 		{name: "missing kubeconfig", args: []string{"controller", "--kubeconfig", "/nonexistent/kubeconfig"}, wantCode: 1, wantErr: "load kubeconfig /nonexistent/kubeconfig"},
 		// Bad proxy flags name the flag and the reason before anything starts.
 		{name: "PROXY protocol from anyone", args: []string{"proxy", "--proxy-protocol-https", "required"}, wantCode: 1, wantErr: "set --proxy-protocol-from"},
