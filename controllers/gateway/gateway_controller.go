@@ -29,8 +29,13 @@ type Reconciler struct {
 	Client client.Client
 	// APIReader reads the allocator's Events, which the manager's cache does not hold.
 	APIReader client.Reader
-	// Namespace holds the Services.
+	// Namespace holds the Services and proxy Deployments.
 	Namespace string
+	// Proxy describes the proxy Deployments; none are made without Proxy.Image.
+	Proxy ProxyOptions
+	// Deployments reads the proxy Deployments (a cache of Namespace only); required with
+	// Proxy.Image.
+	Deployments client.Reader
 }
 
 var _ reconcile.Reconciler = &Reconciler{}
@@ -68,6 +73,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		var err error
 		if obs, err = r.ensureService(ctx, &gw, plan); err != nil {
 			return ctrl.Result{}, err
+		}
+		if r.Proxy.Image != "" {
+			if err := r.ensureDeployment(ctx, &gw, plan); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
 	} else if err := r.cleanup(ctx, req.NamespacedName); err != nil {
 		return ctrl.Result{}, err
@@ -210,8 +220,14 @@ func eventTime(e *corev1.Event) time.Time {
 	return e.CreationTimestamp.Time
 }
 
-// cleanup deletes the Services made for Gateway key, found by their annotation.
+// cleanup deletes the Services (and proxy Deployments) made for Gateway key, found by their
+// annotation.
 func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) error {
+	if r.Proxy.Image != "" {
+		if err := r.cleanupDeployments(ctx, key); err != nil {
+			return err
+		}
+	}
 	var list corev1.ServiceList
 	if err := r.Client.List(ctx, &list, client.InNamespace(r.Namespace),
 		client.MatchingLabels{LabelGatewayNamespace: key.Namespace}); err != nil {

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -60,11 +61,14 @@ func TestGatewayClassAccepted(t *testing.T) {
 	}
 	// A spec edit is observed at the new generation.
 	var o gwv1.GatewayClass
-	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(ours), &o); err != nil {
-		t.Fatal(err)
-	}
-	o.Spec.Description = ptr("edited")
-	if err := k8sClient.Update(context.Background(), &o); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(ours), &o); err != nil {
+			return err
+		}
+		o.Spec.Description = ptr("edited")
+		return k8sClient.Update(context.Background(), &o)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if o.Generation < 2 {
@@ -117,6 +121,9 @@ func TestGatewayGetsVIP(t *testing.T) {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Annotations[controllers.AnnotationAddressPool] != "gw-vip" {
 		t.Errorf("Service type %s annotations %v", svc.Spec.Type, svc.Annotations)
 	}
+	if _, err := proxyDeployment(t, ns, "web"); !apierrors.IsNotFound(err) {
+		t.Errorf("a proxy Deployment without a proxy image: %v", err)
+	}
 	eventually(t, wait, func() string {
 		g := getGateway(t, ns, "web")
 		if got := statusAddresses(g); got != vip {
@@ -150,9 +157,7 @@ func TestGatewayGetsVIP(t *testing.T) {
 	})
 
 	// A listener edit changes the Service's ports and is observed at the new generation.
-	g := getGateway(t, ns, "web")
-	g.Spec.Listeners = g.Spec.Listeners[:1]
-	if err := k8sClient.Update(context.Background(), g); err != nil {
+	if err := updateGateway(t, ns, "web", func(g *gwv1.Gateway) { g.Spec.Listeners = g.Spec.Listeners[:1] }); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, wait, func() string {
@@ -348,9 +353,7 @@ func TestGatewayForeignClass(t *testing.T) {
 			t.Errorf("Gateway %s of a foreign class got Services %+v", g.Name, s)
 		}
 	}
-	mine := getGateway(t, ns, "mine")
-	mine.Spec.GatewayClassName = "gc-other"
-	err := k8sClient.Update(context.Background(), mine)
+	err := updateGateway(t, ns, "mine", func(g *gwv1.Gateway) { g.Spec.GatewayClassName = "gc-other" })
 	if apierrors.IsInvalid(err) {
 		t.Skipf("gatewayClassName is immutable here: %v", err)
 	}

@@ -4,16 +4,19 @@ import (
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/metalgate/metalgate/controllers"
@@ -27,6 +30,9 @@ type Options struct {
 	// Namespace is where the Gateways' Services are made. Defaults to
 	// controllers.DefaultNamespace.
 	Namespace string
+	// Proxy describes the proxy Deployment made per Gateway; with no Proxy.Image (the
+	// default) none is made.
+	Proxy ProxyOptions
 	// SkipNameValidation lets several managers run in one process (tests only).
 	SkipNameValidation bool
 }
@@ -35,6 +41,7 @@ type Options struct {
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status;gateways/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",namespace=metalgate-system,resources=services,verbs=create;delete
 // +kubebuilder:rbac:groups="",namespace=metalgate-system,resources=events,verbs=list
+// +kubebuilder:rbac:groups=apps,namespace=metalgate-system,resources=deployments,verbs=get;list;watch;create;update;delete
 
 // Setup registers the GatewayClass and Gateway reconcilers with mgr, whose scheme must know
 // gateway.networking.k8s.io/v1. When the API server does not serve Gateway API (its CRDs are
@@ -65,8 +72,24 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	if err != nil {
 		return false, fmt.Errorf("set up GatewayClass controller: %w", err)
 	}
-	r := &Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace}
-	err = ctrl.NewControllerManagedBy(mgr).
+	r := &Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Proxy: opts.Proxy}
+	b := ctrl.NewControllerManagedBy(mgr)
+	if opts.Proxy.Image != "" {
+		// Deployments only from metalgate's namespace: a cache of its own, so the manager's
+		// cache (and the controller's RBAC) need not cover Deployments everywhere.
+		dc, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+			DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}}})
+		if err != nil {
+			return false, fmt.Errorf("create Deployment cache: %w", err)
+		}
+		if err := mgr.Add(dc); err != nil {
+			return false, fmt.Errorf("add Deployment cache: %w", err)
+		}
+		r.Deployments = dc
+		b = b.WatchesRawSource(source.Kind(dc, client.Object(&appsv1.Deployment{}), handler.EnqueueRequestsFromMapFunc(serviceGateway),
+			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetAnnotations()[AnnotationGateway] != "" })))
+	}
+	err = b.
 		Named("gateway").
 		WithOptions(controller.Options{SkipNameValidation: &opts.SkipNameValidation}).
 		// Spec edits, and annotation edits (the pool is chosen by annotation); not status.
@@ -100,7 +123,8 @@ func gatewaysOfClass(ctx context.Context, c client.Reader, class string) []ctrl.
 	return out
 }
 
-// serviceGateway maps a Service made for a Gateway to that Gateway, by its annotation.
+// serviceGateway maps a Service or Deployment made for a Gateway to that Gateway, by its
+// annotation.
 func serviceGateway(_ context.Context, o client.Object) []ctrl.Request {
 	ns, name, ok := splitKey(o.GetAnnotations()[AnnotationGateway])
 	if !ok {

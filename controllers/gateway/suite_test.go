@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -95,6 +96,12 @@ func needAPIServer(t *testing.T) {
 // or the test ends. elect, when set, edits the options (leader election).
 func startController(t *testing.T, elect func(*ctrl.Options)) (stop func()) {
 	t.Helper()
+	return startControllerWith(t, elect, gateway.Options{})
+}
+
+// startControllerWith is startController with the Gateway controller's options.
+func startControllerWith(t *testing.T, elect func(*ctrl.Options), gwOpts gateway.Options) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ctx = logr.NewContext(ctx, bufferedLogger(t))
 	opts := ctrl.Options{
@@ -118,7 +125,8 @@ func startController(t *testing.T, elect func(*ctrl.Options)) (stop func()) {
 	if err != nil {
 		t.Fatalf("setup: %v", err)
 	}
-	enabled, err := gateway.Setup(ctx, mgr, gateway.Options{SkipNameValidation: true})
+	gwOpts.SkipNameValidation = true
+	enabled, err := gateway.Setup(ctx, mgr, gwOpts)
 	if err != nil || !enabled {
 		t.Fatalf("gateway setup: enabled %v, %v", enabled, err)
 	}
@@ -257,6 +265,17 @@ func getGateway(t *testing.T, ns, name string) *gwv1.Gateway {
 		t.Fatalf("get Gateway %s/%s: %v", ns, name, err)
 	}
 	return &g
+}
+
+// updateGateway applies mutate to the live Gateway and updates it, again on a conflict (the
+// controller writes its status meanwhile).
+func updateGateway(t *testing.T, ns, name string, mutate func(*gwv1.Gateway)) error {
+	t.Helper()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		g := getGateway(t, ns, name)
+		mutate(g)
+		return k8sClient.Update(context.Background(), g)
+	})
 }
 
 // findCondition returns the condition of type typ, or nil.
