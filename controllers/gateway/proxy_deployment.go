@@ -1,0 +1,141 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// ProxyOptions describe the proxy Deployment made for each Gateway. With no Image, no
+// Deployment is made (the default while the proxy has no Gateway mode).
+type ProxyOptions struct {
+	// Image runs `metalgate proxy --gateway=<namespace>/<name>`.
+	Image string
+	// ServiceAccount of the proxy pods. Defaults to DefaultProxyServiceAccount.
+	ServiceAccount string
+}
+
+// DefaultProxyServiceAccount is the proxy's ServiceAccount in config/proxy.
+const DefaultProxyServiceAccount = "metalgate-proxy"
+
+// ComponentGatewayProxy is the app.kubernetes.io/component of the Gateways' proxies.
+const ComponentGatewayProxy = "gateway-proxy"
+
+// DesiredDeployment is the proxy Deployment of gw: in namespace, named and labelled like its
+// Service (whose selector are those labels), one replica running
+// `metalgate proxy --gateway=<namespace>/<name>`, listening on the listeners' ports as a
+// non-root user (net.ipv4.ip_unprivileged_port_start=0, a namespaced safe sysctl, lets it bind
+// ports below 1024 without a capability).
+func DesiredDeployment(gw *gwv1.Gateway, plan Plan, namespace string, p ProxyOptions) *appsv1.Deployment {
+	if p.ServiceAccount == "" {
+		p.ServiceAccount = DefaultProxyServiceAccount
+	}
+	selector := Labels(gw.Namespace, gw.Name)
+	podLabels := Labels(gw.Namespace, gw.Name)
+	podLabels["app.kubernetes.io/name"] = "metalgate"
+	podLabels["app.kubernetes.io/component"] = ComponentGatewayProxy
+	var ports []corev1.ContainerPort
+	for _, sp := range plan.Ports {
+		ports = append(ports, corev1.ContainerPort{Name: sp.Name, ContainerPort: sp.Port, Protocol: corev1.ProtocolTCP})
+	}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ServiceName(gw.Namespace, gw.Name),
+			Labels: podLabels, Annotations: map[string]string{AnnotationGateway: gw.Namespace + "/" + gw.Name}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: p.ServiceAccount,
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65532)), RunAsGroup: ptr(int64(65532)),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+						Sysctls:        []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}},
+					},
+					Containers: []corev1.Container{{
+						Name:  "proxy",
+						Image: p.Image,
+						Args:  []string{"proxy", "--gateway=" + gw.Namespace + "/" + gw.Name},
+						Ports: ports,
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
+							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+					}},
+				},
+			},
+		},
+	}
+}
+
+// ensureDeployment creates gw's proxy Deployment or brings its labels, replicas and pod
+// template back to what DesiredDeployment says (the API server's defaults on the template are
+// kept by comparing only what is set here).
+func (r *Reconciler) ensureDeployment(ctx context.Context, gw *gwv1.Gateway, plan Plan) error {
+	want := DesiredDeployment(gw, plan, r.Namespace, r.Proxy)
+	var have appsv1.Deployment
+	err := r.Deployments.Get(ctx, client.ObjectKeyFromObject(want), &have)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := r.Client.Create(ctx, want); err != nil {
+			return fmt.Errorf("create Deployment %s/%s: %w", want.Namespace, want.Name, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("created proxy Deployment for Gateway", "deployment", want.Namespace+"/"+want.Name)
+		return nil
+	case err != nil:
+		return fmt.Errorf("get Deployment %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	if have.Annotations[AnnotationGateway] != want.Annotations[AnnotationGateway] {
+		return nil // not ours: the Service's status reports the name clash
+	}
+	updated := have.DeepCopy()
+	updated.Labels = want.Labels
+	updated.Spec.Replicas = want.Spec.Replicas
+	updated.Spec.Template.Labels = want.Spec.Template.Labels
+	tmpl := &updated.Spec.Template.Spec
+	tmpl.ServiceAccountName = want.Spec.Template.Spec.ServiceAccountName
+	tmpl.SecurityContext = want.Spec.Template.Spec.SecurityContext
+	if len(tmpl.Containers) != 1 {
+		tmpl.Containers = want.Spec.Template.Spec.Containers
+	}
+	c, w := &tmpl.Containers[0], want.Spec.Template.Spec.Containers[0]
+	c.Name, c.Image, c.Args, c.Ports, c.SecurityContext = w.Name, w.Image, w.Args, w.Ports, w.SecurityContext
+	if equality.Semantic.DeepEqual(updated, &have) {
+		return nil
+	}
+	if err := r.Client.Update(ctx, updated); err != nil {
+		return fmt.Errorf("update Deployment %s/%s: %w", have.Namespace, have.Name, err)
+	}
+	return nil
+}
+
+// cleanupDeployments deletes the proxy Deployments made for Gateway key.
+func (r *Reconciler) cleanupDeployments(ctx context.Context, key types.NamespacedName) error {
+	var list appsv1.DeploymentList
+	if err := r.Deployments.List(ctx, &list, client.InNamespace(r.Namespace),
+		client.MatchingLabels{LabelGatewayNamespace: key.Namespace}); err != nil {
+		return fmt.Errorf("list Deployments of Gateway %s: %w", key, err)
+	}
+	for i := range list.Items {
+		d := &list.Items[i]
+		if d.Annotations[AnnotationGateway] != key.String() {
+			continue
+		}
+		err := r.Client.Delete(ctx, d, client.Preconditions{UID: &d.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete Deployment %s/%s of Gateway %s: %w", d.Namespace, d.Name, key, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("deleted proxy Deployment of Gateway", "deployment", d.Namespace+"/"+d.Name)
+	}
+	return nil
+}
