@@ -40,6 +40,7 @@ type controllerOptions struct {
 	LBClass                 string
 	Namespace               string
 	MemberlistSecret        string
+	GatewayProxyImage       string
 	QPS                     float64
 	Burst                   int
 	ServiceWorkers          int
@@ -56,6 +57,7 @@ func (o *controllerOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.LBClass, "lb-class", controllers.DefaultLBClass, "spec.loadBalancerClass served, besides Services with no class.")
 	fs.StringVar(&o.Namespace, "namespace", controllers.DefaultNamespace, "Namespace of the configuration objects (IPAddressPools, advertisements, peers).")
 	fs.StringVar(&o.MemberlistSecret, "memberlist-secret", controllers.MemberlistKeySecret, "Secret in --namespace with the speakers' memberlist key; created with a random key at start when missing.")
+	fs.StringVar(&o.GatewayProxyImage, "gateway-proxy-image", "", "Image of the proxy Deployment made per Gateway in --namespace (metalgate proxy --gateway=<ns>/<name>). Empty: none is made (the proxy has no Gateway mode yet; see docs/gateway.md).")
 	fs.Float64Var(&o.QPS, "kube-api-qps", defaultControllerQPS, "Requests per second to the API server, all of the controller's clients together (client-side limit; the API server's priority and fairness still applies). Negative: no client-side limit.")
 	fs.IntVar(&o.Burst, "kube-api-burst", defaultControllerBurst, "Burst of requests to the API server above --kube-api-qps (client-side limit).")
 	fs.IntVar(&o.ServiceWorkers, "concurrent-service-syncs", controllers.DefaultServiceWorkers, "Services reconciled at once. Uniqueness of addresses does not depend on it: every address is claimed on the API server.")
@@ -163,7 +165,8 @@ func runController(ctx context.Context, opts controllerOptions) error {
 		return err
 	}
 	// Without the Gateway API CRDs in the cluster this registers nothing and logs why.
-	if _, err := gateway.Setup(ctx, mgr, gateway.Options{Namespace: opts.Namespace}); err != nil {
+	if _, err := gateway.Setup(ctx, mgr, gateway.Options{Namespace: opts.Namespace,
+		Proxy: gateway.ProxyOptions{Image: opts.GatewayProxyImage}}); err != nil {
 		return err
 	}
 	logger.Info("starting controller", "version", version.Version, "lbClass", opts.LBClass, "leaderElect", opts.LeaderElect)
