@@ -59,7 +59,7 @@ func TestMain(m *testing.M) {
 		Scheme:                scheme,
 	}
 	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
-		env.ControlPlaneStartTimeout = 3 * time.Minute // a loaded 2-core machine
+		env.ControlPlaneStartTimeout = cfgStartTimeout
 	}
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16,fd00:10:96::/112")
 	var err error
@@ -83,6 +83,9 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// cfgStartTimeout: envtest's 20 s is not enough on a loaded 2-core machine.
+const cfgStartTimeout = 3 * time.Minute
 
 func needAPIServer(t *testing.T) {
 	t.Helper()
