@@ -371,3 +371,23 @@ func TestPendingServiceGetsReleasedAddress(t *testing.T) {
 	}
 	waitIPs(t, ns, "third", "192.0.2.252")
 }
+
+// TestForeignStatusRestored: a status written by someone else after the controller's own write
+// (the misinstalled controller of the status-flapping story, writing a node IP) is put back;
+// it is not mistaken for the cache lagging behind the controller's write.
+func TestForeignStatusRestored(t *testing.T) {
+	needAPIServer(t)
+	startController(t)
+	pool(t, "foreign", nil, "192.0.2.232/30")
+	ns := namespace(t, nil)
+	service(t, ns, "victim")
+	waitIPs(t, ns, "victim", "192.0.2.232")
+	for range 3 { // more than once: every overwrite is seen, not only the first
+		s := getService(t, ns, "victim")
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "172.18.0.2"}}
+		if err := k8sClient.Status().Update(context.Background(), s); err != nil {
+			t.Fatalf("overwrite status: %v", err)
+		}
+		waitIPs(t, ns, "victim", "192.0.2.232")
+	}
+}

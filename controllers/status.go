@@ -6,28 +6,29 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
 // statusRecheck is when a Service whose status write was deferred (see publish) is looked at
-// again if the watch event of the earlier write has not already brought it back.
+// again, should the watch event of the earlier write not bring it back first.
 const statusRecheck = 2 * time.Second
 
 // writtenStatus is the last status this process wrote to a Service.
 type writtenStatus struct {
 	resourceVersion string // of the Service after the write
 	addrs           string // joinAddrs of what was written
-	deferred        bool   // a later write was already deferred once
 }
 
 // publish writes addrs to svc's status (writeStatus) unless this process wrote exactly that
-// status already and the cache has not caught up with the write yet. That case is common: the
-// watch event of the pool annotation written just before the status brings the Service back
-// while the cache still shows the old status, and an update carrying the cached
+// status already and svc, read from the cache, is older than that write. That case is common:
+// the watch event of the pool annotation written just before the status brings the Service
+// back while the cache still shows the old status, and an update carrying the cached
 // resourceVersion would only conflict (issue #15: every other Service cost a failed write and
-// a back-off). Then it returns defer=true and writes nothing: the event of the earlier write
-// brings the Service back, and the caller requeues it after statusRecheck in case it does
-// not. A write is deferred at most once in a row: if the cache shows another version and the
-// old status again, the status was changed after our write and is written as usual.
+// a back-off). Then it returns deferred=true and writes nothing: the watch event of the
+// earlier write brings the Service back, and the caller also requeues it after statusRecheck.
+// Resource versions are compared as Kubernetes 1.35 allows (KEP-5504); a cached object newer
+// than the write (someone changed the status since) or versions that do not compare are
+// written as usual.
 func (r *ServiceReconciler) publish(ctx context.Context, svc *corev1.Service, addrs []netip.Addr) (deferred bool, err error) {
 	key := serviceKey(svc.Namespace, svc.Name)
 	want := joinAddrs(addrs)
@@ -37,13 +38,12 @@ func (r *ServiceReconciler) publish(ctx context.Context, svc *corev1.Service, ad
 	}
 	r.mu.Lock()
 	w, ok := r.written[key]
-	if ok && w.addrs == want && w.resourceVersion != svc.ResourceVersion && !w.deferred {
-		w.deferred = true
-		r.written[key] = w
-		r.mu.Unlock()
-		return true, nil
-	}
 	r.mu.Unlock()
+	if ok && w.addrs == want {
+		if c, err := resourceversion.CompareResourceVersion(svc.ResourceVersion, w.resourceVersion); err == nil && c < 0 {
+			return true, nil
+		}
+	}
 	if err := r.writeStatus(ctx, svc, addrs); err != nil {
 		r.setWritten(key, nil)
 		return false, err
