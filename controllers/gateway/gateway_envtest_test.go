@@ -471,3 +471,45 @@ func mapsEqual(a, b map[string]string) bool {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestGatewayNameTakenByForeignService: a Service that already has the Gateway's Service name
+// but is not this Gateway's (made by someone else) is neither adopted, changed nor deleted;
+// the Gateway says why it has no address.
+func TestGatewayNameTakenByForeignService(t *testing.T) {
+	needAPIServer(t)
+	startController(t, nil)
+	ns := namespace(t)
+	gatewayClass(t, "gc-squat", gateway.ControllerName)
+	pool(t, "gw-squat", "100.64.48.0/30")
+	squatter := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: controllers.DefaultNamespace,
+		Name: gateway.ServiceName(ns, "squatted"), Labels: map[string]string{"owner": "someone-else"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Port: 9, TargetPort: intstr.FromInt32(9)}}}}
+	create(t, squatter)
+	g := newGateway(t, ns, "squatted", "gc-squat", poolAnnotation("gw-squat"))
+	eventually(t, wait, func() string {
+		got := getGateway(t, ns, "squatted")
+		if len(got.Status.Addresses) != 0 {
+			return fmt.Sprintf("addresses %v from a Service that is not the Gateway's", got.Status.Addresses)
+		}
+		return hasCondition(got.Status.Conditions, "Programmed", metav1.ConditionFalse, "AddressNotAssigned", "belongs to", got.Generation)
+	})
+	if err := k8sClient.Delete(context.Background(), g); err != nil {
+		t.Fatal(err)
+	}
+	// The controller has seen the deletion once the Gateway is gone from its cache; give the
+	// cleanup a reconcile to (wrongly) act, by waiting for a Gateway created after it.
+	newGateway(t, ns, "after", "gc-squat", poolAnnotation("gw-squat"))
+	eventually(t, wait, func() string {
+		if statusAddresses(getGateway(t, ns, "after")) == "" {
+			return "the later Gateway has no address yet"
+		}
+		return ""
+	})
+	var got corev1.Service
+	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(squatter), &got); err != nil {
+		t.Fatalf("the foreign Service is gone: %v", err)
+	}
+	if got.ResourceVersion != squatter.ResourceVersion {
+		t.Errorf("the foreign Service was changed: %+v", got)
+	}
+}
