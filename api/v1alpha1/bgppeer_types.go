@@ -92,9 +92,10 @@ type BGPPeerSpec struct {
 
 	// HoldTime is the BGP hold time proposed to the peer: the session is dropped
 	// when nothing is heard from the peer for this long. A duration such as
-	// "90s" or "1m30s"; must be 0 (no hold timer, no keepalives) or between 3s
-	// and 65535s. When unset the BGP implementation's default applies (commonly
-	// 90s).
+	// "90s" or "1m30s"; must be 0 or between 3s and 65535s. When unset or 0 the
+	// speaker proposes GoBGP's default, 90s: GoBGP cannot propose 0. The session
+	// still runs without a hold timer (and without keepalives) when the peer
+	// proposes 0, since BGP uses the smaller of the two (RFC 4271 4.2).
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64

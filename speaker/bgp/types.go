@@ -25,7 +25,8 @@ type Peer struct {
 	// ID per server, and a peer asking for another one is refused.
 	RouterID netip.Addr
 	// HoldTime and KeepaliveTime are the BGP timers; zero means GoBGP's
-	// defaults (90s, a third of the hold time). ConnectTime is the delay
+	// defaults (90s, a third of the hold time). GoBGP cannot propose a hold
+	// time of 0; a peer that proposes 0 still gets a session without one. ConnectTime is the delay
 	// between connection attempts; zero means 5s. They are rounded down to
 	// whole seconds (BGP carries seconds).
 	HoldTime, KeepaliveTime, ConnectTime time.Duration
