@@ -20,9 +20,9 @@ import (
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/e2e/lab"
+	"github.com/metalgate/metalgate/internal/netnslab"
 	"github.com/metalgate/metalgate/speaker/election"
 	"github.com/metalgate/metalgate/speaker/membership"
-	"github.com/metalgate/metalgate/speaker/netns"
 )
 
 // TestSpeakerRogueMember: the install made its own memberlist key (the controller created the
@@ -148,7 +148,7 @@ type nsTransport struct {
 
 func (t *nsTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
 	var c net.Conn
-	err := netns.InNS(t.ns, func() error {
+	err := netnslab.InNS(t.ns, func() error {
 		d := net.Dialer{Timeout: timeout, LocalAddr: &net.TCPAddr{IP: t.bind}}
 		var err error
 		c, err = d.Dial("tcp", addr)
@@ -174,7 +174,7 @@ func rogueMemberlist(t *testing.T, ns, name, addr string, wireKey []byte) *membe
 	}
 	c.Keyring = kr
 	var nt *memberlist.NetTransport
-	if err := netns.InNS(ns, func() error {
+	if err := netnslab.InNS(ns, func() error {
 		var err error
 		nt, err = memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{addr}, Logger: c.Logger})
 		return err

@@ -3,6 +3,7 @@ package netns
 import (
 	"flag"
 	"fmt"
+	"github.com/metalgate/metalgate/internal/netnslab"
 	"net"
 	"net/netip"
 	"os"
@@ -31,7 +32,7 @@ func TestBenchFailover(t *testing.T) {
 	}
 	l, obs := newLab(t)
 	startCluster(t, l, obs)
-	cfg := l.StaticConfig(VIP4, VIP6)
+	cfg := l.StaticConfig(netnslab.VIP4, netnslab.VIP6)
 	medians := map[string]float64{}
 	for _, fam := range []struct {
 		name string
@@ -42,13 +43,13 @@ func TestBenchFailover(t *testing.T) {
 			owner := expectedOwner(fam.vip, nodeNames(3))
 			// Settled: the client sees the elected owner.
 			settle := time.Now()
-			if _, ok := obs.WaitMAC(fam.vip, settle, 20*time.Second, func(m string) bool { return m == NodeMAC(owner) }); !ok {
+			if _, ok := obs.WaitMAC(fam.vip, settle, 20*time.Second, func(m string) bool { return m == netnslab.NodeMAC(owner) }); !ok {
 				t.Fatalf("%s run %d: owner n%d not seen; sightings since: %v\n%s", fam.name, run, owner, obs.Since(fam.vip, settle), l.Log(owner))
 			}
 			time.Sleep(500 * time.Millisecond)
 			start := time.Now()
 			l.Signal(owner, syscall.SIGKILL)
-			s, ok := obs.WaitMAC(fam.vip, start, 10*time.Second, func(m string) bool { return m != NodeMAC(owner) })
+			s, ok := obs.WaitMAC(fam.vip, start, 10*time.Second, func(m string) bool { return m != netnslab.NodeMAC(owner) })
 			_ = l.Wait(owner)
 			if !ok {
 				t.Fatalf("%s run %d: no takeover from n%d", fam.name, run, owner)
@@ -59,7 +60,7 @@ func TestBenchFailover(t *testing.T) {
 			l.StartSpeaker(owner, cfg)
 			// The restarted node gets its address back after the hold-down.
 			back := time.Now()
-			if _, ok := obs.WaitMAC(fam.vip, back, 20*time.Second, func(m string) bool { return m == NodeMAC(owner) }); !ok {
+			if _, ok := obs.WaitMAC(fam.vip, back, 20*time.Second, func(m string) bool { return m == netnslab.NodeMAC(owner) }); !ok {
 				t.Fatalf("%s run %d: n%d did not take its address back\n%s", fam.name, run, owner, l.Log(owner))
 			}
 			time.Sleep(time.Second)
@@ -83,7 +84,7 @@ func TestScaleTenThousandVIPs(t *testing.T) {
 		t.Skip("measurement: run with -args -bench-scale")
 	}
 	const n = 10000
-	l := New(t, 1)
+	l := netnslab.New(t, 1)
 	var vips []string
 	for i := range n {
 		vips = append(vips, fmt.Sprintf("10.100.%d.%d", i/250, i%250+1))
@@ -91,7 +92,7 @@ func TestScaleTenThousandVIPs(t *testing.T) {
 	for _, count := range []int{1, n} {
 		start := time.Now()
 		l.StartSpeaker(1, l.StaticConfig(vips[:count]...))
-		if !Eventually(60*time.Second, func() bool {
+		if !netnslab.Eventually(60*time.Second, func() bool {
 			m, err := l.Metrics(1)
 			return err == nil && strings.Count(m, "metalgate_speaker_announced{") == count
 		}) {
@@ -128,7 +129,7 @@ func vmRSS(pid int) string {
 func arpLatency(t *testing.T, ns string, targets []string, count int) []time.Duration {
 	t.Helper()
 	var c *arp.Client
-	if err := InNS(ns, func() error {
+	if err := netnslab.InNS(ns, func() error {
 		ifi, err := net.InterfaceByName("eth0")
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package netns
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/metalgate/metalgate/internal/netnslab"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -16,13 +17,13 @@ import (
 )
 
 var (
-	vip4 = netip.MustParseAddr(VIP4)
-	vip6 = netip.MustParseAddr(VIP6)
+	vip4 = netip.MustParseAddr(netnslab.VIP4)
+	vip6 = netip.MustParseAddr(netnslab.VIP6)
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	CleanupBinary()
+	netnslab.CleanupBinary()
 	os.Exit(code)
 }
 
@@ -43,24 +44,24 @@ func expectedOwner(vip netip.Addr, live []string) int {
 
 // startCluster starts speakers on every node of l and waits until the client sees the elected
 // owner's MAC for both VIPs.
-func startCluster(t *testing.T, l *Lab, obs *Observer) {
+func startCluster(t *testing.T, l *netnslab.Lab, obs *netnslab.Observer) {
 	t.Helper()
 	start := time.Now()
-	cfg := l.StaticConfig(VIP4, VIP6)
+	cfg := l.StaticConfig(netnslab.VIP4, netnslab.VIP6)
 	for i := 1; i <= l.Nodes; i++ {
 		l.StartSpeaker(i, cfg)
 	}
 	for _, vip := range []netip.Addr{vip4, vip6} {
-		want := NodeMAC(expectedOwner(vip, nodeNames(l.Nodes)))
+		want := netnslab.NodeMAC(expectedOwner(vip, nodeNames(l.Nodes)))
 		if _, ok := obs.WaitMAC(vip, start, 20*time.Second, func(m string) bool { return m == want }); !ok {
 			t.Fatalf("client never saw %s at %s (owner by election); sightings %v\nn1 log:\n%s", vip, want, obs.Since(vip, start), l.Log(1))
 		}
 	}
 }
 
-func newLab(t *testing.T) (*Lab, *Observer) {
-	l := New(t, 3)
-	obs, err := Observe(l.NS("c"), vip4, vip6, 20*time.Millisecond)
+func newLab(t *testing.T) (*netnslab.Lab, *netnslab.Observer) {
+	l := netnslab.New(t, 3)
+	obs, err := netnslab.Observe(l.NS("c"), vip4, vip6, 20*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,13 +72,13 @@ func newLab(t *testing.T) (*Lab, *Observer) {
 // TestRealToolsSeeTheElectedOwner: arping and ndisc6, run in the client namespace, get the MAC
 // of the node the election picks, and only that one.
 func TestRealToolsSeeTheElectedOwner(t *testing.T) {
-	SkipUnlessRoot(t)
-	EnsureTools(t, "arping", "ndisc6")
+	netnslab.SkipUnlessRoot(t)
+	netnslab.EnsureTools(t, "arping", "ndisc6")
 	l, obs := newLab(t)
 	startCluster(t, l, obs)
 
-	want4 := NodeMAC(expectedOwner(vip4, nodeNames(3)))
-	out, err := Output("ip", "netns", "exec", l.NS("c"), "arping", "-c", "3", "-w", "5", "-I", "eth0", VIP4)
+	want4 := netnslab.NodeMAC(expectedOwner(vip4, nodeNames(3)))
+	out, err := netnslab.Output("ip", "netns", "exec", l.NS("c"), "arping", "-c", "3", "-w", "5", "-I", "eth0", netnslab.VIP4)
 	if err != nil {
 		t.Fatalf("arping: %v\n%s", err, out)
 	}
@@ -94,23 +95,23 @@ func TestRealToolsSeeTheElectedOwner(t *testing.T) {
 		t.Errorf("arping did not see owner %s:\n%s", want4, out)
 	}
 
-	want6 := NodeMAC(expectedOwner(vip6, nodeNames(3)))
-	out, err = Output("ip", "netns", "exec", l.NS("c"), "ndisc6", "-r", "3", "-w", "1000", VIP6, "eth0")
+	want6 := netnslab.NodeMAC(expectedOwner(vip6, nodeNames(3)))
+	out, err = netnslab.Output("ip", "netns", "exec", l.NS("c"), "ndisc6", "-r", "3", "-w", "1000", netnslab.VIP6, "eth0")
 	if err != nil {
 		t.Fatalf("ndisc6: %v\n%s", err, out)
 	}
 	if !strings.Contains(strings.ToLower(out), want6) {
 		t.Errorf("ndisc6 did not report owner %s:\n%s", want6, out)
 	}
-	t.Logf("arping: owner of %s is %s; ndisc6: owner of %s is %s", VIP4, want4, VIP6, want6)
+	t.Logf("arping: owner of %s is %s; ndisc6: owner of %s is %s", netnslab.VIP4, want4, netnslab.VIP6, want6)
 }
 
 // TestFailoverSendsGratuitousBurst kills the owner of the IPv4 VIP with SIGKILL; tcpdump in the
 // client namespace must capture the new owner's gratuitous ARP burst, and the client sees the new
 // MAC within a second or so.
 func TestFailoverSendsGratuitousBurst(t *testing.T) {
-	SkipUnlessRoot(t)
-	EnsureTools(t, "tcpdump")
+	netnslab.SkipUnlessRoot(t)
+	netnslab.EnsureTools(t, "tcpdump")
 	l, obs := newLab(t)
 	startCluster(t, l, obs)
 	owner := expectedOwner(vip4, nodeNames(3))
@@ -124,7 +125,7 @@ func TestFailoverSendsGratuitousBurst(t *testing.T) {
 
 	// Capture only the next owner's gratuitous ARP (sender IP = target IP, broadcast).
 	td := exec.Command("ip", "netns", "exec", l.NS("c"), "tcpdump", "-l", "-n", "-e", "-i", "eth0", "-c", "3",
-		"arp and ether src "+NodeMAC(next)+" and ether dst ff:ff:ff:ff:ff:ff and arp[14:4] = arp[24:4]")
+		"arp and ether src "+netnslab.NodeMAC(next)+" and ether dst ff:ff:ff:ff:ff:ff and arp[14:4] = arp[24:4]")
 	var buf strings.Builder
 	td.Stdout, td.Stderr = &buf, &buf
 	if err := td.Start(); err != nil {
@@ -136,7 +137,7 @@ func TestFailoverSendsGratuitousBurst(t *testing.T) {
 	start := time.Now()
 	l.Signal(owner, syscall.SIGKILL)
 	_ = l.Wait(owner)
-	s, ok := obs.WaitMAC(vip4, start, 5*time.Second, func(m string) bool { return m == NodeMAC(next) })
+	s, ok := obs.WaitMAC(vip4, start, 5*time.Second, func(m string) bool { return m == netnslab.NodeMAC(next) })
 	if !ok {
 		t.Fatalf("client never saw the new owner n%d; sightings %v\nn%d log:\n%s", next, obs.Since(vip4, start), next, l.Log(next))
 	}
@@ -152,8 +153,8 @@ func TestFailoverSendsGratuitousBurst(t *testing.T) {
 		t.Fatalf("tcpdump did not capture 3 gratuitous ARPs:\n%s", buf.String())
 	}
 	got := buf.String()
-	if n := strings.Count(strings.ToLower(got), NodeMAC(next)+" >"); n < 3 {
-		t.Errorf("want 3 gratuitous ARPs from %s, tcpdump:\n%s", NodeMAC(next), got)
+	if n := strings.Count(strings.ToLower(got), netnslab.NodeMAC(next)+" >"); n < 3 {
+		t.Errorf("want 3 gratuitous ARPs from %s, tcpdump:\n%s", netnslab.NodeMAC(next), got)
 	}
 	t.Logf("tcpdump:\n%s", got)
 }
@@ -161,13 +162,13 @@ func TestFailoverSendsGratuitousBurst(t *testing.T) {
 // TestGracefulStopHandsOver: SIGTERM leaves the membership first, so the next owner takes over
 // without waiting for failure detection.
 func TestGracefulStopHandsOver(t *testing.T) {
-	SkipUnlessRoot(t)
+	netnslab.SkipUnlessRoot(t)
 	l, obs := newLab(t)
 	startCluster(t, l, obs)
 	owner := expectedOwner(vip6, nodeNames(3))
 	start := time.Now()
 	l.Signal(owner, syscall.SIGTERM)
-	s, ok := obs.WaitMAC(vip6, start, 5*time.Second, func(m string) bool { return m != NodeMAC(owner) })
+	s, ok := obs.WaitMAC(vip6, start, 5*time.Second, func(m string) bool { return m != netnslab.NodeMAC(owner) })
 	if !ok {
 		t.Fatalf("no takeover after SIGTERM; sightings %v", obs.Since(vip6, start))
 	}
@@ -184,23 +185,23 @@ func TestGracefulStopHandsOver(t *testing.T) {
 // stops announcing (its own metrics say so) while the majority side elects a new owner; after
 // healing, exactly one node answers.
 func TestPartitionedOwnerStopsAnswering(t *testing.T) {
-	SkipUnlessRoot(t)
+	netnslab.SkipUnlessRoot(t)
 	l, obs := newLab(t)
 	startCluster(t, l, obs)
 	owner := expectedOwner(vip4, nodeNames(3))
 
 	start := time.Now()
 	l.SetLink(owner, false)
-	fenced := Eventually(5*time.Second, func() bool {
+	fenced := netnslab.Eventually(5*time.Second, func() bool {
 		m, err := l.Metrics(owner)
-		return err == nil && Metric(m, "metalgate_speaker_quorum ") == "0" && !strings.Contains(m, "metalgate_speaker_announced{")
+		return err == nil && netnslab.Metric(m, "metalgate_speaker_quorum ") == "0" && !strings.Contains(m, "metalgate_speaker_announced{")
 	})
 	fencedAfter := time.Since(start)
 	if !fenced {
 		m, _ := l.Metrics(owner)
 		t.Fatalf("cut-off n%d still announces after 5s:\n%s\nlog:\n%s", owner, grep(m, "metalgate_speaker_"), l.Log(owner))
 	}
-	s, ok := obs.WaitMAC(vip4, start, 5*time.Second, func(m string) bool { return m != NodeMAC(owner) })
+	s, ok := obs.WaitMAC(vip4, start, 5*time.Second, func(m string) bool { return m != netnslab.NodeMAC(owner) })
 	if !ok {
 		t.Fatalf("majority side did not take over; sightings %v", obs.Since(vip4, start))
 	}
@@ -209,8 +210,8 @@ func TestPartitionedOwnerStopsAnswering(t *testing.T) {
 	// starts (else, with a partial partition where clients still reach both, two nodes answer).
 	// Both times come from the speakers' own logs (same host clock).
 	fenceAt, ok1 := logTime(l.Log(owner), start, "quorum changed", `"quorum":false`)
-	next := NodeOfMAC(s.MAC)
-	takeAt, ok2 := logTime(l.Log(next), start, "announcing", VIP4)
+	next := netnslab.NodeOfMAC(s.MAC)
+	takeAt, ok2 := logTime(l.Log(next), start, "announcing", netnslab.VIP4)
 	if !ok1 || !ok2 {
 		t.Fatalf("log lines missing: fence %v takeover %v", ok1, ok2)
 	}
@@ -224,7 +225,7 @@ func TestPartitionedOwnerStopsAnswering(t *testing.T) {
 	// on exactly one MAC answers.
 	l.SetLink(owner, true)
 	healed := time.Now()
-	if _, ok := obs.WaitMAC(vip4, healed, 15*time.Second, func(m string) bool { return m == NodeMAC(owner) }); !ok {
+	if _, ok := obs.WaitMAC(vip4, healed, 15*time.Second, func(m string) bool { return m == netnslab.NodeMAC(owner) }); !ok {
 		t.Fatalf("n%d did not take its address back after healing; sightings %v", owner, obs.Since(vip4, healed))
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -271,17 +272,17 @@ func grep(text, substr string) string {
 // down") and the NDP socket loses its link-local address; both responders reopen and answer
 // again once the link is back.
 func TestRespondersSurviveLinkFlap(t *testing.T) {
-	SkipUnlessRoot(t)
-	l := New(t, 1)
-	obs, err := Observe(l.NS("c"), vip4, vip6, 20*time.Millisecond)
+	netnslab.SkipUnlessRoot(t)
+	l := netnslab.New(t, 1)
+	obs, err := netnslab.Observe(l.NS("c"), vip4, vip6, 20*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(obs.Close)
 	start := time.Now()
-	l.StartSpeaker(1, l.StaticConfig(VIP4, VIP6))
+	l.StartSpeaker(1, l.StaticConfig(netnslab.VIP4, netnslab.VIP6))
 	for _, vip := range []netip.Addr{vip4, vip6} {
-		if _, ok := obs.WaitMAC(vip, start, 20*time.Second, func(m string) bool { return m == NodeMAC(1) }); !ok {
+		if _, ok := obs.WaitMAC(vip, start, 20*time.Second, func(m string) bool { return m == netnslab.NodeMAC(1) }); !ok {
 			t.Fatalf("no answer for %s before the flap\n%s", vip, l.Log(1))
 		}
 	}
@@ -290,7 +291,7 @@ func TestRespondersSurviveLinkFlap(t *testing.T) {
 	l.Run("ip", "-n", l.NodeNS(1), "link", "set", "eth0", "up")
 	up := time.Now()
 	for _, vip := range []netip.Addr{vip4, vip6} {
-		s, ok := obs.WaitMAC(vip, up, 10*time.Second, func(m string) bool { return m == NodeMAC(1) })
+		s, ok := obs.WaitMAC(vip, up, 10*time.Second, func(m string) bool { return m == netnslab.NodeMAC(1) })
 		if !ok {
 			m, _ := l.Metrics(1)
 			t.Fatalf("no answer for %s after the flap\n%s\n%s", vip, grep(m, "metalgate_speaker_l2"), l.Log(1))

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"github.com/metalgate/metalgate/internal/netnslab"
 	"io"
 	"log"
 	"net"
@@ -50,7 +51,7 @@ type nsTransport struct {
 
 func (t *nsTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
 	var c net.Conn
-	err := InNS(t.ns, func() error {
+	err := netnslab.InNS(t.ns, func() error {
 		d := net.Dialer{Timeout: timeout, LocalAddr: &net.TCPAddr{IP: t.bind}}
 		var err error
 		c, err = d.Dial("tcp", addr)
@@ -78,7 +79,7 @@ func rogueMember(t *testing.T, ns, name string, wireKey []byte) *memberlist.Memb
 		c.Keyring = kr
 	}
 	var nt *memberlist.NetTransport
-	if err := InNS(ns, func() error {
+	if err := netnslab.InNS(ns, func() error {
 		var err error
 		nt, err = memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{RogueV4}, BindPort: 0, Logger: c.Logger})
 		return err
@@ -106,7 +107,7 @@ type forger struct {
 
 func newForger(t *testing.T, ns string, wireKey []byte) *forger {
 	f := &forger{t: t, wireKey: wireKey}
-	if err := InNS(ns, func() error {
+	if err := netnslab.InNS(ns, func() error {
 		var err error
 		f.conn, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(RogueV4)})
 		return err
@@ -146,7 +147,7 @@ func aliveMsg(node string, ip netip.Addr, port uint16, inc uint32) []byte {
 
 // send sends msg to the given nodes (none: every node), plain and encrypted: an attacker tries
 // both.
-func (f *forger) send(l *Lab, msg []byte, nodes ...int) {
+func (f *forger) send(l *netnslab.Lab, msg []byte, nodes ...int) {
 	f.sendPackets(l, [][]byte{msg, f.seal(msg)}, nodes)
 }
 
@@ -163,14 +164,14 @@ func (f *forger) seal(msg []byte) []byte {
 	return gcm.Seal(sealed, sealed[1:13], msg, nil)
 }
 
-func (f *forger) sendPackets(l *Lab, pkts [][]byte, nodes []int) {
+func (f *forger) sendPackets(l *netnslab.Lab, pkts [][]byte, nodes []int) {
 	if len(nodes) == 0 {
 		for i := 1; i <= l.Nodes; i++ {
 			nodes = append(nodes, i)
 		}
 	}
 	for _, i := range nodes {
-		to := &net.UDPAddr{IP: net.ParseIP(NodeV4(i)), Port: MemberlistPort}
+		to := &net.UDPAddr{IP: net.ParseIP(netnslab.NodeV4(i)), Port: netnslab.MemberlistPort}
 		for _, p := range pkts {
 			_, _ = f.conn.WriteToUDP(p, to)
 		}
@@ -179,7 +180,7 @@ func (f *forger) sendPackets(l *Lab, pkts [][]byte, nodes []int) {
 
 // watch polls every node's metrics until stop is closed and reports the first moment the
 // cluster was not as it must stay: three members each, quorum everywhere.
-func watch(l *Lab, stop <-chan struct{}) <-chan string {
+func watch(l *netnslab.Lab, stop <-chan struct{}) <-chan string {
 	out := make(chan string, 1)
 	go func() {
 		defer close(out)
@@ -189,11 +190,11 @@ func watch(l *Lab, stop <-chan struct{}) <-chan string {
 				if err != nil {
 					continue // a slow curl on a loaded machine is not an attack
 				}
-				if v := Metric(m, "metalgate_speaker_members "); v != "" && v != "3" {
+				if v := netnslab.Metric(m, "metalgate_speaker_members "); v != "" && v != "3" {
 					out <- fmt.Sprintf("n%d sees %s members", i, v)
 					return
 				}
-				if v := Metric(m, "metalgate_speaker_quorum "); v != "" && v != "1" {
+				if v := netnslab.Metric(m, "metalgate_speaker_quorum "); v != "" && v != "1" {
 					out <- fmt.Sprintf("n%d lost quorum", i)
 					return
 				}
@@ -208,7 +209,7 @@ func watch(l *Lab, stop <-chan struct{}) <-chan string {
 	return out
 }
 
-func refusedBy(l *Lab, i int) map[string]float64 {
+func refusedBy(l *netnslab.Lab, i int) map[string]float64 {
 	out := map[string]float64{}
 	m, _ := l.Metrics(i)
 	for _, line := range strings.Split(m, "\n") {
@@ -232,7 +233,7 @@ func refusedBy(l *Lab, i int) map[string]float64 {
 // or loses quorum, the client only ever sees the owner's MAC, and the speakers count what they
 // refused.
 func TestRogueMember(t *testing.T) {
-	SkipUnlessRoot(t)
+	netnslab.SkipUnlessRoot(t)
 	l, obs := newLab(t)
 	rns := l.AddHost("r", RogueMAC, RogueV4, RogueV6)
 	startCluster(t, l, obs)
@@ -243,10 +244,10 @@ func TestRogueMember(t *testing.T) {
 	_, _ = rand.Read(wrong)
 
 	// Let the cluster settle into its steady state first: the watch must see attacks only.
-	if !Eventually(10*time.Second, func() bool {
+	if !netnslab.Eventually(10*time.Second, func() bool {
 		for i := 1; i <= 3; i++ {
 			m, err := l.Metrics(i)
-			if err != nil || Metric(m, "metalgate_speaker_members ") != "3" || Metric(m, "metalgate_speaker_quorum ") != "1" {
+			if err != nil || netnslab.Metric(m, "metalgate_speaker_members ") != "3" || netnslab.Metric(m, "metalgate_speaker_quorum ") != "1" {
 				return false
 			}
 		}
@@ -260,7 +261,7 @@ func TestRogueMember(t *testing.T) {
 	broken := watch(l, stop)
 	var seeds []string
 	for i := 1; i <= 3; i++ {
-		seeds = append(seeds, net.JoinHostPort(NodeV4(i), strconv.Itoa(MemberlistPort)))
+		seeds = append(seeds, net.JoinHostPort(netnslab.NodeV4(i), strconv.Itoa(netnslab.MemberlistPort)))
 	}
 	var wg sync.WaitGroup
 	for _, r := range []struct {
@@ -284,7 +285,7 @@ func TestRogueMember(t *testing.T) {
 		f.send(l, suspectMsg(ownerName, "rogue", inc))
 		f.send(l, deadMsg(ownerName, "rogue", inc))
 		f.send(l, deadMsg(ownerName, ownerName, inc)) // "left"
-		f.send(l, aliveMsg(ownerName, netip.MustParseAddr(RogueV4), MemberlistPort, inc+1))
+		f.send(l, aliveMsg(ownerName, netip.MustParseAddr(RogueV4), netnslab.MemberlistPort, inc+1))
 		time.Sleep(20 * time.Millisecond)
 	}
 	wg.Wait()
@@ -292,7 +293,7 @@ func TestRogueMember(t *testing.T) {
 	if why, bad := <-broken; bad {
 		t.Errorf("during the attack: %s", why)
 	}
-	want := NodeMAC(owner)
+	want := netnslab.NodeMAC(owner)
 	for _, s := range obs.Since(vip4, start) {
 		if s.MAC != want {
 			t.Errorf("the client saw %s at %s %v into the attack; the owner is %s", vip4, s.MAC, s.At.Sub(start).Round(time.Millisecond), want)
@@ -315,7 +316,7 @@ func TestRogueMember(t *testing.T) {
 // name with the right key to answer. The owner must fence itself all the same, before the
 // majority takes its address over.
 func TestRogueCannotFakeQuorum(t *testing.T) {
-	SkipUnlessRoot(t)
+	netnslab.SkipUnlessRoot(t)
 	l, obs := newLab(t)
 	rns := l.AddHost("r", RogueMAC, RogueV4, RogueV6)
 	startCluster(t, l, obs)
@@ -346,7 +347,7 @@ func TestRogueCannotFakeQuorum(t *testing.T) {
 			f.sendPackets(l, [][]byte{left, aliveMsg(victim, rogueIP, uint16(plain.LocalNode().Port), inc+1)}, []int{owner})
 			f.sendPackets(l, [][]byte{f.seal(left), f.seal(aliveMsg(victim, rogueIP, uint16(keyed.LocalNode().Port), inc+1))}, []int{owner})
 			for _, ml := range []*memberlist.Memberlist{plain, keyed} {
-				_, _ = ml.Join([]string{net.JoinHostPort(NodeV4(owner), strconv.Itoa(MemberlistPort))})
+				_, _ = ml.Join([]string{net.JoinHostPort(netnslab.NodeV4(owner), strconv.Itoa(netnslab.MemberlistPort))})
 			}
 			select {
 			case <-stopAttack:
@@ -359,23 +360,23 @@ func TestRogueCannotFakeQuorum(t *testing.T) {
 
 	start := time.Now()
 	for _, o := range others {
-		l.Run("ip", "-n", l.NodeNS(owner), "route", "add", "blackhole", NodeV4(o)+"/32")
+		l.Run("ip", "-n", l.NodeNS(owner), "route", "add", "blackhole", netnslab.NodeV4(o)+"/32")
 	}
-	fenced := Eventually(5*time.Second, func() bool {
+	fenced := netnslab.Eventually(5*time.Second, func() bool {
 		m, err := l.Metrics(owner)
-		return err == nil && Metric(m, "metalgate_speaker_quorum ") == "0" && !strings.Contains(m, "metalgate_speaker_announced{")
+		return err == nil && netnslab.Metric(m, "metalgate_speaker_quorum ") == "0" && !strings.Contains(m, "metalgate_speaker_announced{")
 	})
 	if !fenced {
 		m, _ := l.Metrics(owner)
 		t.Fatalf("cut-off n%d kept quorum with the rogue's help:\n%s\nrefused: %v", owner, grep(m, "metalgate_speaker_"), refusedBy(l, owner))
 	}
 	t.Logf("cut-off n%d fenced %v after the cut; refused: %v", owner, time.Since(start).Round(time.Millisecond), refusedBy(l, owner))
-	s, ok := obs.WaitMAC(vip4, start, 5*time.Second, func(m string) bool { return m != NodeMAC(owner) })
+	s, ok := obs.WaitMAC(vip4, start, 5*time.Second, func(m string) bool { return m != netnslab.NodeMAC(owner) })
 	if !ok {
 		t.Fatalf("the majority did not take over; sightings %v", obs.Since(vip4, start))
 	}
 	fenceAt, ok1 := logTime(l.Log(owner), start, "quorum changed", `"quorum":false`)
-	takeAt, ok2 := logTime(l.Log(NodeOfMAC(s.MAC)), start, "announcing", VIP4)
+	takeAt, ok2 := logTime(l.Log(netnslab.NodeOfMAC(s.MAC)), start, "announcing", netnslab.VIP4)
 	if !ok1 || !ok2 {
 		t.Fatalf("log lines missing: fence %v takeover %v", ok1, ok2)
 	}

@@ -2,6 +2,7 @@ package netns
 
 import (
 	"crypto/rand"
+	"github.com/metalgate/metalgate/internal/netnslab"
 	"net"
 	"net/netip"
 	"strconv"
@@ -25,16 +26,16 @@ var clientMAC = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xc0}
 // answer, and are counted with their reason; a burst of garbage on both protocols does not
 // stop the responders: the valid requests after it are answered.
 func TestL2PacketValidation(t *testing.T) {
-	SkipUnlessRoot(t)
-	l := New(t, 1)
-	l.StartSpeaker(1, l.StaticConfig(VIP4, VIP6))
+	netnslab.SkipUnlessRoot(t)
+	l := netnslab.New(t, 1)
+	l.StartSpeaker(1, l.StaticConfig(netnslab.VIP4, netnslab.VIP6))
 
 	var (
 		raw   *packet.Conn
 		icmp6 *icmp.PacketConn
 		ifi   *net.Interface
 	)
-	if err := InNS(l.NS("c"), func() error {
+	if err := netnslab.InNS(l.NS("c"), func() error {
 		var err error
 		if ifi, err = net.InterfaceByName("eth0"); err != nil {
 			return err
@@ -42,7 +43,7 @@ func TestL2PacketValidation(t *testing.T) {
 		if raw, err = packet.Listen(ifi, packet.Raw, int(ethernet.EtherTypeARP), nil); err != nil {
 			return err
 		}
-		icmp6, err = icmp.ListenPacket("ip6:ipv6-icmp", ClientV6)
+		icmp6, err = icmp.ListenPacket("ip6:ipv6-icmp", netnslab.ClientV6)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -52,7 +53,7 @@ func TestL2PacketValidation(t *testing.T) {
 	arpTo := func(dst net.HardwareAddr, payload []byte) {
 		t.Helper()
 		if payload == nil {
-			p, _ := arp.NewPacket(arp.OperationRequest, clientMAC, netip.MustParseAddr(ClientV4), ethernet.Broadcast, vip4)
+			p, _ := arp.NewPacket(arp.OperationRequest, clientMAC, netip.MustParseAddr(netnslab.ClientV4), ethernet.Broadcast, vip4)
 			payload, _ = p.MarshalBinary()
 		}
 		f, _ := (&ethernet.Frame{Destination: dst, Source: clientMAC, EtherType: ethernet.EtherTypeARP, Payload: payload}).MarshalBinary()
@@ -70,7 +71,7 @@ func TestL2PacketValidation(t *testing.T) {
 			body = append(append(body, 1, 1), clientMAC...)
 		}
 		// The kernel fills in the ICMPv6 checksum; the zone is resolved in the namespace.
-		if err := InNS(l.NS("c"), func() error {
+		if err := netnslab.InNS(l.NS("c"), func() error {
 			_, err := icmp6.IPv6PacketConn().WriteTo(body, &ipv6.ControlMessage{HopLimit: hops, IfIndex: ifi.Index},
 				&net.IPAddr{IP: snm.AsSlice(), Zone: "eth0"})
 			return err
@@ -85,7 +86,7 @@ func TestL2PacketValidation(t *testing.T) {
 		if err != nil {
 			return -1
 		}
-		v, _ := strconv.Atoi(Metric(m, series+" "))
+		v, _ := strconv.Atoi(netnslab.Metric(m, series+" "))
 		return v
 	}
 	answered := func(proto string) int {
@@ -95,7 +96,7 @@ func TestL2PacketValidation(t *testing.T) {
 		return count(`metalgate_speaker_l2_requests_dropped_total{protocol="` + proto + `",reason="` + reason + `"}`)
 	}
 	// Up and answering both protocols.
-	if !Eventually(20*time.Second, func() bool {
+	if !netnslab.Eventually(20*time.Second, func() bool {
 		arpTo(ethernet.Broadcast, nil)
 		nsTo(255, 0, nil)
 		return answered("arp") > 0 && answered("ndp") > 0
@@ -113,7 +114,7 @@ func TestL2PacketValidation(t *testing.T) {
 	} {
 		before, drops := answered(tc.proto), dropped(tc.proto, tc.reason)
 		tc.send()
-		if !Eventually(5*time.Second, func() bool { return dropped(tc.proto, tc.reason) == drops+1 }) {
+		if !netnslab.Eventually(5*time.Second, func() bool { return dropped(tc.proto, tc.reason) == drops+1 }) {
 			t.Errorf("%s: not dropped as %s", tc.name, tc.reason)
 		}
 		if got := answered(tc.proto); got != before {
@@ -132,7 +133,7 @@ func TestL2PacketValidation(t *testing.T) {
 	arp4, ndp6 := answered("arp"), answered("ndp")
 	arpTo(ethernet.Broadcast, nil)
 	nsTo(255, 0, nil)
-	if !Eventually(5*time.Second, func() bool {
+	if !netnslab.Eventually(5*time.Second, func() bool {
 		return answered("arp") > arp4 && answered("ndp") > ndp6
 	}) {
 		m, _ := l.Metrics(1)

@@ -1,4 +1,4 @@
-package netns
+package netnslab
 
 import (
 	"errors"
