@@ -82,6 +82,7 @@ type proxyOptions struct {
 	EscapedSlashes          string
 	KeepDuplicateSlashes    bool
 	AllowUnderscoreHeaders  bool
+	SSLPassthrough          bool
 	ServerHeader            string
 	PublicHTTPPort          int
 	PublicHTTPSPort         int
@@ -154,6 +155,7 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxConnectionsPerClient, "max-connections-per-client", 0, "Most client connections open at once from one address on each listener; 0: no limit (clients behind one NAT share an address).")
 	fs.StringVar(&o.EscapedSlashes, "escaped-slashes", "reject", "Encoded '/' or '\\' (%2F, %5C) and bare '\\' in request paths: reject (400), keep (forward as sent), or decode (treat as '/').")
 	fs.BoolVar(&o.KeepDuplicateSlashes, "keep-duplicate-slashes", false, "Route and forward '//' in paths as sent; default: merged into one '/'.")
+	fs.BoolVar(&o.SSLPassthrough, "enable-ssl-passthrough", false, "Honour the ssl-passthrough annotation: the HTTPS listener reads each ClientHello's server name first and passes the connections for passthrough hosts, undecrypted, to their backend. Off: the annotation is reported and every host's TLS is terminated.")
 	fs.BoolVar(&o.AllowUnderscoreHeaders, "allow-underscores-in-headers", false, "Forward request headers whose names contain '_'; default: dropped (X_Forwarded_For would read as X-Forwarded-For behind CGI/WSGI servers).")
 	fs.StringVar(&o.ServerHeader, "server-header", "metalgate", "Server header of every response (a backend's is replaced); empty: none.")
 	fs.IntVar(&o.PublicHTTPPort, "public-http-port", 80, "Port clients connect to for plain HTTP (the Service port), sent as X-Forwarded-Port.")
@@ -185,7 +187,7 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 		ClientBodyTimeout: negOff(o.ClientBodyTimeout), SendTimeout: negOff(o.SendTimeout), HTTP2WriteTimeout: negOff(o.HTTP2WriteTimeout),
 		HTTP2MaxConcurrentStreams: o.HTTP2MaxStreams, MaxConnections: o.MaxConnections, MaxConnectionsPerClient: o.MaxConnectionsPerClient,
 		EscapedSlashes: dataplane.EscapedSlashes(o.EscapedSlashes), KeepDuplicateSlashes: o.KeepDuplicateSlashes,
-		AllowUnderscoreHeaders: o.AllowUnderscoreHeaders, ServerHeader: o.ServerHeader,
+		AllowUnderscoreHeaders: o.AllowUnderscoreHeaders, ServerHeader: o.ServerHeader, SSLPassthrough: o.SSLPassthrough,
 		PublicHTTPPort: o.PublicHTTPPort, PublicHTTPSPort: o.PublicHTTPSPort,
 	}
 	if o.ServerHeader == "" {
@@ -364,6 +366,7 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 			return fmt.Errorf("static config %s: %w", opts.StaticConfig, err)
 		}
 		in.Controller, in.WatchDefaultClass, in.NginxAnnotations = opts.Controller, opts.WatchDefaultClass, opts.NginxAnnotations
+		in.SSLPassthrough = opts.SSLPassthrough
 		t, problems := table.Build(in)
 		for _, p := range problems {
 			logger.Info("ingress problem", "ingress", p.Ingress.String(), "reason", p.Reason, "message", p.Message)
@@ -468,6 +471,7 @@ func startControlPlane(ctx context.Context, opts proxyOptions, swap func(*table.
 	}
 	copts.AllowUnmanagedSlices = opts.AllowUnmanagedSlices
 	copts.NginxAnnotations = opts.NginxAnnotations
+	copts.SSLPassthrough = opts.SSLPassthrough
 	copts.YieldTraffic = !opts.ServeYielded
 	identity := copts.PodNamespace
 	if opts.PublishService != "" {

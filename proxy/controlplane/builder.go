@@ -292,7 +292,7 @@ func (b *builder) leading() bool {
 // snapshot lists every watched kind from the cache without copying (Build only reads).
 func (b *builder) snapshot(ctx context.Context) (table.Input, error) {
 	in := table.Input{Controller: b.opts.Controller, WatchDefaultClass: b.opts.WatchDefaultClass, AllowUnmanagedSlices: b.opts.AllowUnmanagedSlices,
-		NginxAnnotations: b.opts.NginxAnnotations}
+		NginxAnnotations: b.opts.NginxAnnotations, SSLPassthrough: b.opts.SSLPassthrough}
 	nocopy := client.UnsafeDisableDeepCopy
 	watchNS := map[string]bool{}
 	for _, ns := range b.opts.WatchNamespaces {

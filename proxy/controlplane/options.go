@@ -28,6 +28,8 @@ type Options struct {
 	// NginxAnnotations also reads the nginx.ingress.kubernetes.io/ forms of the annotations
 	// and reports the nginx annotations metalgate does not support; table.Input's.
 	NginxAnnotations bool
+	// SSLPassthrough honours the ssl-passthrough annotation; table.Input's.
+	SSLPassthrough bool
 
 	// PublishService is the Service whose load-balancer addresses go into Ingress status.
 	// Default: the Service (type LoadBalancer first) in PodNamespace whose selector matches

@@ -73,6 +73,11 @@ func buildTable(t testing.TB, routes ...route) *table.Table {
 // buildTableProblems is buildTable that returns the problems.
 func buildTableProblems(t testing.TB, routes ...route) (*table.Table, []table.Problem) {
 	t.Helper()
+	return table.Build(tableInput(routes...))
+}
+
+// tableInput is the input buildTable builds from.
+func tableInput(routes ...route) table.Input {
 	// Test backends are hand-made slices of loopback addresses: both opted in, as in
 	// --static-config.
 	in := table.Input{Classes: []*networkingv1.IngressClass{{ObjectMeta: metav1.ObjectMeta{Name: "mg"}, Spec: networkingv1.IngressClassSpec{Controller: table.ControllerName}}},
@@ -106,7 +111,7 @@ func buildTableProblems(t testing.TB, routes ...route) (*table.Table, []table.Pr
 			})
 		}
 	}
-	return table.Build(in)
+	return in
 }
 
 // echo is a backend that answers with its name and the request it saw, as JSON.

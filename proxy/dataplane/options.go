@@ -81,6 +81,10 @@ type Options struct {
 	EscapedSlashes EscapedSlashes
 	// KeepDuplicateSlashes routes and forwards "//" as sent. Default false: merged.
 	KeepDuplicateSlashes bool
+	// SSLPassthrough makes the HTTPS listener read each ClientHello's server name before
+	// anything else and pass the connections for the table's passthrough hosts, undecrypted,
+	// to their backend (passthrough.go). Default false.
+	SSLPassthrough bool
 	// AllowUnderscoreHeaders forwards request headers with '_' in their names. Default
 	// false: dropped (headers.go says why).
 	AllowUnderscoreHeaders bool

@@ -255,6 +255,9 @@ func (s *Server) Serve(ctx context.Context, httpLn, httpsLn net.Listener) error 
 		// Caps count the sources of connections (behind a load balancer that speaks the
 		// PROXY protocol: its addresses); the PROXY header is read after them.
 		ln = s.proxyProtocolListener(s.limitListener(ln, name), pp)
+		if tls && s.opts.SSLPassthrough {
+			ln = s.passthroughListener(ctx, ln)
+		}
 		srv := s.HTTPServer(tls)
 		servers = append(servers, srv)
 		wg.Add(1)

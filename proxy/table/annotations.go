@@ -96,6 +96,9 @@ type Options struct {
 	Balance  Balance
 	// MaxBodyBytes limits request bodies; 0 means the server's default, -1 unlimited.
 	MaxBodyBytes int64
+	// SSLPassthrough passes the TLS connections for the Ingress's hosts, undecrypted, to the
+	// backend of each rule's first path (Table.Passthrough).
+	SSLPassthrough bool
 	// UseRegex makes the Ingress's Prefix and ImplementationSpecific paths regular
 	// expressions (anchored at the start, case-insensitive), as ingress-nginx's use-regex.
 	UseRegex bool
@@ -226,6 +229,9 @@ func parseOptions(ann map[string]string, nginx bool) (Options, []problemText) {
 	a.canary(&o)
 	a.basicAuth(&o)
 	a.externalAuth(&o)
+	if b, _, ok := a.boolean("ssl-passthrough"); ok {
+		o.SSLPassthrough = b
+	}
 	if key, v, ok := a.get("proxy-body-size"); ok {
 		n, err := parseSize(v)
 		switch {

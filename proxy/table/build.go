@@ -51,6 +51,9 @@ type Input struct {
 	// (UnsupportedAnnotation, RefusedAnnotation for snippets). Default false here; the proxy's
 	// --nginx-annotations flag turns it on (its default).
 	NginxAnnotations bool
+	// SSLPassthrough honours the ssl-passthrough annotation (the proxy's
+	// --enable-ssl-passthrough); without it the annotation is reported and ignored.
+	SSLPassthrough bool
 }
 
 // EndpointSliceController is the endpointslice.kubernetes.io/managed-by value of the
@@ -359,6 +362,9 @@ func (b *builder) ingress(ing *networkingv1.Ingress, p parsedIngress) {
 		}
 		if rule.HTTP == nil {
 			continue
+		}
+		if opts.SSLPassthrough {
+			b.passthrough(id, ing.Namespace, host, rule.HTTP, opts)
 		}
 		for _, p := range rule.HTTP.Paths {
 			pt := string(networkingv1.PathTypeImplementationSpecific)
@@ -983,4 +989,35 @@ func p2proto(s *discoveryv1.EndpointSlice) corev1.Protocol {
 		return *s.Ports[0].Protocol
 	}
 	return ""
+}
+
+// passthrough makes host a TLS passthrough host of Ingress id: its TLS connections go,
+// undecrypted, to the backend of the rule's first path. Only an exact host of the Ingress's
+// own namespace (checked by the caller) can be one; the first Ingress to ask wins.
+func (b *builder) passthrough(id types.NamespacedName, ns, host string, rule *networkingv1.HTTPIngressRuleValue, opts Options) {
+	switch {
+	case !b.in.SSLPassthrough:
+		if k := (reportKey{id, "ssl-passthrough"}); !b.reported[k] {
+			b.reported[k] = true
+			b.problem(id, ReasonInvalidAnnotation, "ssl-passthrough needs the proxy's --enable-ssl-passthrough; the hosts are served with TLS terminated")
+		}
+		return
+	case host == "" || strings.HasPrefix(host, "*."):
+		b.problem(id, ReasonInvalidRule, "ssl-passthrough: host %q: passthrough routes by the exact name a client sends (SNI); a rule without a host or with a wildcard is not passed through", host)
+		return
+	case len(rule.Paths) == 0:
+		return
+	}
+	if prev, ok := b.t.passthrough[host]; ok {
+		b.problem(id, ReasonPathConflict, "ssl-passthrough: host %q is passed through to %s already", host, prev.Service)
+		return
+	}
+	be := b.backend(id, ns, &rule.Paths[0].Backend, opts)
+	if be == nil {
+		return
+	}
+	if b.t.passthrough == nil {
+		b.t.passthrough = map[string]*Backend{}
+	}
+	b.t.passthrough[host] = be
 }

@@ -21,6 +21,7 @@ func Annotations() []AnnotationInfo {
 		{"proxy-ssl-secret", "proxy-ssl-secret", "a Secret of the Ingress's namespace with ca.crt (CAs to verify the backend) and/or tls.crt and tls.key (client certificate)", "none", "a Secret of another namespace is refused; an unusable Secret makes the backend answer 502, never an unverified connection"},
 		{"proxy-ssl-verify", "proxy-ssl-verify", "on, off: verify the backend's certificate chain and name", "on when proxy-ssl-secret has ca.crt, else off", "ingress-nginx verifies only with on, even with a CA"},
 		{"proxy-ssl-name", "proxy-ssl-name", "the name the backend's certificate must hold (and the SNI)", "<service>.<namespace>.svc", "ingress-nginx's default is the upstream's internal name"},
+		{"ssl-passthrough", "ssl-passthrough", "true, false: TLS for the Ingress's hosts goes to the backend undecrypted, routed by SNI", "false", "needs the proxy's --enable-ssl-passthrough, as ingress-nginx's; exact hosts only; the backend is each rule's first path's; on the HTTPS listener no path, policy or header rule applies to those connections"},
 		{"proxy-ssl-server-name", "proxy-ssl-server-name", "on, off: send the name as SNI", "off", ""},
 		{"proxy-body-size", "proxy-body-size", "0 (unlimited), 1024, 512k, 8m, 1g", "--max-body-size", ""},
 		{"load-balance", "load-balance", "round-robin, least-request, ewma, hash", "round-robin", ""},

@@ -23,6 +23,8 @@ type Table struct {
 	// Default serves requests for hosts no Ingress names when no host-less rule matches; nil
 	// means 404.
 	Default *Route
+	// passthrough holds the TLS passthrough hosts (ssl-passthrough) and their backends.
+	passthrough map[string]*Backend
 
 	// Backends lists every backend the table routes to, sorted by Key.
 	Backends []*Backend
@@ -290,3 +292,15 @@ func normalizeHost(h string) string {
 	}
 	return h
 }
+
+// Passthrough returns the backend that TLS connections for server name sni go to without
+// being decrypted (ssl-passthrough), or nil when the proxy terminates them.
+func (t *Table) Passthrough(sni string) *Backend {
+	if len(t.passthrough) == 0 || sni == "" {
+		return nil
+	}
+	return t.passthrough[strings.ToLower(strings.TrimSuffix(sni, "."))]
+}
+
+// HasPassthrough reports whether any host is passed through.
+func (t *Table) HasPassthrough() bool { return len(t.passthrough) > 0 }
