@@ -342,9 +342,16 @@ func TestBasicAuthSecrets(t *testing.T) {
 	}
 }
 
-// TestDocsListEveryAnnotation keeps docs/proxy.md's annotation table true to the catalog.
+// TestDocsListEveryAnnotation keeps the annotation tables of docs/proxy.md and the README
+// true to the catalog.
 func TestDocsListEveryAnnotation(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/proxy.md")
+	for _, f := range []string{"../../docs/proxy.md", "../../README.md"} {
+		t.Run(f, func(t *testing.T) { docListsEveryAnnotation(t, f) })
+	}
+}
+
+func docListsEveryAnnotation(t *testing.T, file string) {
+	doc, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +364,7 @@ func TestDocsListEveryAnnotation(t *testing.T) {
 			row = "| `" + a.Name + "` | — |"
 		}
 		if !strings.Contains(string(doc), row) {
-			t.Errorf("docs/proxy.md has no row %s", row)
+			t.Errorf("%s has no row %s", file, row)
 		}
 	}
 }
