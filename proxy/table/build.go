@@ -15,6 +15,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 )
 
 // ControllerName is the spec.controller of the IngressClasses metalgate serves.
@@ -54,6 +56,19 @@ type Input struct {
 	// SSLPassthrough honours the ssl-passthrough annotation (the proxy's
 	// --enable-ssl-passthrough); without it the annotation is reported and ignored.
 	SSLPassthrough bool
+
+	// Gateway, when set, makes this the table of that one Gateway's proxy: it routes the
+	// HTTPRoutes attached to the Gateway's listeners (Table.Match) and computes their status
+	// (Table.Gateway); Ingresses and IngressClasses are not read, so Ingress host ownership
+	// and Gateway routes never meet in one table (docs/gateway.md).
+	Gateway *gatewayv1.Gateway
+	// HTTPRoutes are the candidates; only those with a parentRef naming Gateway are read.
+	HTTPRoutes []*gatewayv1.HTTPRoute
+	// ReferenceGrants allow backendRefs to Services of other namespaces.
+	ReferenceGrants []*gatewayv1beta1.ReferenceGrant
+	// Namespaces give the labels that allowedRoutes.namespaces.selector matches; a route of
+	// a namespace not listed is not selected.
+	Namespaces []*corev1.Namespace
 }
 
 // EndpointSliceController is the endpointslice.kubernetes.io/managed-by value of the
@@ -63,6 +78,9 @@ const EndpointSliceController = "endpointslice-controller.k8s.io"
 
 // Problem is something wrong with one Ingress; the rest of the table still works.
 type Problem struct {
+	// Kind is "" for an Ingress, "HTTPRoute" in a Gateway table (Ingress then names the
+	// HTTPRoute).
+	Kind    string
 	Ingress types.NamespacedName
 	Reason  string // CamelCase, for the Event
 	Message string
@@ -162,6 +180,14 @@ func Build(in Input) (*Table, []Problem) {
 	for _, s := range in.Secrets {
 		b.secrets[types.NamespacedName{Namespace: s.Namespace, Name: s.Name}] = s
 	}
+	if in.Gateway != nil {
+		b.buildGateway()
+		for i := range b.problems {
+			b.problems[i].Kind = "HTTPRoute"
+		}
+		b.finish()
+		return b.t, b.problems
+	}
 	ours, defaultIsOurs := Classes(in.Classes, in.Controller)
 	var owned []*networkingv1.Ingress
 	for _, ing := range in.Ingresses {
@@ -194,6 +220,12 @@ func Build(in Input) (*Table, []Problem) {
 	for i, ing := range owned {
 		b.t.Owned[i] = types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
 	}
+	b.finish()
+	return b.t, b.problems
+}
+
+// finish lists the backends and sorts the rules.
+func (b *builder) finish() {
 	for _, be := range b.backends {
 		b.t.Backends = append(b.t.Backends, be)
 	}
@@ -212,7 +244,6 @@ func Build(in Input) (*Table, []Problem) {
 			nr.anyHost.sort()
 		}
 	}
-	return b.t, b.problems
 }
 
 // first orders Ingresses for conflicts: not being deleted before being deleted, then older

@@ -25,6 +25,11 @@ type Table struct {
 	Default *Route
 	// passthrough holds the TLS passthrough hosts (ssl-passthrough) and their backends.
 	passthrough map[string]*Backend
+	// gateway holds the routes of a Gateway table (Input.Gateway set); Match reads it.
+	gateway *gatewayTable
+	// Gateway is the status a Gateway table computed (attachedRoutes, route parent
+	// statuses); nil for an Ingress table.
+	Gateway *GatewayStatus
 
 	// Backends lists every backend the table routes to, sorted by Key.
 	Backends []*Backend
@@ -49,6 +54,10 @@ type Route struct {
 	Regex *regexp.Regexp
 	// Canary, when set, takes the requests its rule selects to another backend.
 	Canary *Canary
+	// HTTPRoute is the HTTPRoute that defined a Gateway table's route (Ingress is empty
+	// then), and Match what else than host and path a request must carry to take it.
+	HTTPRoute types.NamespacedName
+	Match     *RequestMatch
 }
 
 // Backend is one Service port with its endpoints and balancing policy. Backends are shared
@@ -195,6 +204,17 @@ func (t *Table) Routes() []*Route {
 		add(hr)
 	}
 	add(t.anyHost)
+	if t.gateway != nil {
+		for _, ls := range t.gateway.ports {
+			for _, l := range ls {
+				for _, es := range l.hosts {
+					for _, e := range es {
+						out = append(out, e.r)
+					}
+				}
+			}
+		}
+	}
 	// A host-less route that serves only its namespace's hosts is in its namespace's rules
 	// alone; the others are in both.
 	seen := make(map[*Route]bool, len(out))
@@ -226,7 +246,10 @@ func (t *Table) Routes() []*Route {
 		if a.PathType != b.PathType {
 			return a.PathType < b.PathType
 		}
-		return a.Ingress.String() < b.Ingress.String()
+		if a.Ingress != b.Ingress {
+			return a.Ingress.String() < b.Ingress.String()
+		}
+		return a.HTTPRoute.String() < b.HTTPRoute.String()
 	})
 	return out
 }

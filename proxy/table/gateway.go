@@ -1,0 +1,723 @@
+package table
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// GatewayController is the controllerName of the GatewayClasses metalgate serves; it is the
+// controllerName of the route parent statuses a Gateway table computes (the same value as
+// controllers/gateway.ControllerName).
+const GatewayController gatewayv1.GatewayController = "metalgate.io/gateway-controller"
+
+const gatewayGroup = gatewayv1.GroupName
+
+// RequestMatch is what a request must carry besides its host and path to take a route: the
+// Gateway API method, header and query parameter matches, all exact. Ingress routes have none.
+type RequestMatch struct {
+	Method  string   // "" for any
+	Headers []Header // names canonical; the request's first value must equal Value
+	Query   []Header // names as written (case-sensitive); the first value must equal Value
+}
+
+func (m *RequestMatch) matches(r *http.Request, q url.Values) bool {
+	if m == nil {
+		return true
+	}
+	if m.Method != "" && r.Method != m.Method {
+		return false
+	}
+	for _, h := range m.Headers {
+		if v := r.Header.Values(h.Name); len(v) == 0 || v[0] != h.Value {
+			return false
+		}
+	}
+	for _, p := range m.Query {
+		if v, ok := q[p.Name]; !ok || len(v) == 0 || v[0] != p.Value {
+			return false
+		}
+	}
+	return true
+}
+
+// GatewayStatus is what a Gateway table computed for the Gateway's status writers (the
+// controller, or the proxy): a pure result of Build, written by nobody here.
+type GatewayStatus struct {
+	// AttachedRoutes counts, per listener name (every listener present), the HTTPRoutes
+	// attached to it: a parentRef selects it, its allowedRoutes admit the route, and their
+	// hostnames intersect.
+	AttachedRoutes map[string]int32
+	// Routes holds the parent statuses metalgate owns on each HTTPRoute with a parentRef
+	// naming the Gateway, sorted by namespace/name.
+	Routes []RouteStatus
+}
+
+// RouteStatus is one HTTPRoute's parent statuses for the table's Gateway: one per parentRef
+// naming it, with the Accepted and ResolvedRefs conditions (observedGeneration the route's,
+// lastTransitionTime left for the writer).
+type RouteStatus struct {
+	Route   types.NamespacedName
+	Parents []gatewayv1.RouteParentStatus
+}
+
+// gatewayTable routes a Gateway's requests: by the port they came in on, then the listener
+// with the most specific hostname matching the host, then the route hostname (exact, longest
+// wildcard, none), then the first route in Gateway API precedence whose matches hold.
+type gatewayTable struct {
+	ports map[int32][]*gwListener
+}
+
+type gwListener struct {
+	name     string
+	hostname string               // "" for any host
+	hosts    map[string][]gwEntry // by effective hostname: exact, "*.suffix", or "" for any
+}
+
+type gwEntry struct {
+	r   *Route
+	seq int // route order (oldest first, then namespace/name), rule, match
+}
+
+// Match returns the route of a Gateway table for request r that arrived on local port port
+// (the listener's), or nil (404). Ingress tables have no Gateway routes: nil. Lookup never
+// returns a Gateway route: it knows neither the port nor the request's method, headers and
+// query.
+func (t *Table) Match(port int32, r *http.Request) *Route {
+	if t.gateway == nil {
+		return nil
+	}
+	host := normalizeHost(r.Host)
+	for _, l := range t.gateway.ports[port] {
+		if !hostnameMatches(l.hostname, host) {
+			continue
+		}
+		entries, ok := l.hosts[host]
+		for i := 0; !ok && i < len(host); i++ {
+			if host[i] == '.' {
+				entries, ok = l.hosts["*"+host[i:]]
+			}
+		}
+		if !ok {
+			entries = l.hosts[""]
+		}
+		path := r.URL.Path
+		if path == "" {
+			path = "/"
+		}
+		q := r.URL.Query()
+		for _, e := range entries {
+			if e.r.PathType == "Exact" && e.r.Path != path || e.r.PathType != "Exact" && !prefixMatch(e.r.Path, path) {
+				continue
+			}
+			if e.r.Match.matches(r, q) {
+				return e.r
+			}
+		}
+		return nil // the most specific listener answers alone
+	}
+	return nil
+}
+
+// hostnameMatches reports whether a listener or route hostname ("" any, "*.s" any host under
+// s by one label or more, or exact) covers host.
+func hostnameMatches(pattern, host string) bool {
+	switch {
+	case pattern == "":
+		return true
+	case strings.HasPrefix(pattern, "*."):
+		return strings.HasSuffix(host, pattern[1:]) && len(host) > len(pattern)-1
+	}
+	return pattern == host
+}
+
+// intersect is the hostname a route hostname serves on a listener (Gateway API: the more
+// specific of the two when one covers the other), or false when they do not intersect.
+func intersect(listener, route string) (string, bool) {
+	switch {
+	case listener == "":
+		return route, true
+	case route == "":
+		return listener, true
+	case hostnameMatches(listener, route) || listener == route:
+		return route, true
+	case hostnameMatches(route, listener):
+		return listener, true
+	case strings.HasPrefix(listener, "*.") && strings.HasPrefix(route, "*.") && strings.HasSuffix(route, listener[1:]):
+		return route, true
+	case strings.HasPrefix(listener, "*.") && strings.HasPrefix(route, "*.") && strings.HasSuffix(listener, route[1:]):
+		return listener, true
+	}
+	return "", false
+}
+
+// specificity orders listener hostnames: exact first, then wildcards longest first, then any.
+func specificity(h string) int {
+	switch {
+	case h == "":
+		return -1
+	case strings.HasPrefix(h, "*."):
+		return len(h)
+	}
+	return 1 << 20
+}
+
+// gatewayRule is an HTTPRoute rule compiled once, before its listeners are known.
+type gatewayRule struct {
+	routes []*Route // one per match, Host not set
+}
+
+// buildGateway compiles the HTTPRoutes attached to Input.Gateway (Ingresses are not read).
+func (b *builder) buildGateway() {
+	gw := b.in.Gateway
+	st := &GatewayStatus{AttachedRoutes: map[string]int32{}}
+	gt := &gatewayTable{ports: map[int32][]*gwListener{}}
+	listeners := make([]*gwListener, len(gw.Spec.Listeners))
+	for i, l := range gw.Spec.Listeners {
+		st.AttachedRoutes[string(l.Name)] = 0
+		h := ""
+		if l.Hostname != nil {
+			h = strings.ToLower(string(*l.Hostname))
+		}
+		listeners[i] = &gwListener{name: string(l.Name), hostname: h, hosts: map[string][]gwEntry{}}
+		gt.ports[l.Port] = append(gt.ports[l.Port], listeners[i])
+	}
+	for _, ls := range gt.ports {
+		sort.SliceStable(ls, func(i, j int) bool { return specificity(ls[i].hostname) > specificity(ls[j].hostname) })
+	}
+	nsLabels := map[string]labels.Set{}
+	for _, ns := range b.in.Namespaces {
+		nsLabels[ns.Name] = ns.Labels
+	}
+	routes := append([]*gatewayv1.HTTPRoute(nil), b.in.HTTPRoutes...)
+	sort.SliceStable(routes, func(i, j int) bool {
+		a, c := routes[i], routes[j]
+		if !a.CreationTimestamp.Equal(&c.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&c.CreationTimestamp)
+		}
+		if a.Namespace != c.Namespace {
+			return a.Namespace < c.Namespace
+		}
+		return a.Name < c.Name
+	})
+	seq := 0
+	for _, hr := range routes {
+		id := types.NamespacedName{Namespace: hr.Namespace, Name: hr.Name}
+		var ours []int
+		for i, pr := range hr.Spec.ParentRefs {
+			if b.namesGateway(pr, hr.Namespace) {
+				ours = append(ours, i)
+			}
+		}
+		if len(ours) == 0 {
+			continue // another Gateway's route: not ours to route nor to write status on
+		}
+		rules, unsupported, refsReason, refsMsg := b.compileHTTPRoute(hr, id)
+		rs := RouteStatus{Route: id}
+		attached := map[int]bool{}
+		for _, i := range ours {
+			pr := hr.Spec.ParentRefs[i]
+			reason, msg, hosts := b.attach(gw, hr, pr, nsLabels)
+			ps := gatewayv1.RouteParentStatus{ParentRef: pr, ControllerName: GatewayController}
+			switch {
+			case reason != "":
+			case unsupported != "":
+				reason, msg = gatewayv1.RouteReasonUnsupportedValue, unsupported
+			}
+			for li, hs := range hosts {
+				if attached[li] {
+					continue
+				}
+				attached[li] = true
+				st.AttachedRoutes[listeners[li].name]++
+				if unsupported != "" {
+					continue // a route with a value metalgate does not implement serves nothing
+				}
+				for _, h := range hs {
+					for ri, rule := range rules {
+						for mi, tmpl := range rule.routes {
+							r := *tmpl
+							r.Host = h
+							listeners[li].hosts[h] = append(listeners[li].hosts[h], gwEntry{r: &r, seq: seq + ri<<16 + mi})
+						}
+					}
+				}
+			}
+			accepted := metav1.Condition{Type: string(gatewayv1.RouteConditionAccepted), Status: metav1.ConditionTrue,
+				Reason: string(gatewayv1.RouteReasonAccepted), Message: "attached to Gateway " + gw.Namespace + "/" + gw.Name, ObservedGeneration: hr.Generation}
+			if reason != "" {
+				accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, string(reason), msg
+			}
+			resolved := metav1.Condition{Type: string(gatewayv1.RouteConditionResolvedRefs), Status: metav1.ConditionTrue,
+				Reason: string(gatewayv1.RouteReasonResolvedRefs), Message: "every backendRef resolved", ObservedGeneration: hr.Generation}
+			if refsReason != "" {
+				resolved.Status, resolved.Reason, resolved.Message = metav1.ConditionFalse, string(refsReason), refsMsg
+			}
+			ps.Conditions = []metav1.Condition{accepted, resolved}
+			rs.Parents = append(rs.Parents, ps)
+		}
+		st.Routes = append(st.Routes, rs)
+		seq += 1 << 32
+	}
+	for _, l := range listeners {
+		for _, es := range l.hosts {
+			sort.SliceStable(es, func(i, j int) bool { return gwBefore(es[i], es[j]) })
+		}
+	}
+	sort.Slice(st.Routes, func(i, j int) bool { return st.Routes[i].Route.String() < st.Routes[j].Route.String() })
+	b.t.gateway, b.t.Gateway = gt, st
+}
+
+// gwBefore is Gateway API's match precedence: an Exact path, the longest prefix, a method,
+// the most header matches, the most query matches, then the older route, namespace/name,
+// the first rule and match.
+func gwBefore(a, c gwEntry) bool {
+	ra, rc := a.r, c.r
+	if ae, ce := ra.PathType == "Exact", rc.PathType == "Exact"; ae != ce {
+		return ae
+	}
+	if len(ra.Path) != len(rc.Path) {
+		return len(ra.Path) > len(rc.Path)
+	}
+	ma, mc := ra.Match, rc.Match
+	if (ma.Method != "") != (mc.Method != "") {
+		return ma.Method != ""
+	}
+	if len(ma.Headers) != len(mc.Headers) {
+		return len(ma.Headers) > len(mc.Headers)
+	}
+	if len(ma.Query) != len(mc.Query) {
+		return len(ma.Query) > len(mc.Query)
+	}
+	return a.seq < c.seq
+}
+
+// namesGateway reports whether a parentRef names the table's Gateway.
+func (b *builder) namesGateway(pr gatewayv1.ParentReference, routeNS string) bool {
+	if pr.Group != nil && string(*pr.Group) != gatewayGroup || pr.Kind != nil && *pr.Kind != "Gateway" {
+		return false
+	}
+	ns := routeNS
+	if pr.Namespace != nil {
+		ns = string(*pr.Namespace)
+	}
+	return ns == b.in.Gateway.Namespace && string(pr.Name) == b.in.Gateway.Name
+}
+
+// attach finds the listeners a parentRef of the route attaches to, with the hostnames the
+// route serves on each (by listener index), or the reason it attaches nowhere.
+func (b *builder) attach(gw *gatewayv1.Gateway, hr *gatewayv1.HTTPRoute, pr gatewayv1.ParentReference, nsLabels map[string]labels.Set) (gatewayv1.RouteConditionReason, string, map[int][]string) {
+	var selected []int
+	for i, l := range gw.Spec.Listeners {
+		if pr.SectionName != nil && *pr.SectionName != l.Name || pr.Port != nil && *pr.Port != l.Port {
+			continue
+		}
+		selected = append(selected, i)
+	}
+	if len(selected) == 0 {
+		return gatewayv1.RouteReasonNoMatchingParent, fmt.Sprintf("Gateway %s/%s has no listener%s", gw.Namespace, gw.Name, sectionText(pr)), nil
+	}
+	var allowed []int
+	var why []string
+	for _, i := range selected {
+		l := &gw.Spec.Listeners[i]
+		if w := routeRefused(l, gw.Namespace, hr.Namespace, nsLabels); w != "" {
+			why = append(why, fmt.Sprintf("listener %s: %s", l.Name, w))
+			continue
+		}
+		allowed = append(allowed, i)
+	}
+	if len(allowed) == 0 {
+		return gatewayv1.RouteReasonNotAllowedByListeners, strings.Join(why, "; "), nil
+	}
+	hosts := map[int][]string{}
+	for _, i := range allowed {
+		l := gw.Spec.Listeners[i]
+		lh := ""
+		if l.Hostname != nil {
+			lh = strings.ToLower(string(*l.Hostname))
+		}
+		var hs []string
+		if len(hr.Spec.Hostnames) == 0 {
+			hs = []string{lh}
+		}
+		for _, rh := range hr.Spec.Hostnames {
+			if h, ok := intersect(lh, strings.ToLower(string(rh))); ok {
+				hs = append(hs, h)
+			}
+		}
+		if len(hs) > 0 {
+			hosts[i] = hs
+		}
+	}
+	if len(hosts) == 0 {
+		return gatewayv1.RouteReasonNoMatchingListenerHostname, fmt.Sprintf("no hostname of the route intersects the hostname of listener%s", sectionText(pr)), nil
+	}
+	return "", "", hosts
+}
+
+func sectionText(pr gatewayv1.ParentReference) string {
+	s := ""
+	if pr.SectionName != nil {
+		s += fmt.Sprintf(" named %q", *pr.SectionName)
+	}
+	if pr.Port != nil {
+		s += fmt.Sprintf(" on port %d", *pr.Port)
+	}
+	return s
+}
+
+// routeRefused says why listener l of a Gateway in namespace gwNS does not admit an HTTPRoute
+// of namespace routeNS, or "".
+func routeRefused(l *gatewayv1.Listener, gwNS, routeNS string, nsLabels map[string]labels.Set) string {
+	if l.Protocol != gatewayv1.HTTPProtocolType && l.Protocol != gatewayv1.HTTPSProtocolType {
+		return fmt.Sprintf("protocol %s does not serve HTTPRoutes", l.Protocol)
+	}
+	from, ar := gatewayv1.NamespacesFromSame, l.AllowedRoutes
+	if ar != nil && ar.Namespaces != nil && ar.Namespaces.From != nil {
+		from = *ar.Namespaces.From
+	}
+	switch from {
+	case gatewayv1.NamespacesFromAll:
+	case gatewayv1.NamespacesFromSame:
+		if routeNS != gwNS {
+			return fmt.Sprintf("allowedRoutes admits only namespace %s", gwNS)
+		}
+	case gatewayv1.NamespacesFromSelector:
+		if ar.Namespaces.Selector == nil {
+			return "allowedRoutes.namespaces.selector is missing"
+		}
+		sel, err := metav1.LabelSelectorAsSelector(ar.Namespaces.Selector)
+		if err != nil {
+			return fmt.Sprintf("allowedRoutes.namespaces.selector: %v", err)
+		}
+		ls, ok := nsLabels[routeNS]
+		if !ok || !sel.Matches(ls) {
+			return fmt.Sprintf("namespace %s does not match allowedRoutes.namespaces.selector", routeNS)
+		}
+	default:
+		return fmt.Sprintf("allowedRoutes.namespaces.from %q is not supported", from)
+	}
+	if ar == nil || len(ar.Kinds) == 0 {
+		return ""
+	}
+	for _, k := range ar.Kinds {
+		if (k.Group == nil || string(*k.Group) == gatewayGroup) && k.Kind == "HTTPRoute" {
+			return ""
+		}
+	}
+	return "allowedRoutes.kinds does not list HTTPRoute"
+}
+
+// compileHTTPRoute compiles an HTTPRoute's rules into routes without a host. unsupported
+// says which value metalgate does not implement ("" when none: then the route is served);
+// refsReason and refsMsg say which backendRefs did not resolve ("" when all did).
+func (b *builder) compileHTTPRoute(hr *gatewayv1.HTTPRoute, id types.NamespacedName) (rules []gatewayRule, unsupported string, refsReason gatewayv1.RouteConditionReason, refsMsg string) {
+	var refProblems []string
+	for ri, rule := range hr.Spec.Rules {
+		field := fmt.Sprintf("spec.rules[%d]", ri)
+		opts, _ := parseOptions(nil, false) // the defaults: plain HTTP, round robin
+		var fullPath *string
+		if why := ruleUnsupported(rule); why != "" {
+			return nil, field + "." + why, "", ""
+		}
+		for fi, f := range rule.Filters {
+			ff := fmt.Sprintf("%s.filters[%d]", field, fi)
+			var why string
+			switch f.Type {
+			case gatewayv1.HTTPRouteFilterRequestHeaderModifier:
+				opts.Policy.RequestHeaders, why = headerEdits(f.RequestHeaderModifier)
+			case gatewayv1.HTTPRouteFilterResponseHeaderModifier:
+				opts.Policy.ResponseHeaders, why = headerEdits(f.ResponseHeaderModifier)
+			case gatewayv1.HTTPRouteFilterRequestRedirect:
+				opts.Policy.HTTPSRedirect, why = httpsRedirect(f.RequestRedirect)
+			case gatewayv1.HTTPRouteFilterURLRewrite:
+				why = urlRewrite(f.URLRewrite, &opts.Policy, &fullPath)
+			default:
+				why = fmt.Sprintf("filter type %s is not supported", f.Type)
+			}
+			if why != "" {
+				return nil, ff + ": " + why, "", ""
+			}
+		}
+		be, canary, reason, msg, why := b.ruleBackends(hr, id, rule, opts)
+		if why != "" {
+			return nil, field + ".backendRefs: " + why, "", ""
+		}
+		if reason != "" {
+			if refsReason == "" {
+				refsReason = reason
+			}
+			refProblems = append(refProblems, field+".backendRefs: "+msg)
+		}
+		matches := rule.Matches
+		if len(matches) == 0 {
+			matches = []gatewayv1.HTTPRouteMatch{{}}
+		}
+		var gr gatewayRule
+		for mi, m := range matches {
+			r, why := matchRoute(m)
+			if why != "" {
+				return nil, fmt.Sprintf("%s.matches[%d].%s", field, mi, why), "", ""
+			}
+			r.HTTPRoute, r.Backend, r.Canary, r.Options = id, be, canary, opts
+			if fullPath != nil && r.PathType != "Exact" {
+				// The data plane replaces a whole path by expanding a regular expression
+				// matching all of it; "$" in the target is literal.
+				r.Regex = matchAll
+				r.Options.Policy.Rewrite = &Rewrite{Target: strings.ReplaceAll(*fullPath, "$", "$$"), Regex: true}
+			}
+			gr.routes = append(gr.routes, r)
+		}
+		rules = append(rules, gr)
+	}
+	return rules, "", refsReason, strings.Join(refProblems, "; ")
+}
+
+// matchAll matches every path (a full-path URLRewrite on a prefix route).
+var matchAll = regexp.MustCompile(`^(?s).*$`)
+
+// ruleUnsupported names a rule field metalgate does not implement, or "".
+func ruleUnsupported(rule gatewayv1.HTTPRouteRule) string {
+	switch {
+	case rule.Timeouts != nil:
+		return "timeouts: not supported yet"
+	case rule.Retry != nil:
+		return "retry: not supported"
+	case rule.SessionPersistence != nil:
+		return "sessionPersistence: not supported"
+	}
+	return ""
+}
+
+// matchRoute makes the route of one HTTPRoute match: path, method, headers, query.
+func matchRoute(m gatewayv1.HTTPRouteMatch) (*Route, string) {
+	r := &Route{Path: "/", PathType: "Prefix", Match: &RequestMatch{}}
+	if p := m.Path; p != nil {
+		if p.Value != nil {
+			r.Path = *p.Value
+		}
+		if !strings.HasPrefix(r.Path, "/") {
+			return nil, fmt.Sprintf("path.value %q must start with /", r.Path)
+		}
+		switch t := gatewayv1.PathMatchPathPrefix; {
+		case p.Type != nil && *p.Type == gatewayv1.PathMatchExact:
+			r.PathType = "Exact"
+		case p.Type == nil || *p.Type == t:
+		default:
+			return nil, fmt.Sprintf("path.type %s is not supported (Exact and PathPrefix are)", *p.Type)
+		}
+	}
+	if m.Method != nil {
+		r.Match.Method = string(*m.Method)
+	}
+	for i, h := range m.Headers {
+		if h.Type != nil && *h.Type != gatewayv1.HeaderMatchExact {
+			return nil, fmt.Sprintf("headers[%d].type %s is not supported (Exact is)", i, *h.Type)
+		}
+		if !validHeaderName(string(h.Name)) {
+			return nil, fmt.Sprintf("headers[%d].name %q is not a header name", i, h.Name)
+		}
+		r.Match.Headers = append(r.Match.Headers, Header{Name: canonicalHeader(string(h.Name)), Value: h.Value})
+	}
+	for i, q := range m.QueryParams {
+		if q.Type != nil && *q.Type != gatewayv1.QueryParamMatchExact {
+			return nil, fmt.Sprintf("queryParams[%d].type %s is not supported (Exact is)", i, *q.Type)
+		}
+		r.Match.Query = append(r.Match.Query, Header{Name: string(q.Name), Value: q.Value})
+	}
+	return r, ""
+}
+
+// headerEdits maps a header modifier filter onto HeaderEdits. The framing and hop-by-hop
+// headers (and Host) stay the proxy's, as for the Ingress annotations.
+func headerEdits(f *gatewayv1.HTTPHeaderFilter) (HeaderEdits, string) {
+	var e HeaderEdits
+	if f == nil {
+		return e, "the filter's settings are missing"
+	}
+	check := func(n, v string) string {
+		if !validHeaderName(n) || protectedHeader(n) || !validHeaderValue(v) {
+			return fmt.Sprintf("header %q cannot be edited (invalid, or set only by the proxy)", n)
+		}
+		return ""
+	}
+	for _, h := range f.Set {
+		if why := check(string(h.Name), h.Value); why != "" {
+			return e, why
+		}
+		e.Set = append(e.Set, Header{Name: canonicalHeader(string(h.Name)), Value: h.Value})
+	}
+	for _, h := range f.Add {
+		if why := check(string(h.Name), h.Value); why != "" {
+			return e, why
+		}
+		e.Add = append(e.Add, Header{Name: canonicalHeader(string(h.Name)), Value: h.Value})
+	}
+	for _, n := range f.Remove {
+		if why := check(n, ""); why != "" {
+			return e, why
+		}
+		e.Remove = append(e.Remove, canonicalHeader(n))
+	}
+	return e, ""
+}
+
+// httpsRedirect maps a RequestRedirect onto what the data plane serves today: the redirect
+// of plain-HTTP requests to https:// on the same host and path (Policy.HTTPSRedirect).
+// Hostname, port and path redirects need a redirect that keeps the request's other parts,
+// which the data plane does not have yet.
+func httpsRedirect(f *gatewayv1.HTTPRequestRedirectFilter) (int, string) {
+	if f == nil {
+		return 0, "the filter's settings are missing"
+	}
+	if f.Scheme == nil || *f.Scheme != "https" || f.Hostname != nil || f.Port != nil || f.Path != nil {
+		return 0, "requestRedirect: only scheme https (with statusCode) is supported yet; hostname, port and path redirects are not"
+	}
+	code := http.StatusFound
+	if f.StatusCode != nil {
+		code = *f.StatusCode
+	}
+	switch code {
+	case 301, 302, 303, 307, 308:
+	default:
+		return 0, fmt.Sprintf("requestRedirect.statusCode %d is not a redirect", code)
+	}
+	return code, ""
+}
+
+// urlRewrite maps a URLRewrite onto UpstreamHost and Rewrite; a full-path replacement is
+// left in fullPath for the routes to compile.
+func urlRewrite(f *gatewayv1.HTTPURLRewriteFilter, p *Policy, fullPath **string) string {
+	if f == nil {
+		return "the filter's settings are missing"
+	}
+	if f.Hostname != nil {
+		p.UpstreamHost = string(*f.Hostname)
+	}
+	if pm := f.Path; pm != nil {
+		switch {
+		case pm.Type == gatewayv1.FullPathHTTPPathModifier && pm.ReplaceFullPath != nil:
+			*fullPath = pm.ReplaceFullPath
+			p.Rewrite = &Rewrite{Target: *pm.ReplaceFullPath}
+		case pm.Type == gatewayv1.PrefixMatchHTTPPathModifier && pm.ReplacePrefixMatch != nil:
+			p.Rewrite = &Rewrite{Target: *pm.ReplacePrefixMatch}
+		default:
+			return fmt.Sprintf("urlRewrite.path.type %s is not supported (or its value is missing)", pm.Type)
+		}
+	}
+	return ""
+}
+
+// ruleBackends resolves a rule's backendRefs: one backend, or two split by weight (the
+// canary split Ingresses use). An unresolved ref routes to a backend without endpoints
+// (503) and is reported in reason and msg; why names an unsupported value.
+func (b *builder) ruleBackends(hr *gatewayv1.HTTPRoute, id types.NamespacedName, rule gatewayv1.HTTPRouteRule, opts Options) (be *Backend, canary *Canary, reason gatewayv1.RouteConditionReason, msg, why string) {
+	type weighted struct {
+		be *Backend
+		w  int
+	}
+	var out []weighted
+	var msgs []string
+	for i, ref := range rule.BackendRefs {
+		if len(ref.Filters) > 0 {
+			return nil, nil, "", "", fmt.Sprintf("[%d].filters: backendRef filters are not supported", i)
+		}
+		w := 1
+		if ref.Weight != nil {
+			w = int(*ref.Weight)
+		}
+		rb, rr, m := b.gatewayBackend(hr, ref.BackendObjectReference, opts)
+		if rr != "" {
+			if reason == "" {
+				reason = rr
+			}
+			msgs = append(msgs, fmt.Sprintf("[%d]: %s", i, m))
+		}
+		if w > 0 {
+			out = append(out, weighted{rb, w})
+		}
+	}
+	msg = strings.Join(msgs, "; ")
+	switch len(out) {
+	case 0:
+		// No backend, or all of weight 0: the spec answers 500; the data plane 503.
+		return &Backend{Key: "unresolved:" + id.String()}, nil, reason, msg, ""
+	case 1:
+		return out[0].be, nil, reason, msg, ""
+	case 2:
+		return out[0].be, &Canary{CanaryRule: CanaryRule{Weight: out[1].w, WeightTotal: out[0].w + out[1].w}, Ingress: id, Backend: out[1].be}, reason, msg, ""
+	}
+	return nil, nil, "", "", "more than two backendRefs with a weight are not supported (a weighted split has two)"
+}
+
+// gatewayBackend resolves one backendRef: a Service port, in another namespace only with a
+// ReferenceGrant there. When it cannot, it returns a backend without endpoints and why.
+func (b *builder) gatewayBackend(hr *gatewayv1.HTTPRoute, ref gatewayv1.BackendObjectReference, opts Options) (*Backend, gatewayv1.RouteConditionReason, string) {
+	ns := hr.Namespace
+	if ref.Namespace != nil {
+		ns = string(*ref.Namespace)
+	}
+	svcID := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
+	none := &Backend{Key: "unresolved:" + svcID.String(), Service: svcID}
+	switch {
+	case ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Service":
+		g, k := "", "Service"
+		if ref.Group != nil {
+			g = string(*ref.Group)
+		}
+		if ref.Kind != nil {
+			k = string(*ref.Kind)
+		}
+		return none, gatewayv1.RouteReasonInvalidKind, fmt.Sprintf("kind %s of group %q is not a Service", k, g)
+	case ns != hr.Namespace && !b.granted(hr.Namespace, svcID):
+		return none, gatewayv1.RouteReasonRefNotPermitted, fmt.Sprintf("Service %s is in another namespace and no ReferenceGrant there allows HTTPRoutes of namespace %s", svcID, hr.Namespace)
+	case ref.Port == nil:
+		return none, gatewayv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s: port is required", svcID)
+	}
+	svc := b.services[svcID]
+	if svc == nil {
+		return none, gatewayv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s not found", svcID)
+	}
+	found := false
+	for _, p := range svc.Spec.Ports {
+		found = found || p.Port == *ref.Port
+	}
+	if !found {
+		return none, gatewayv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s has no port %d", svcID, *ref.Port)
+	}
+	id := types.NamespacedName{Namespace: hr.Namespace, Name: hr.Name}
+	ib := &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svcID.Name, Port: networkingv1.ServiceBackendPort{Number: *ref.Port}}}
+	return b.backend(id, ns, ib, opts), "", ""
+}
+
+// granted reports whether a ReferenceGrant in the Service's namespace lets HTTPRoutes of
+// namespace from refer to it.
+func (b *builder) granted(from string, svc types.NamespacedName) bool {
+	for _, g := range b.in.ReferenceGrants {
+		if g.Namespace != svc.Namespace {
+			continue
+		}
+		fromOK, toOK := false, false
+		for _, f := range g.Spec.From {
+			fromOK = fromOK || string(f.Group) == gatewayGroup && f.Kind == "HTTPRoute" && string(f.Namespace) == from
+		}
+		for _, t := range g.Spec.To {
+			toOK = toOK || t.Group == corev1.GroupName && t.Kind == "Service" && (t.Name == nil || string(*t.Name) == svc.Name)
+		}
+		if fromOK && toOK {
+			return true
+		}
+	}
+	return false
+}
