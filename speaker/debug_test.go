@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/speaker"
 	"github.com/metalgate/metalgate/speaker/bgp"
@@ -81,7 +82,7 @@ func TestDebugHandler(t *testing.T) {
 	defer srv.Close()
 	get := func(t *testing.T) string {
 		t.Helper()
-		resp, err := http.Get(srv.URL + speaker.DebugAnnouncementsPath)
+		resp, err := http.Get(srv.URL + contract.DebugAnnouncementsPath)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +187,7 @@ func TestDebugHandler(t *testing.T) {
 		t.Errorf("after the hold-down (-want +got):\n%s", diff)
 	}
 	// The Go type round-trips.
-	var typed speaker.Announcements
+	var typed contract.Announcements
 	if err := json.Unmarshal([]byte(body), &typed); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestDebugHandler(t *testing.T) {
 	}
 
 	// Only GET (and HEAD).
-	resp, err := http.Post(srv.URL+speaker.DebugAnnouncementsPath, "application/json", nil)
+	resp, err := http.Post(srv.URL+contract.DebugAnnouncementsPath, "application/json", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/speaker/membership"
 )
 
@@ -85,7 +86,7 @@ type Speaker struct {
 	mu    sync.Mutex
 	world *World
 
-	snapshot atomic.Pointer[[]AnnouncementStatus] // what the last Sync announced (Announcements)
+	snapshot atomic.Pointer[[]contract.AnnouncementStatus] // what the last Sync announced (Announcements)
 
 	// Owned by the goroutine calling Sync.
 	state     State           // the last decision's (Decide)

@@ -3,6 +3,7 @@ package speaker
 import (
 	"net/netip"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/speaker/election"
 )
 
@@ -14,9 +15,9 @@ type Mode string
 // it needs, belong to the mode's package (speaker/layer2, speaker/bgp).
 const (
 	// ModeLayer2: exactly one node (the elected owner) answers ARP/NDP for the address.
-	ModeLayer2 Mode = "layer2"
+	ModeLayer2 Mode = contract.ModeLayer2
 	// ModeBGP: every candidate node advertises the address to its BGP peers (ECMP).
-	ModeBGP Mode = "bgp"
+	ModeBGP Mode = contract.ModeBGP
 )
 
 // World is everything the speaker needs to know from the cluster, already translated from the

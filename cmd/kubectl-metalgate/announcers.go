@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 )
 
@@ -24,36 +25,18 @@ func speakerLabels() client.MatchingLabels {
 	return client.MatchingLabels{"app.kubernetes.io/name": "metalgate", "app.kubernetes.io/component": "speaker"}
 }
 
-// The speakers' debug endpoint: every speaker pod serves, on its metrics port, what its node
-// announces now.
+// The speakers' debug endpoint (contract.DebugAnnouncementsPath): every speaker pod serves, on
+// its metrics port, what its node announces now.
 const (
 	speakerPort          = 7472
-	speakerDebugPath     = "/debug/announcements"
-	modeLayer2, modeBGP  = "layer2", "bgp"
 	unknownAnnouncer     = "-"
 	maxAnnouncerListSize = 4
 )
 
-// nodeAnnouncements is the answer of GET /debug/announcements on a speaker.
-type nodeAnnouncements struct {
-	Node          string         `json:"node"`
-	Announcements []announcement `json:"announcements"`
-}
-
-// announcement is one VIP a node announces: by layer 2 on interfaces, or by BGP to peers
-// (BGPPeer names).
-type announcement struct {
-	Service    string   `json:"service"` // namespace/name
-	VIP        string   `json:"vip"`
-	Mode       string   `json:"mode"` // layer2 or bgp
-	Interfaces []string `json:"interfaces,omitempty"`
-	Peers      []string `json:"peers,omitempty"`
-}
-
 // speakerAnswer is what one speaker pod said, or why it said nothing.
 type speakerAnswer struct {
 	pod, node string
-	got       *nodeAnnouncements
+	got       *contract.Announcements
 	err       error
 }
 
@@ -77,16 +60,16 @@ func askSpeaker(ctx context.Context, pods podProxy, p *corev1.Pod) speakerAnswer
 		a.err = fmt.Errorf("pod is %s", podState(p))
 		return a
 	}
-	code, body, err := pods.Get(ctx, p.Namespace, p.Name, speakerPort, speakerDebugPath, nil)
+	code, body, err := pods.Get(ctx, p.Namespace, p.Name, speakerPort, contract.DebugAnnouncementsPath, nil)
 	switch {
 	case err != nil:
 		a.err = err
 	case code != http.StatusOK:
-		a.err = fmt.Errorf("GET %s: HTTP %d: %s", speakerDebugPath, code, shortBody(body))
+		a.err = fmt.Errorf("GET %s: HTTP %d: %s", contract.DebugAnnouncementsPath, code, shortBody(body))
 	default:
-		var na nodeAnnouncements
+		var na contract.Announcements
 		if err := json.Unmarshal(body, &na); err != nil {
-			a.err = fmt.Errorf("decode %s: %w", speakerDebugPath, err)
+			a.err = fmt.Errorf("decode %s: %w", contract.DebugAnnouncementsPath, err)
 			return a
 		}
 		if na.Node == "" {
@@ -151,8 +134,7 @@ func announcerView(answers []speakerAnswer, services []corev1.Service, pools []v
 				byKey[k] = r
 			}
 			r.nodes = appendUnique(r.nodes, a.got.Node)
-			r.via = appendUnique(r.via, an.Interfaces...)
-			r.via = appendUnique(r.via, an.Peers...)
+			r.via = appendUnique(r.via, an.Where...)
 			announced[vip] = true
 		}
 	}
@@ -172,7 +154,7 @@ func announcerView(answers []speakerAnswer, services []corev1.Service, pools []v
 		return a.mode < b.mode
 	})
 	for _, r := range rows {
-		if r.mode == modeLayer2 && len(r.nodes) > 1 {
+		if r.mode == contract.ModeLayer2 && len(r.nodes) > 1 {
 			warnings = append(warnings, fmt.Sprintf("VIP %s (%s) is announced by layer 2 from %d nodes at once (%s): clients flap between them; do the speakers reach each other (memberlist port 7946)?",
 				r.vip, r.service, len(r.nodes), strings.Join(r.nodes, ", ")))
 		}

@@ -14,15 +14,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/metalgate/metalgate/proxy/dataplane"
+	"github.com/metalgate/metalgate/api/contract"
 )
 
 // proxyAnswer is what one proxy pod said about an Ingress.
 type proxyAnswer struct {
 	proxy    proxyPod
-	backends *dataplane.Backends // set when the proxy serves the Ingress
-	notOurs  string              // the proxy's 404 message: it does not serve the Ingress
-	err      error               // no usable answer
+	backends *contract.Backends // set when the proxy serves the Ingress
+	notOurs  string             // the proxy's 404 message: it does not serve the Ingress
+	err      error              // no usable answer
 }
 
 // backends prints the live routing table of every proxy pod that serves the Ingress.
@@ -63,7 +63,7 @@ func askProxy(ctx context.Context, pods podProxy, p proxyPod, id string) proxyAn
 		a.err = fmt.Errorf("pod is %s", podState(p.pod))
 		return a
 	}
-	code, body, err := pods.Get(ctx, p.pod.Namespace, p.pod.Name, p.adminPort, dataplane.DebugBackendsPath, url.Values{"ingress": {id}})
+	code, body, err := pods.Get(ctx, p.pod.Namespace, p.pod.Name, p.adminPort, contract.DebugBackendsPath, url.Values{"ingress": {id}})
 	switch {
 	case err != nil:
 		a.err = err
@@ -72,9 +72,9 @@ func askProxy(ctx context.Context, pods podProxy, p proxyPod, id string) proxyAn
 	case code != http.StatusOK:
 		a.err = fmt.Errorf("HTTP %d: %s", code, shortBody(body))
 	default:
-		var b dataplane.Backends
+		var b contract.Backends
 		if err := json.Unmarshal(body, &b); err != nil {
-			a.err = fmt.Errorf("decode %s: %w", dataplane.DebugBackendsPath, err)
+			a.err = fmt.Errorf("decode %s: %w", contract.DebugBackendsPath, err)
 		} else {
 			a.backends = &b
 		}
@@ -143,7 +143,7 @@ func writeBackends(out io.Writer, id string, answers []proxyAnswer, now time.Tim
 }
 
 // readiness is the READY column: the EndpointSlice conditions.
-func readiness(e dataplane.Endpoint) string {
+func readiness(e contract.BackendEndpoint) string {
 	switch {
 	case e.Ready:
 		return "yes"
@@ -157,7 +157,7 @@ func readiness(e dataplane.Endpoint) string {
 
 // health is the HEALTHY column: the data plane's view; "-" when not routed at all, with the
 // reason when the proxy refuses the address.
-func health(e dataplane.Endpoint) string {
+func health(e contract.BackendEndpoint) string {
 	switch {
 	case e.Refused != "":
 		return "- (refused: " + e.Refused + ")"
@@ -169,7 +169,7 @@ func health(e dataplane.Endpoint) string {
 	return "no (ejected)"
 }
 
-func inFlight(e dataplane.Endpoint) string {
+func inFlight(e contract.BackendEndpoint) string {
 	if !e.Routed {
 		return "-"
 	}

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/proxy/dataplane"
 	"github.com/metalgate/metalgate/proxy/table"
@@ -154,7 +155,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
 		must(c.Status().Update(ctx, s))
-		s.Annotations = map[string]string{annotationPool: "announced"}
+		s.Annotations = map[string]string{contract.AnnotationAllocatedFromPool: "announced"}
 		must(c.Update(ctx, s))
 	}
 	lb("default", "web", "100.64.0.0", nil)
@@ -237,13 +238,13 @@ func TestAgainstAPIServer(t *testing.T) {
 	// The speaker on n1 announces web and the proxy by layer 2; the proxy serves a table built
 	// from the objects above.
 	speakerSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != speakerDebugPath {
+		if r.URL.Path != contract.DebugAnnouncementsPath {
 			http.NotFound(w, r)
 			return
 		}
-		_ = json.NewEncoder(w).Encode(nodeAnnouncements{Node: "n1", Announcements: []announcement{
-			{Service: "default/web", VIP: "100.64.0.0", Mode: modeLayer2, Interfaces: []string{"eth0"}},
-			{Service: "metalgate-system/metalgate-proxy", VIP: "100.64.0.2", Mode: modeLayer2, Interfaces: []string{"eth0"}},
+		_ = json.NewEncoder(w).Encode(contract.Announcements{Node: "n1", Announcements: []contract.AnnouncementStatus{
+			{Service: "default/web", VIP: "100.64.0.0", Mode: contract.ModeLayer2, Where: []string{"eth0"}},
+			{Service: "metalgate-system/metalgate-proxy", VIP: "100.64.0.2", Mode: contract.ModeLayer2, Where: []string{"eth0"}},
 		}})
 	}))
 	t.Cleanup(speakerSrv.Close)

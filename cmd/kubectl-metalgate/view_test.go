@@ -15,8 +15,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
-	"github.com/metalgate/metalgate/proxy/dataplane"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -33,14 +33,14 @@ func testPool(name string, addrs ...v1alpha1.AddressRange) v1alpha1.IPAddressPoo
 }
 
 func TestAnnouncerView(t *testing.T) {
-	l2 := func(svc, vip string, ifaces ...string) announcement {
-		return announcement{Service: svc, VIP: vip, Mode: modeLayer2, Interfaces: ifaces}
+	l2 := func(svc, vip string, ifaces ...string) contract.AnnouncementStatus {
+		return contract.AnnouncementStatus{Service: svc, VIP: vip, Mode: contract.ModeLayer2, Where: ifaces}
 	}
-	bgp := func(svc, vip string, peers ...string) announcement {
-		return announcement{Service: svc, VIP: vip, Mode: modeBGP, Peers: peers}
+	bgp := func(svc, vip string, peers ...string) contract.AnnouncementStatus {
+		return contract.AnnouncementStatus{Service: svc, VIP: vip, Mode: contract.ModeBGP, Where: peers}
 	}
-	node := func(name string, anns ...announcement) speakerAnswer {
-		return speakerAnswer{pod: "speaker-" + name, node: name, got: &nodeAnnouncements{Node: name, Announcements: anns}}
+	node := func(name string, anns ...contract.AnnouncementStatus) speakerAnswer {
+		return speakerAnswer{pod: "speaker-" + name, node: name, got: &contract.Announcements{Node: name, Announcements: anns}}
 	}
 	pools := []v1alpha1.IPAddressPool{testPool("p", "100.64.0.0/16", "2001:db8:100::/64")}
 	tests := []struct {
@@ -55,15 +55,15 @@ func TestAnnouncerView(t *testing.T) {
 			answers:  []speakerAnswer{node("n1", l2("a/web", "100.64.0.10", "eth0"), bgp("a/api", "2001:db8:100::1", "router")), node("n2", bgp("a/api", "2001:db8:100::1", "router", "backup")), node("n3")},
 			services: []corev1.Service{lbService("a", "web", "100.64.0.10"), lbService("a", "api", "2001:db8:100:0::1")},
 			wantRows: []announcerRow{
-				{vip: "100.64.0.10", service: "a/web", mode: modeLayer2, nodes: []string{"n1"}, via: []string{"eth0"}},
-				{vip: "2001:db8:100::1", service: "a/api", mode: modeBGP, nodes: []string{"n1", "n2"}, via: []string{"backup", "router"}},
+				{vip: "100.64.0.10", service: "a/web", mode: contract.ModeLayer2, nodes: []string{"n1"}, via: []string{"eth0"}},
+				{vip: "2001:db8:100::1", service: "a/api", mode: contract.ModeBGP, nodes: []string{"n1", "n2"}, via: []string{"backup", "router"}},
 			},
 		},
 		{
 			name:         "layer-2 VIP answered by two nodes",
 			answers:      []speakerAnswer{node("n2", l2("a/web", "100.64.0.10", "eth1")), node("n1", l2("a/web", "100.64.0.10", "eth0"))},
 			services:     []corev1.Service{lbService("a", "web", "100.64.0.10")},
-			wantRows:     []announcerRow{{vip: "100.64.0.10", service: "a/web", mode: modeLayer2, nodes: []string{"n1", "n2"}, via: []string{"eth0", "eth1"}}},
+			wantRows:     []announcerRow{{vip: "100.64.0.10", service: "a/web", mode: contract.ModeLayer2, nodes: []string{"n1", "n2"}, via: []string{"eth0", "eth1"}}},
 			wantWarnings: []string{"VIP 100.64.0.10 (a/web) is announced by layer 2 from 2 nodes at once (n1, n2): clients flap between them; do the speakers reach each other (memberlist port 7946)?"},
 		},
 		{
@@ -91,9 +91,9 @@ func TestAnnouncerView(t *testing.T) {
 
 func TestWriteAnnouncersAndAnnouncerOf(t *testing.T) {
 	rows := []announcerRow{
-		{vip: "100.64.0.10", service: "a/web", mode: modeLayer2, nodes: []string{"n1"}, via: []string{"eth0"}},
-		{vip: "100.64.0.11", service: "a/api", mode: modeBGP, nodes: []string{"n1", "n2", "n3", "n4", "n5"}, via: []string{"router"}},
-		{vip: "100.64.0.12", service: "a/x", mode: modeBGP, nodes: []string{"n1"}},
+		{vip: "100.64.0.10", service: "a/web", mode: contract.ModeLayer2, nodes: []string{"n1"}, via: []string{"eth0"}},
+		{vip: "100.64.0.11", service: "a/api", mode: contract.ModeBGP, nodes: []string{"n1", "n2", "n3", "n4", "n5"}, via: []string{"router"}},
+		{vip: "100.64.0.12", service: "a/x", mode: contract.ModeBGP, nodes: []string{"n1"}},
 	}
 	var out bytes.Buffer
 	if err := writeAnnouncers(&out, rows, []string{"something"}); err != nil {
@@ -348,8 +348,8 @@ func TestWriteBackends(t *testing.T) {
 	proxy := readyProxy("one", "metalgate-proxy-x", true)
 	proxy.pod.Spec.NodeName = "n2"
 	other := readyProxy("metalgate-system", "metalgate-proxy-y", true)
-	b := &dataplane.Backends{Ingress: "one/echo", Generation: 7, Applied: now.Add(-90 * time.Second), Routes: []dataplane.Route{
-		{Host: "one.demo.test", Path: "/", PathType: "Prefix", Service: "one/echo", Port: "http", Endpoints: []dataplane.Endpoint{
+	b := &contract.Backends{Ingress: "one/echo", Generation: 7, Applied: now.Add(-90 * time.Second), Routes: []contract.BackendRoute{
+		{Host: "one.demo.test", Path: "/", PathType: "Prefix", Service: "one/echo", Port: "http", Endpoints: []contract.BackendEndpoint{
 			{Address: "10.244.1.5:8080", Ready: true, Serving: true, Routed: true, Healthy: true, InFlight: 3},
 			{Address: "10.244.2.9:8080", Ready: true, Serving: true, Routed: true},
 			{Address: "10.244.3.2:8080", Serving: true, Terminating: true},

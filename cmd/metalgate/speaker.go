@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/cmd/metalgate/internal/version"
 	"github.com/metalgate/metalgate/controllers"
@@ -411,7 +412,7 @@ func newSpeakerManager(ctx context.Context, opts *speakerOptions, debug http.Han
 		// /metrics and /debug/announcements answer loopback (kubectl metalgate, through
 		// pods/portforward) and bearer tokens authorised for the path (Prometheus).
 		Metrics: metricsserver.Options{BindAddress: opts.MetricsAddr,
-			ExtraHandlers:  map[string]http.Handler{speaker.DebugAnnouncementsPath: debug},
+			ExtraHandlers:  map[string]http.Handler{contract.DebugAnnouncementsPath: debug},
 			FilterProvider: adminauth.FilterProvider(adminGuardOptions(nil, metrics.Registry, logr.FromContextOrDiscard(ctx)))},
 		HealthProbeBindAddress: opts.HealthAddr,
 		Cache:                  kube.CacheOptions(kube.Options{Namespace: opts.Namespace, SpeakerSelector: sel}),
@@ -454,7 +455,7 @@ func serveMetrics(addr string, reg metrics.RegistererGatherer, debug http.Handle
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.Handle(speaker.DebugAnnouncementsPath, debug)
+	mux.Handle(contract.DebugAnnouncementsPath, debug)
 	srv := &http.Server{Addr: addr, Handler: guard.Wrap(mux), ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

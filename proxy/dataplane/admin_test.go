@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/internal/adminauth"
 )
 
@@ -89,14 +90,14 @@ func TestAdminGuarded(t *testing.T) {
 		{name: "readiness probe", remote: node, path: "/readyz", want: 200},
 		{name: "readiness probe, stale", remote: node, path: "/readyz", ready: notReady, want: 503},
 		{name: "metrics from a pod", remote: pod, path: "/metrics", want: 401},
-		{name: "debug from a pod", remote: pod, path: DebugBackendsPath + "?ingress=a/b", want: 401},
-		{name: "debug from the node", remote: node, path: DebugBackendsPath + "?ingress=a/b", want: 401},
+		{name: "debug from a pod", remote: pod, path: contract.DebugBackendsPath + "?ingress=a/b", want: 401},
+		{name: "debug from the node", remote: node, path: contract.DebugBackendsPath + "?ingress=a/b", want: 401},
 		{name: "metrics with a bad token", remote: pod, path: "/metrics", token: "forged", want: 401},
 		{name: "metrics with the scraper's token", remote: pod, path: "/metrics", token: "scraper", want: 200},
-		{name: "debug with the scraper's token", remote: pod, path: DebugBackendsPath + "?ingress=a/b", token: "scraper", want: 403},
+		{name: "debug with the scraper's token", remote: pod, path: contract.DebugBackendsPath + "?ingress=a/b", token: "scraper", want: 403},
 		{name: "metrics from loopback", remote: loopback, path: "/metrics", want: 200},
 		// Loopback gets the handler's own answer (503: no table yet), not a refusal.
-		{name: "debug from loopback", remote: loopback, path: DebugBackendsPath + "?ingress=a/b", want: 503},
+		{name: "debug from loopback", remote: loopback, path: contract.DebugBackendsPath + "?ingress=a/b", want: 503},
 		{name: "unknown path from loopback", remote: loopback, path: "/debug/pprof/", want: 404},
 		{name: "unknown path from a pod", remote: pod, path: "/debug/pprof/", want: 401},
 	}

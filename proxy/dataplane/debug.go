@@ -11,56 +11,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/proxy/balancer"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
-// DebugBackendsPath is where the admin listener serves the live routes of one Ingress:
-// GET /debug/backends?ingress=<namespace>/<name>. kubectl metalgate backends reads it.
-const DebugBackendsPath = "/debug/backends"
-
-// Backends is the answer of DebugBackendsPath: the routes of one Ingress in the table the
-// proxy serves now, with what the data plane knows about each endpoint.
-type Backends struct {
-	Ingress string `json:"ingress"` // namespace/name
-	// Generation counts the tables installed since the proxy started (1 is the first);
-	// Applied is when this one was installed. Both are zero when unknown.
-	Generation uint64    `json:"generation"`
-	Applied    time.Time `json:"applied"`
-	Routes     []Route   `json:"routes"`
-}
-
-// Route is one rule of the Ingress as the proxy routes it.
-type Route struct {
-	Host     string `json:"host"`     // "" for any host
-	Path     string `json:"path"`     // normalised: "/foo/" of a Prefix rule is "/foo"
-	PathType string `json:"pathType"` // Exact, Prefix, ImplementationSpecific; Default for spec.defaultBackend
-	Service  string `json:"service"`  // namespace/name
-	Port     string `json:"port"`     // the Ingress's port: a number or a name
-	Protocol string `json:"protocol"`
-	Balance  string `json:"balance"`
-	// Endpoints are every endpoint of the Service port in its EndpointSlices, sorted by
-	// address; Routed says whether requests go to it.
-	Endpoints []Endpoint `json:"endpoints"`
-}
-
-// Endpoint is one backend address: its EndpointSlice conditions and the data plane's view.
-type Endpoint struct {
-	Address     string `json:"address"` // ip:port
-	Ready       bool   `json:"ready"`
-	Serving     bool   `json:"serving"`
-	Terminating bool   `json:"terminating"`
-	// Routed: the balancer picks it (ready, or serving while no endpoint is ready).
-	Routed bool `json:"routed"`
-	// Healthy: not ejected by passive health checks. Meaningful only when Routed.
-	Healthy  bool  `json:"healthy"`
-	InFlight int64 `json:"inFlight"`
-	// Refused says why the address is never routed: not a pod IP (loopback, link-local,
-	// ...) or from an EndpointSlice that is not trusted. Empty when it may be.
-	Refused string `json:"refused,omitempty"`
-}
-
-// Debug installs tables into a Server, counting them, and serves DebugBackendsPath from the
+// Debug installs tables into a Server, counting them, and serves contract.DebugBackendsPath from the
 // table in use. Pass its Swap where the Server's would go (the control plane's Options.Swap).
 type Debug struct {
 	s    *Server
@@ -88,12 +44,12 @@ func (d *Debug) Swap(t *table.Table) {
 
 // Route returns the admin route of the handler.
 func (d *Debug) Route() AdminRoute {
-	return AdminRoute{Pattern: "GET " + DebugBackendsPath, Handler: d}
+	return AdminRoute{Pattern: "GET " + contract.DebugBackendsPath, Handler: d}
 }
 
 // ServeHTTP answers GET /debug/backends?ingress=ns/name: 400 without a valid ingress
 // parameter, 503 before the first table, 404 when the Ingress is not in the table (this
-// proxy does not own it), else 200 with Backends as JSON.
+// proxy does not own it), else 200 with contract.Backends as JSON.
 func (d *Debug) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ns, name, ok := strings.Cut(r.URL.Query().Get("ingress"), "/")
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
@@ -121,16 +77,16 @@ func (d *Debug) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // backendsOf lists the routes of Ingress id in a compiled table, with live endpoint state.
-func backendsOf(rt *router, id types.NamespacedName, now time.Time) Backends {
-	out := Backends{Ingress: id.String(), Routes: []Route{}}
+func backendsOf(rt *router, id types.NamespacedName, now time.Time) contract.Backends {
+	out := contract.Backends{Ingress: id.String(), Routes: []contract.BackendRoute{}}
 	routes := append(rt.table.Routes(), rt.table.Defaults()...)
 	for _, r := range routes {
 		if r.Ingress != id {
 			continue
 		}
 		be := r.Backend
-		route := Route{Host: r.Host, Path: r.Path, PathType: r.PathType, Service: be.Service.String(), Port: be.Port,
-			Protocol: string(be.Protocol), Balance: be.Balance.String(), Endpoints: []Endpoint{}}
+		route := contract.BackendRoute{Host: r.Host, Path: r.Path, PathType: r.PathType, Service: be.Service.String(), Port: be.Port,
+			Protocol: string(be.Protocol), Balance: be.Balance.String(), Endpoints: []contract.BackendEndpoint{}}
 		live := map[string]*balancer.Endpoint{}
 		if p := rt.pools[be]; p != nil {
 			for _, e := range p.eps {
@@ -138,7 +94,7 @@ func backendsOf(rt *router, id types.NamespacedName, now time.Time) Backends {
 			}
 		}
 		for _, st := range be.States {
-			e := Endpoint{Address: st.Addr, Ready: st.Ready, Serving: st.Serving, Terminating: st.Terminating, Refused: st.Refused}
+			e := contract.BackendEndpoint{Address: st.Addr, Ready: st.Ready, Serving: st.Serving, Terminating: st.Terminating, Refused: st.Refused}
 			if le := live[st.Addr]; le != nil {
 				e.Routed, e.Healthy, e.InFlight = true, le.Healthy(now), le.InFlight()
 			}

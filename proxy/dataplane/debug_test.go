@@ -20,6 +20,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -108,7 +109,7 @@ func TestDebugBackends(t *testing.T) {
 	t.Cleanup(admin.Close)
 	get := func(query string) (int, string) {
 		t.Helper()
-		resp, err := http.Get(admin.URL + DebugBackendsPath + query)
+		resp, err := http.Get(admin.URL + contract.DebugBackendsPath + query)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,7 +164,7 @@ func TestDebugBackends(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("shop/web: %d %s", code, body)
 	}
-	var got Backends
+	var got contract.Backends
 	if err := json.Unmarshal([]byte(body), &got); err != nil {
 		t.Fatalf("decode %s: %v", body, err)
 	}
@@ -171,9 +172,9 @@ func TestDebugBackends(t *testing.T) {
 		t.Errorf("applied = %v, want about now", got.Applied)
 	}
 	got.Applied = time.Time{}
-	want := Backends{Ingress: "shop/web", Generation: 2, Routes: []Route{
+	want := contract.Backends{Ingress: "shop/web", Generation: 2, Routes: []contract.BackendRoute{
 		{Host: "a.test", Path: "/", PathType: "Prefix", Service: "shop/web", Port: "http", Protocol: "http", Balance: "round-robin",
-			Endpoints: []Endpoint{
+			Endpoints: []contract.BackendEndpoint{
 				{Address: blocking.Listener.Addr().String(), Ready: true, Serving: true, Routed: true, Healthy: true, InFlight: 1},
 				{Address: "127.0.0.2:" + portOf(blocking.Listener.Addr().String())},
 				{Address: "127.0.0.3:" + portOf(blocking.Listener.Addr().String()), Serving: true, Terminating: true},
@@ -181,7 +182,7 @@ func TestDebugBackends(t *testing.T) {
 					Refused: "link-local address"},
 			}},
 		{Host: "a.test", Path: "/api", PathType: "Exact", Service: "shop/api", Port: "80", Protocol: "http", Balance: "round-robin",
-			Endpoints: []Endpoint{{Address: closed, Ready: true, Serving: true, Routed: true, Healthy: false}}},
+			Endpoints: []contract.BackendEndpoint{{Address: closed, Ready: true, Serving: true, Routed: true, Healthy: false}}},
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("shop/web (-want +got):\n%s", diff)
@@ -205,7 +206,7 @@ func TestDebugBackends(t *testing.T) {
 			}
 		})
 	}
-	if resp, err := http.Post(admin.URL+DebugBackendsPath+"?ingress=shop/web", "text/plain", nil); err != nil {
+	if resp, err := http.Post(admin.URL+contract.DebugBackendsPath+"?ingress=shop/web", "text/plain", nil); err != nil {
 		t.Fatal(err)
 	} else if resp.Body.Close(); resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST: %d, want 405", resp.StatusCode)
