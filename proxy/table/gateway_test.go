@@ -596,3 +596,30 @@ func TestGatewayTableIgnoresIngresses(t *testing.T) {
 		t.Errorf("Ingress route to %s", tab.Lookup("a.example.com", "/").Backend.Key)
 	}
 }
+
+// Status is written only for the parentRefs naming the table's Gateway, one each, in order;
+// a route attached twice to one listener counts once.
+func TestGatewayRouteParents(t *testing.T) {
+	r := httpRoute("infra", "r", 0, []parent{{ns: "infra", name: "other-gw", section: "http"}, onGW("http"), onGW("nope"), {ns: "infra", name: "gw", port: 80}},
+		nil, toBackend("", "web"))
+	tab, _ := Build(gatewayWorld([]*gatewayv1.HTTPRoute{r}))
+	if len(tab.Gateway.Routes) != 1 || len(tab.Gateway.Routes[0].Parents) != 3 {
+		t.Fatalf("route statuses = %+v, want one route with 3 parents", tab.Gateway.Routes)
+	}
+	ps := tab.Gateway.Routes[0].Parents
+	if *ps[0].ParentRef.SectionName != "http" || *ps[1].ParentRef.SectionName != "nope" || *ps[2].ParentRef.Port != 80 {
+		t.Errorf("parentRefs = %+v", ps)
+	}
+	id := types.NamespacedName{Namespace: "infra", Name: "r"}
+	for i, want := range []string{"True/Accepted", "False/NoMatchingParent", "True/Accepted"} {
+		if got := condition(tab.Gateway, id, i, gatewayv1.RouteConditionAccepted); got != want {
+			t.Errorf("parent %d Accepted = %s, want %s", i, got, want)
+		}
+	}
+	if n := tab.Gateway.AttachedRoutes["http"]; n != 1 {
+		t.Errorf("attachedRoutes[http] = %d, want 1", n)
+	}
+	if n := len(tab.Routes()); n != 1 {
+		t.Errorf("%d routes, want 1 (one listener, one rule)", n)
+	}
+}
