@@ -121,13 +121,3 @@ func (b *P2C) less(x, y *Endpoint) bool {
 	}
 	return x.InFlight() < y.InFlight()
 }
-
-// Find returns the endpoint with address addr, or nil. Affinity uses it to honour a cookie.
-func Find(eps []*Endpoint, addr string) *Endpoint {
-	for _, e := range eps {
-		if e.Addr == addr {
-			return e
-		}
-	}
-	return nil
-}
