@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/metalgate/metalgate/allocator"
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 )
 
@@ -103,7 +104,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			return ctrl.Result{}, fmt.Errorf("update IPAddressPool status: %w", err)
 		}
 		if overlap.Status == metav1.ConditionTrue && !wasOverlapping {
-			r.Recorder.Eventf(&pool, nil, corev1.EventTypeWarning, ReasonPoolOverlap, "Validate", "%s", overlap.Message)
+			r.Recorder.Eventf(&pool, nil, corev1.EventTypeWarning, contract.ReasonPoolOverlap, "Validate", "%s", overlap.Message)
 		}
 	}
 	return ctrl.Result{RequeueAfter: poolResync}, nil

@@ -6,8 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
-	"github.com/metalgate/metalgate/controllers"
 )
 
 // TestMetalLBAliases runs Services annotated as MetalLB users annotate them (metallb.io/… and
@@ -29,22 +29,22 @@ func TestMetalLBAliases(t *testing.T) {
 		wantIPs string
 		warn    string // substring of an InvalidRequest Warning event
 	}{
-		{desc: "metallb.io/address-pool", name: "a", opts: []svcOpt{withAnnotation(controllers.AnnotationMetalLBAddressPool, "alias-a")}, wantIPs: "10.202.0.0"},
-		{desc: "metallb.universe.tf/address-pool", name: "b", opts: []svcOpt{withAnnotation(controllers.AnnotationMetalLBLegacyAddressPool, "alias-b")}, wantIPs: "10.202.1.0"},
-		{desc: "metallb.io/loadBalancerIPs", name: "c", opts: []svcOpt{withAnnotation(controllers.AnnotationMetalLBLoadBalancerIPs, "10.202.0.5")}, wantIPs: "10.202.0.5"},
+		{desc: "metallb.io/address-pool", name: "a", opts: []svcOpt{withAnnotation(contract.AnnotationMetalLBAddressPool, "alias-a")}, wantIPs: "10.202.0.0"},
+		{desc: "metallb.universe.tf/address-pool", name: "b", opts: []svcOpt{withAnnotation(contract.AnnotationMetalLBLegacyAddressPool, "alias-b")}, wantIPs: "10.202.1.0"},
+		{desc: "metallb.io/loadBalancerIPs", name: "c", opts: []svcOpt{withAnnotation(contract.AnnotationMetalLBLoadBalancerIPs, "10.202.0.5")}, wantIPs: "10.202.0.5"},
 		{desc: "metalgate.io wins over metallb.io, and the Warning says so", name: "d",
-			opts:    []svcOpt{withAnnotation(controllers.AnnotationAddressPool, "alias-a"), withAnnotation(controllers.AnnotationMetalLBAddressPool, "alias-b")},
+			opts:    []svcOpt{withAnnotation(contract.AnnotationAddressPool, "alias-a"), withAnnotation(contract.AnnotationMetalLBAddressPool, "alias-b")},
 			wantIPs: "10.202.0.1", warn: `annotation metallb.io/address-pool="alias-b" is ignored: metalgate.io/address-pool="alias-a" takes precedence`},
 		{desc: "metallb.io wins over metallb.universe.tf", name: "e",
-			opts:    []svcOpt{withAnnotation(controllers.AnnotationMetalLBAddressPool, "alias-b"), withAnnotation(controllers.AnnotationMetalLBLegacyAddressPool, "alias-a")},
+			opts:    []svcOpt{withAnnotation(contract.AnnotationMetalLBAddressPool, "alias-b"), withAnnotation(contract.AnnotationMetalLBLegacyAddressPool, "alias-a")},
 			wantIPs: "10.202.1.1", warn: `annotation metallb.universe.tf/address-pool="alias-a" is ignored: metallb.io/address-pool="alias-b" takes precedence`},
 		{desc: "sharing key by metallb.io", name: "f",
-			opts:    []svcOpt{withAnnotation(controllers.AnnotationMetalLBAllowSharedIP, "k"), withAnnotation(controllers.AnnotationMetalLBAddressPool, "alias-b"), withPort(corev1.ProtocolTCP, 443)},
+			opts:    []svcOpt{withAnnotation(contract.AnnotationMetalLBAllowSharedIP, "k"), withAnnotation(contract.AnnotationMetalLBAddressPool, "alias-b"), withPort(corev1.ProtocolTCP, 443)},
 			wantIPs: "10.202.1.2"},
 		{desc: "same key by metallb.universe.tf shares", name: "g",
-			opts:    []svcOpt{withAnnotation(controllers.AnnotationMetalLBLegacyAllowSharedIP, "k"), withAnnotation(controllers.AnnotationMetalLBLegacyLoadBalancerIPs, "10.202.1.2"), withPort(corev1.ProtocolUDP, 443)},
+			opts:    []svcOpt{withAnnotation(contract.AnnotationMetalLBLegacyAllowSharedIP, "k"), withAnnotation(contract.AnnotationMetalLBLegacyLoadBalancerIPs, "10.202.1.2"), withPort(corev1.ProtocolUDP, 443)},
 			wantIPs: "10.202.1.2"},
-		{desc: "a bad alias is named", name: "h", opts: []svcOpt{withAnnotation(controllers.AnnotationMetalLBLoadBalancerIPs, "not-an-ip")},
+		{desc: "a bad alias is named", name: "h", opts: []svcOpt{withAnnotation(contract.AnnotationMetalLBLoadBalancerIPs, "not-an-ip")},
 			warn: `metadata.annotations[metallb.io/loadBalancerIPs]: "not-an-ip" is not an IP address`},
 	}
 	for _, st := range steps {
@@ -54,7 +54,7 @@ func TestMetalLBAliases(t *testing.T) {
 				waitIPs(t, ns, st.name, st.wantIPs)
 			}
 			if st.warn != "" {
-				warning(t, ns, st.name, controllers.ReasonInvalidRequest, st.warn)
+				warning(t, ns, st.name, contract.ReasonInvalidRequest, st.warn)
 			}
 			if st.wantIPs == "" {
 				if got := ips(getService(t, ns, st.name)); got != "" {

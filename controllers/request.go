@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/metalgate/metalgate/allocator"
+	"github.com/metalgate/metalgate/api/contract"
 )
 
 // serviceKey is the allocator key of a Service.
@@ -23,8 +24,8 @@ func buildRequest(svc *corev1.Service, nsLabels map[string]string) (allocator.Re
 		Namespace:       svc.Namespace,
 		NamespaceLabels: nsLabels,
 		ServiceLabels:   svc.Labels,
-		Pool:            annotationValue(svc, AnnotationAddressPool),
-		SharingKey:      annotationValue(svc, AnnotationAllowSharedIP),
+		Pool:            annotationValue(svc, contract.AnnotationAddressPool),
+		SharingKey:      annotationValue(svc, contract.AnnotationAllowSharedIP),
 		BackendKey:      backendKey(svc),
 	}
 	for _, p := range svc.Spec.Ports {
@@ -67,7 +68,7 @@ func buildRequest(svc *corev1.Service, nsLabels map[string]string) (allocator.Re
 // spec.loadBalancerIP. It returns the field it read so an error can name it.
 func requestedAddresses(svc *corev1.Service) ([]netip.Addr, string, error) {
 	field, raw := "", ""
-	if key, v, ok := annotation(svc, AnnotationLoadBalancerIPs); ok {
+	if key, v, ok := annotation(svc, contract.AnnotationLoadBalancerIPs); ok {
 		field, raw = "metadata.annotations["+key+"]", v
 	} else if svc.Spec.LoadBalancerIP != "" {
 		field, raw = "spec.loadBalancerIP", svc.Spec.LoadBalancerIP
@@ -94,9 +95,9 @@ func requestedAddresses(svc *corev1.Service) ([]netip.Addr, string, error) {
 	return out, field, nil
 }
 
-// annotation returns the first of AnnotationKeys(name) present on svc, with its value.
+// annotation returns the first of contract.AnnotationKeys(name) present on svc, with its value.
 func annotation(svc *corev1.Service, name string) (key, value string, ok bool) {
-	for _, k := range AnnotationKeys(name) {
+	for _, k := range contract.AnnotationKeys(name) {
 		if v, ok := svc.Annotations[k]; ok {
 			return k, v, true
 		}
@@ -115,12 +116,12 @@ func annotationValue(svc *corev1.Service, name string) string {
 // metallb.universe.tf), one sentence each; none when the names present agree.
 func AnnotationConflicts(svc *corev1.Service) []string {
 	var out []string
-	for _, name := range []string{AnnotationLoadBalancerIPs, AnnotationAddressPool, AnnotationAllowSharedIP} {
+	for _, name := range []string{contract.AnnotationLoadBalancerIPs, contract.AnnotationAddressPool, contract.AnnotationAllowSharedIP} {
 		key, v, ok := annotation(svc, name)
 		if !ok {
 			continue
 		}
-		for _, k := range AnnotationKeys(name) {
+		for _, k := range contract.AnnotationKeys(name) {
 			other, set := svc.Annotations[k]
 			if !set || k == key || sameAnnotationValue(name, v, other) {
 				continue
@@ -133,7 +134,7 @@ func AnnotationConflicts(svc *corev1.Service) []string {
 
 // sameAnnotationValue compares two values of annotation name: address lists as sets.
 func sameAnnotationValue(name, a, b string) bool {
-	if name != AnnotationLoadBalancerIPs {
+	if name != contract.AnnotationLoadBalancerIPs {
 		return strings.TrimSpace(a) == strings.TrimSpace(b)
 	}
 	set := func(s string) string {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/metalgate/metalgate/allocator"
+	"github.com/metalgate/metalgate/api/contract"
 )
 
 func TestClaimName(t *testing.T) {
@@ -62,7 +63,7 @@ func TestBuildRequest(t *testing.T) {
 		{
 			name: "annotations, dual stack, ETP Local",
 			svc: base(func(s *corev1.Service) {
-				s.Annotations = map[string]string{AnnotationLoadBalancerIPs: " 2001:db8::5, 192.0.2.5", AnnotationAddressPool: "p", AnnotationAllowSharedIP: "k"}
+				s.Annotations = map[string]string{contract.AnnotationLoadBalancerIPs: " 2001:db8::5, 192.0.2.5", contract.AnnotationAddressPool: "p", contract.AnnotationAllowSharedIP: "k"}
 				s.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
 				s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
 				s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
@@ -82,7 +83,7 @@ func TestBuildRequest(t *testing.T) {
 		{
 			name: "bad annotation names the field",
 			svc: base(func(s *corev1.Service) {
-				s.Annotations = map[string]string{AnnotationLoadBalancerIPs: "192.0.2.1,nope"}
+				s.Annotations = map[string]string{contract.AnnotationLoadBalancerIPs: "192.0.2.1,nope"}
 			}),
 			wantErr: `metadata.annotations[metalgate.io/loadBalancerIPs]: "nope" is not an IP address`,
 		},
@@ -133,25 +134,25 @@ func TestMetalLBAnnotations(t *testing.T) {
 		{name: "none"},
 		{
 			name: "metallb.io",
-			ann: map[string]string{AnnotationMetalLBAddressPool: "p", AnnotationMetalLBAllowSharedIP: "k",
-				AnnotationMetalLBLoadBalancerIPs: "192.0.2.1"},
+			ann: map[string]string{contract.AnnotationMetalLBAddressPool: "p", contract.AnnotationMetalLBAllowSharedIP: "k",
+				contract.AnnotationMetalLBLoadBalancerIPs: "192.0.2.1"},
 			wantPool: "p", wantKey: "k", wantAddrs: "192.0.2.1",
 		},
 		{
 			name: "metallb.universe.tf",
-			ann: map[string]string{AnnotationMetalLBLegacyAddressPool: " p ", AnnotationMetalLBLegacyAllowSharedIP: "k",
-				AnnotationMetalLBLegacyLoadBalancerIPs: "2001:db8::1, 192.0.2.1"},
+			ann: map[string]string{contract.AnnotationMetalLBLegacyAddressPool: " p ", contract.AnnotationMetalLBLegacyAllowSharedIP: "k",
+				contract.AnnotationMetalLBLegacyLoadBalancerIPs: "2001:db8::1, 192.0.2.1"},
 			wantPool: "p", wantKey: "k", wantAddrs: "2001:db8::1,192.0.2.1",
 		},
 		{
 			name: "all three agree: no conflict",
-			ann: map[string]string{AnnotationAddressPool: "p", AnnotationMetalLBAddressPool: "p ", AnnotationMetalLBLegacyAddressPool: "p",
-				AnnotationLoadBalancerIPs: "192.0.2.1,2001:db8::1", AnnotationMetalLBLoadBalancerIPs: "2001:db8::1, 192.0.2.1"},
+			ann: map[string]string{contract.AnnotationAddressPool: "p", contract.AnnotationMetalLBAddressPool: "p ", contract.AnnotationMetalLBLegacyAddressPool: "p",
+				contract.AnnotationLoadBalancerIPs: "192.0.2.1,2001:db8::1", contract.AnnotationMetalLBLoadBalancerIPs: "2001:db8::1, 192.0.2.1"},
 			wantPool: "p", wantAddrs: "192.0.2.1,2001:db8::1",
 		},
 		{
 			name:     "metalgate.io wins",
-			ann:      map[string]string{AnnotationAddressPool: "a", AnnotationMetalLBAddressPool: "b", AnnotationMetalLBLegacyAddressPool: "c"},
+			ann:      map[string]string{contract.AnnotationAddressPool: "a", contract.AnnotationMetalLBAddressPool: "b", contract.AnnotationMetalLBLegacyAddressPool: "c"},
 			wantPool: "a",
 			wantConflicts: []string{
 				`annotation metallb.io/address-pool="b" is ignored: metalgate.io/address-pool="a" takes precedence (metalgate.io, then metallb.io, then metallb.universe.tf)`,
@@ -160,24 +161,24 @@ func TestMetalLBAnnotations(t *testing.T) {
 		},
 		{
 			name:          "metallb.io before metallb.universe.tf",
-			ann:           map[string]string{AnnotationMetalLBAllowSharedIP: "new", AnnotationMetalLBLegacyAllowSharedIP: "old"},
+			ann:           map[string]string{contract.AnnotationMetalLBAllowSharedIP: "new", contract.AnnotationMetalLBLegacyAllowSharedIP: "old"},
 			wantKey:       "new",
 			wantConflicts: []string{`annotation metallb.universe.tf/allow-shared-ip="old" is ignored: metallb.io/allow-shared-ip="new" takes precedence (metalgate.io, then metallb.io, then metallb.universe.tf)`},
 		},
 		{
 			name:          "an empty metalgate.io annotation still wins, and says so",
-			ann:           map[string]string{AnnotationAddressPool: "", AnnotationMetalLBAddressPool: "b"},
+			ann:           map[string]string{contract.AnnotationAddressPool: "", contract.AnnotationMetalLBAddressPool: "b"},
 			wantConflicts: []string{`annotation metallb.io/address-pool="b" is ignored: metalgate.io/address-pool="" takes precedence (metalgate.io, then metallb.io, then metallb.universe.tf)`},
 		},
 		{
 			name:      "an alias wins over spec.loadBalancerIP, as metalgate.io's name does",
-			ann:       map[string]string{AnnotationMetalLBLegacyLoadBalancerIPs: "192.0.2.7"},
+			ann:       map[string]string{contract.AnnotationMetalLBLegacyLoadBalancerIPs: "192.0.2.7"},
 			lbIP:      "192.0.2.8",
 			wantAddrs: "192.0.2.7",
 		},
 		{
 			name:    "a bad alias names its own key",
-			ann:     map[string]string{AnnotationMetalLBLoadBalancerIPs: "192.0.2.1,nope", AnnotationMetalLBLegacyLoadBalancerIPs: "192.0.2.1"},
+			ann:     map[string]string{contract.AnnotationMetalLBLoadBalancerIPs: "192.0.2.1,nope", contract.AnnotationMetalLBLegacyLoadBalancerIPs: "192.0.2.1"},
 			wantErr: `metadata.annotations[metallb.io/loadBalancerIPs]: "nope" is not an IP address`,
 			wantConflicts: []string{
 				`annotation metallb.universe.tf/loadBalancerIPs="192.0.2.1" is ignored: metallb.io/loadBalancerIPs="192.0.2.1,nope" takes precedence (metalgate.io, then metallb.io, then metallb.universe.tf)`,
@@ -185,7 +186,7 @@ func TestMetalLBAnnotations(t *testing.T) {
 		},
 		{
 			name:      "a bad alias behind a good metalgate.io annotation is not read",
-			ann:       map[string]string{AnnotationLoadBalancerIPs: "192.0.2.1", AnnotationMetalLBLoadBalancerIPs: "nope"},
+			ann:       map[string]string{contract.AnnotationLoadBalancerIPs: "192.0.2.1", contract.AnnotationMetalLBLoadBalancerIPs: "nope"},
 			wantAddrs: "192.0.2.1",
 			wantConflicts: []string{
 				`annotation metallb.io/loadBalancerIPs="nope" is ignored: metalgate.io/loadBalancerIPs="192.0.2.1" takes precedence (metalgate.io, then metallb.io, then metallb.universe.tf)`,

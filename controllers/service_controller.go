@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/metalgate/metalgate/allocator"
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 )
 
@@ -114,12 +115,12 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	areq, err := buildRequest(&svc, ns.Labels)
 	if conflicts := AnnotationConflicts(&svc); len(conflicts) > 0 {
 		// The annotation of highest precedence is used either way; the others should go.
-		r.Recorder.Eventf(&svc, nil, corev1.EventTypeWarning, ReasonInvalidRequest, "Allocate", "%s", strings.Join(conflicts, "; "))
+		r.Recorder.Eventf(&svc, nil, corev1.EventTypeWarning, contract.ReasonInvalidRequest, "Allocate", "%s", strings.Join(conflicts, "; "))
 	}
 	if err != nil {
 		// The user must edit the Service; its current addresses stay as they are.
 		r.Metrics.Failures.WithLabelValues("invalid_request").Inc()
-		r.Recorder.Eventf(&svc, nil, corev1.EventTypeWarning, ReasonInvalidRequest, "Allocate", "%v", err)
+		r.Recorder.Eventf(&svc, nil, corev1.EventTypeWarning, contract.ReasonInvalidRequest, "Allocate", "%v", err)
 		logger.Info("invalid address request", "reason", err.Error())
 		return ctrl.Result{}, nil
 	}
@@ -163,12 +164,12 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 
 	r.setPending(req.NamespacedName, false)
 	before := statusAddresses(&svc)
-	if svc.Annotations[AnnotationAllocatedFromPool] != asg.Pool {
+	if svc.Annotations[contract.AnnotationAllocatedFromPool] != asg.Pool {
 		patch := client.MergeFrom(svc.DeepCopy())
 		if svc.Annotations == nil {
 			svc.Annotations = map[string]string{}
 		}
-		svc.Annotations[AnnotationAllocatedFromPool] = asg.Pool
+		svc.Annotations[contract.AnnotationAllocatedFromPool] = asg.Pool
 		if err := r.Client.Patch(ctx, &svc, patch); err != nil {
 			return ctrl.Result{}, fmt.Errorf("record pool on Service: %w", err)
 		}
@@ -182,7 +183,7 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	// A deferred write was made (and announced) by an earlier reconcile.
 	if !deferred && !slices.Equal(before, asg.Addresses) {
 		r.Metrics.Allocations.Inc()
-		r.Recorder.Eventf(&svc, nil, corev1.EventTypeNormal, ReasonAllocated, "Allocate",
+		r.Recorder.Eventf(&svc, nil, corev1.EventTypeNormal, contract.ReasonAllocated, "Allocate",
 			"Assigned %s from pool %s", joinAddrs(asg.Addresses), asg.Pool)
 		logger.Info("assigned addresses", "addresses", joinAddrs(asg.Addresses), "pool", asg.Pool)
 	}
@@ -200,7 +201,7 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 func (r *ServiceReconciler) fail(ctx context.Context, svc *corev1.Service, err error) error {
 	reason := failureReason(err)
 	r.Metrics.Failures.WithLabelValues(reason).Inc()
-	r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, ReasonAllocationFailed, "Allocate", "%v", err)
+	r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, contract.ReasonAllocationFailed, "Allocate", "%v", err)
 	log.FromContext(ctx).Info("allocation failed", "reason", err.Error())
 	key := serviceKey(svc.Namespace, svc.Name)
 	if err := r.release(ctx, key); err != nil {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/controllers"
 )
@@ -27,7 +28,7 @@ func TestAssignsFromPool(t *testing.T) {
 	waitIPs(t, ns, "web", "192.0.2.0")
 
 	s := getService(t, ns, "web")
-	if got := s.Annotations[controllers.AnnotationAllocatedFromPool]; got != "assign" {
+	if got := s.Annotations[contract.AnnotationAllocatedFromPool]; got != "assign" {
 		t.Errorf("pool annotation = %q, want %q", got, "assign")
 	}
 	if m := s.Status.LoadBalancer.Ingress[0].IPMode; m == nil || *m != corev1.LoadBalancerIPModeVIP {
@@ -86,23 +87,23 @@ func TestRequests(t *testing.T) {
 		warn    string // substring of a Warning event, when allocation must fail
 	}{
 		{desc: "first free of the first pool", name: "a", wantIPs: "198.51.100.10"},
-		{desc: "requested address by annotation", name: "b", opts: []svcOpt{withAnnotation(controllers.AnnotationLoadBalancerIPs, "198.51.100.12")}, wantIPs: "198.51.100.12"},
-		{desc: "requested address held by another Service", name: "c", opts: []svcOpt{withAnnotation(controllers.AnnotationLoadBalancerIPs, "198.51.100.12")}, warn: "198.51.100.12"},
+		{desc: "requested address by annotation", name: "b", opts: []svcOpt{withAnnotation(contract.AnnotationLoadBalancerIPs, "198.51.100.12")}, wantIPs: "198.51.100.12"},
+		{desc: "requested address held by another Service", name: "c", opts: []svcOpt{withAnnotation(contract.AnnotationLoadBalancerIPs, "198.51.100.12")}, warn: "198.51.100.12"},
 		{desc: "spec.loadBalancerIP honoured", name: "d", opts: []svcOpt{func(s *corev1.Service) { s.Spec.LoadBalancerIP = "203.0.113.3" }}, wantIPs: "203.0.113.3"},
-		{desc: "autoAssign false pool by name", name: "e", opts: []svcOpt{withAnnotation(controllers.AnnotationAddressPool, "req-manual")}, wantIPs: "203.0.113.0"},
-		{desc: "address in no pool", name: "f", opts: []svcOpt{withAnnotation(controllers.AnnotationLoadBalancerIPs, "192.0.2.77")}, warn: "192.0.2.77"},
-		{desc: "unknown pool", name: "g", opts: []svcOpt{withAnnotation(controllers.AnnotationAddressPool, "nope")}, warn: "nope"},
-		{desc: "bad requested address names the field", name: "h", opts: []svcOpt{withAnnotation(controllers.AnnotationLoadBalancerIPs, "not-an-ip")}, warn: controllers.AnnotationLoadBalancerIPs},
+		{desc: "autoAssign false pool by name", name: "e", opts: []svcOpt{withAnnotation(contract.AnnotationAddressPool, "req-manual")}, wantIPs: "203.0.113.0"},
+		{desc: "address in no pool", name: "f", opts: []svcOpt{withAnnotation(contract.AnnotationLoadBalancerIPs, "192.0.2.77")}, warn: "192.0.2.77"},
+		{desc: "unknown pool", name: "g", opts: []svcOpt{withAnnotation(contract.AnnotationAddressPool, "nope")}, warn: "nope"},
+		{desc: "bad requested address names the field", name: "h", opts: []svcOpt{withAnnotation(contract.AnnotationLoadBalancerIPs, "not-an-ip")}, warn: contract.AnnotationLoadBalancerIPs},
 		{desc: "IPv6 single stack", name: "i", opts: []svcOpt{withFamilies(corev1.IPFamilyPolicySingleStack, corev1.IPv6Protocol)}, wantIPs: "2001:db8:1::"},
 		{desc: "dual stack from one pool fails over to single when preferred", name: "j", opts: []svcOpt{withFamilies(corev1.IPFamilyPolicyPreferDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol)}, wantIPs: "198.51.100.11"},
 		{desc: "require dual stack without a dual pool", name: "k", opts: []svcOpt{withFamilies(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol)}, warn: "IPv"},
 		{desc: "pool exhausted", name: "l", warn: "exhausted"},
-		{desc: "sharing key, other port", name: "m", opts: []svcOpt{withAnnotation(controllers.AnnotationAllowSharedIP, "k1"), withAnnotation(controllers.AnnotationAddressPool, "req-manual"), withPort(corev1.ProtocolTCP, 443)}, wantIPs: "203.0.113.1"},
-		{desc: "same key, disjoint port shares", name: "n", opts: []svcOpt{withAnnotation(controllers.AnnotationAllowSharedIP, "k1"), withAnnotation(controllers.AnnotationLoadBalancerIPs, "203.0.113.1"), withPort(corev1.ProtocolUDP, 443)}, wantIPs: "203.0.113.1"},
-		{desc: "same key, same port refused", name: "o", opts: []svcOpt{withAnnotation(controllers.AnnotationAllowSharedIP, "k1"), withAnnotation(controllers.AnnotationLoadBalancerIPs, "203.0.113.1"), withPort(corev1.ProtocolTCP, 443)}, warn: "443"},
+		{desc: "sharing key, other port", name: "m", opts: []svcOpt{withAnnotation(contract.AnnotationAllowSharedIP, "k1"), withAnnotation(contract.AnnotationAddressPool, "req-manual"), withPort(corev1.ProtocolTCP, 443)}, wantIPs: "203.0.113.1"},
+		{desc: "same key, disjoint port shares", name: "n", opts: []svcOpt{withAnnotation(contract.AnnotationAllowSharedIP, "k1"), withAnnotation(contract.AnnotationLoadBalancerIPs, "203.0.113.1"), withPort(corev1.ProtocolUDP, 443)}, wantIPs: "203.0.113.1"},
+		{desc: "same key, same port refused", name: "o", opts: []svcOpt{withAnnotation(contract.AnnotationAllowSharedIP, "k1"), withAnnotation(contract.AnnotationLoadBalancerIPs, "203.0.113.1"), withPort(corev1.ProtocolTCP, 443)}, warn: "443"},
 		{desc: "other class ignored", name: "p", opts: []svcOpt{func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("example.com/other") }}},
 		// One worker takes Services in order: once "q" has its address, "p" has been seen.
-		{desc: "next Service after the ignored one", name: "q", opts: []svcOpt{withAnnotation(controllers.AnnotationAddressPool, "req-manual")}, wantIPs: "203.0.113.2"},
+		{desc: "next Service after the ignored one", name: "q", opts: []svcOpt{withAnnotation(contract.AnnotationAddressPool, "req-manual")}, wantIPs: "203.0.113.2"},
 	}
 	for _, st := range steps {
 		t.Run(st.desc, func(t *testing.T) {
@@ -129,7 +130,7 @@ func TestPoolEditReallocates(t *testing.T) {
 	startController(t)
 	p := pool(t, "edit", nil, "192.0.2.64/30", "192.0.2.128/30")
 	ns := namespace(t, nil)
-	service(t, ns, "keep", withAnnotation(controllers.AnnotationLoadBalancerIPs, "192.0.2.129"))
+	service(t, ns, "keep", withAnnotation(contract.AnnotationLoadBalancerIPs, "192.0.2.129"))
 	service(t, ns, "move")
 	waitIPs(t, ns, "keep", "192.0.2.129")
 	waitIPs(t, ns, "move", "192.0.2.64")
@@ -315,7 +316,7 @@ func TestStaleClaimReclaimed(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), stale) })
 	startController(t)
-	s := service(t, ns, "wants-it", withAnnotation(controllers.AnnotationLoadBalancerIPs, "192.0.2.241"))
+	s := service(t, ns, "wants-it", withAnnotation(contract.AnnotationLoadBalancerIPs, "192.0.2.241"))
 	waitIPs(t, ns, "wants-it", "192.0.2.241")
 	var claim v1alpha1.IPAddressClaim
 	if err := k8sClient.Get(context.Background(), types.NamespacedName{Name: stale.Name}, &claim); err != nil {
@@ -365,7 +366,7 @@ func TestPendingServiceGetsReleasedAddress(t *testing.T) {
 	service(t, ns, "second")
 	waitIPs(t, ns, "second", "192.0.2.253")
 	service(t, ns, "third")
-	warning(t, ns, "third", controllers.ReasonAllocationFailed, "exhausted")
+	warning(t, ns, "third", contract.ReasonAllocationFailed, "exhausted")
 	if err := k8sClient.Delete(context.Background(), first); err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
-	"github.com/metalgate/metalgate/controllers"
 )
 
 // TestSharingAcrossNamespaces: a sharing key does not reach into another namespace unless the
@@ -24,7 +24,7 @@ func TestSharingAcrossNamespaces(t *testing.T) {
 	}, "203.0.113.72/30")
 	teamA, teamB := namespace(t, nil), namespace(t, nil)
 	share := func(key, pool string, port int32, more ...svcOpt) []svcOpt {
-		return append([]svcOpt{withAnnotation(controllers.AnnotationAllowSharedIP, key), withAnnotation(controllers.AnnotationAddressPool, pool),
+		return append([]svcOpt{withAnnotation(contract.AnnotationAllowSharedIP, key), withAnnotation(contract.AnnotationAddressPool, pool),
 			withPort(corev1.ProtocolTCP, port)}, more...)
 	}
 	for _, st := range []struct {
@@ -35,7 +35,7 @@ func TestSharingAcrossNamespaces(t *testing.T) {
 		{"team-a/web, key k, within pool", teamA, "web", share("k", "share-within", 80), "203.0.113.64", ""},
 		{"team-b/evil, same key, same pool: its own address", teamB, "evil", share("k", "share-within", 443), "203.0.113.65", ""},
 		{"team-b/evil2 asks for team-a's address with the same key: refused", teamB, "evil2",
-			share("k", "share-within", 8443, withAnnotation(controllers.AnnotationLoadBalancerIPs, "203.0.113.64")), "", "another namespace"},
+			share("k", "share-within", 8443, withAnnotation(contract.AnnotationLoadBalancerIPs, "203.0.113.64")), "", "another namespace"},
 		{"team-a/api, same key, same namespace: shares", teamA, "api", share("k", "share-within", 8080), "203.0.113.64", ""},
 		{"team-a/db, key d, across pool", teamA, "db", share("d", "share-across", 5432), "203.0.113.72", ""},
 		{"team-b/db2, same key, across pool: shares (MetalLB's behaviour, allowed by the pool)", teamB, "db2", share("d", "share-across", 3306), "203.0.113.72", ""},

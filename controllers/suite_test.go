@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/controllers"
 )
@@ -314,7 +315,7 @@ func assertNoAddressHeldTwice(t *testing.T) {
 		for _, i := range s.Status.LoadBalancer.Ingress {
 			a := netip.MustParseAddr(i.IP)
 			key := ""
-			for _, k := range controllers.AnnotationKeys(controllers.AnnotationAllowSharedIP) { // and MetalLB's names
+			for _, k := range contract.AnnotationKeys(contract.AnnotationAllowSharedIP) { // and MetalLB's names
 				if v, ok := s.Annotations[k]; ok {
 					key = v
 					break

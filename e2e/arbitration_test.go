@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/e2e/lab"
-	"github.com/metalgate/metalgate/proxy/controlplane"
 )
 
 // arbitrationTenants are the demo's tenants (config/demo/<ns>): each its own proxy
@@ -90,7 +90,7 @@ func TestArbitration(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if svc.Annotations[controlplane.AnnotationProxyWatchNamespaces] != "*" || svc.Labels[controlplane.LabelProxy] != "true" {
+			if svc.Annotations[contract.AnnotationProxyWatchNamespaces] != "*" || svc.Labels[contract.LabelProxy] != "true" {
 				return fmt.Errorf("labels %v, annotations %v", svc.Labels, svc.Annotations)
 			}
 			return nil
@@ -115,7 +115,7 @@ func TestArbitration(t *testing.T) {
 		t.Helper()
 		for _, ns := range arbitrationTenants {
 			eventually(t, 2*time.Minute, "StatusYielded on "+ns+"/echo", func() error {
-				n, msgs, err := proxyEvents(ctx, cs, ns, "echo", controlplane.ReasonYielded, since)
+				n, msgs, err := proxyEvents(ctx, cs, ns, "echo", contract.ReasonYielded, since)
 				if err != nil {
 					return err
 				}
@@ -131,7 +131,7 @@ func TestArbitration(t *testing.T) {
 	noConflicts := func(since time.Time) {
 		t.Helper()
 		for _, ns := range arbitrationTenants {
-			for _, reason := range []string{controlplane.ReasonStatusConflict, controlplane.ReasonForeignWriter} {
+			for _, reason := range []string{contract.ReasonStatusConflict, contract.ReasonForeignWriter} {
 				if n, msgs, err := proxyEvents(ctx, cs, ns, "echo", reason, since); err != nil || n != 0 {
 					t.Errorf("Ingress %s/echo: %d %s event(s) %q (%v), want none", ns, n, reason, msgs, err)
 				}

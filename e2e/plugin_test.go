@@ -22,9 +22,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/e2e/lab"
-	"github.com/metalgate/metalgate/proxy/controlplane"
 	"github.com/metalgate/metalgate/speaker/election"
 )
 
@@ -303,7 +303,7 @@ func TestPlugin(t *testing.T) {
 		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rival"}, &ing); err != nil {
 			t.Fatal(err)
 		}
-		ing.Annotations = map[string]string{controlplane.AnnotationStatusOwner: ns + "/metalgate-proxy"}
+		ing.Annotations = map[string]string{contract.AnnotationStatusOwner: ns + "/metalgate-proxy"}
 		if err := cl.Update(ctx, &ing); err != nil {
 			t.Fatal(err)
 		}

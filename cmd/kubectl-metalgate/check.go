@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/proxy/controlplane"
 	"github.com/metalgate/metalgate/proxy/table"
@@ -119,7 +120,7 @@ func readClusterState(ctx context.Context, c client.Reader, namespace string) (c
 	if err := c.List(ctx, &slices); err != nil {
 		return s, fmt.Errorf("list EndpointSlices: %w", err)
 	}
-	for _, reason := range []string{controlplane.ReasonStatusConflict, controlplane.ReasonForeignWriter} {
+	for _, reason := range []string{contract.ReasonStatusConflict, contract.ReasonForeignWriter} {
 		var events corev1.EventList
 		if err := c.List(ctx, &events, client.MatchingFields{"reason": reason}); err != nil {
 			return s, fmt.Errorf("list %s events: %w", reason, err)
@@ -291,7 +292,7 @@ func conflictFindings(events []corev1.Event, now time.Time) []finding {
 	}
 	by := map[string]*latest{}
 	for _, ev := range events {
-		if ev.Reason != controlplane.ReasonStatusConflict && ev.Reason != controlplane.ReasonForeignWriter ||
+		if ev.Reason != contract.ReasonStatusConflict && ev.Reason != contract.ReasonForeignWriter ||
 			ev.Type != corev1.EventTypeWarning || ev.InvolvedObject.Kind != "Ingress" {
 			continue
 		}
@@ -317,14 +318,14 @@ func conflictFindings(events []corev1.Event, now time.Time) []finding {
 	var out []finding
 	for k, l := range by {
 		_, ing, _ := strings.Cut(k, " ")
-		if l.reason == controlplane.ReasonForeignWriter {
+		if l.reason == contract.ReasonForeignWriter {
 			out = append(out, finding{severityError, "Ingress " + ing,
 				fmt.Sprintf("a metalgate proxy stopped writing its status (%s, %s ago): %s", l.reason, now.Sub(l.at).Round(time.Second), l.msg),
-				fmt.Sprintf("another controller claims its IngressClass: keep one, or say which writes the status with annotation %s (docs/proxy.md, \"Two proxies, one class\")", controlplane.AnnotationStatusOwner)})
+				fmt.Sprintf("another controller claims its IngressClass: keep one, or say which writes the status with annotation %s (docs/proxy.md, \"Two proxies, one class\")", contract.AnnotationStatusOwner)})
 			continue
 		}
 		out = append(out, finding{severityError, "Ingress " + ing,
-			fmt.Sprintf("status conflict: %d %s event(s), last %s ago: %s", l.count, controlplane.ReasonStatusConflict, now.Sub(l.at).Round(time.Second), l.msg),
+			fmt.Sprintf("status conflict: %d %s event(s), last %s ago: %s", l.count, contract.ReasonStatusConflict, now.Sub(l.at).Round(time.Second), l.msg),
 			"two controllers claim its IngressClass (another ingress controller, or two metalgate proxies watching one namespace); keep one"})
 	}
 	return out
@@ -390,8 +391,8 @@ func proxyCandidates(s clusterState) ([]controlplane.Candidate, []finding) {
 		ns, _, _ := strings.Cut(svc, "/")
 		out = append(out, finding{severityWarning, "Service " + svc,
 			fmt.Sprintf("metalgate proxy %s publishes this Service's address but the Service does not announce it (label %s): the other metalgate proxies of controller %s cannot yield to it, and the status of Ingresses both serve may change back and forth",
-				pods[0], controlplane.LabelProxy, pods[0].controller),
-			fmt.Sprintf("its leader writes the announcement and needs patch on this Service (config/proxy grants it for metalgate-proxy only); kubectl get events -n %s --field-selector reason=%s", ns, controlplane.ReasonAnnounceFailed)})
+				pods[0], contract.LabelProxy, pods[0].controller),
+			fmt.Sprintf("its leader writes the announcement and needs patch on this Service (config/proxy grants it for metalgate-proxy only); kubectl get events -n %s --field-selector reason=%s", ns, contract.ReasonAnnounceFailed)})
 	}
 	return cands, out
 }
@@ -428,7 +429,7 @@ func publishService(p proxyPod, services []corev1.Service) string {
 // cannot write).
 func arbitrationFindings(ing *networkingv1.Ingress, controller string, classless bool, cands []controlplane.Candidate, vips map[string]bool) []finding {
 	obj := "Ingress " + ing.Namespace + "/" + ing.Name
-	if owner := ing.Annotations[controlplane.AnnotationStatusOwner]; owner != "" {
+	if owner := ing.Annotations[contract.AnnotationStatusOwner]; owner != "" {
 		return nil // the user chose the writer
 	}
 	d := controlplane.Arbitrate(cands, controlplane.Subject{Namespace: ing.Namespace, Controller: controller, Classless: classless})
@@ -442,7 +443,7 @@ func arbitrationFindings(ing *networkingv1.Ingress, controller string, classless
 	}
 	out := []finding{{severityWarning, obj,
 		fmt.Sprintf("%d metalgate proxies serve it: %s publishes its status (%s); %s", len(d.Serving), w, strings.Join(w.Addresses, ","), strings.Join(yields, "; ")),
-		fmt.Sprintf("a cluster-wide proxy as a fallback is fine: the status stays put and the others still route it (docs/proxy.md, \"Two proxies, one class\"); otherwise narrow their --watch-namespace or remove them, or pick the writer with annotation %s", controlplane.AnnotationStatusOwner)}}
+		fmt.Sprintf("a cluster-wide proxy as a fallback is fine: the status stays put and the others still route it (docs/proxy.md, \"Two proxies, one class\"); otherwise narrow their --watch-namespace or remove them, or pick the writer with annotation %s", contract.AnnotationStatusOwner)}}
 	var have []string
 	others := true
 	for _, lb := range ing.Status.LoadBalancer.Ingress {

@@ -17,10 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metalgate/metalgate/allocator"
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 )
-
-const annotationPool = "metalgate.io/ip-allocated-from-pool"
 
 // pools prints each pool's usage per family, from the status the controller writes.
 func pools(ctx context.Context, e *env, out io.Writer) error {
@@ -107,7 +106,7 @@ func allocations(ctx context.Context, e *env, out io.Writer) error {
 		if len(addrs) == 0 {
 			addrs = []string{"<pending>"}
 		}
-		pool := s.Annotations[annotationPool]
+		pool := s.Annotations[contract.AnnotationAllocatedFromPool]
 		if pool == "" {
 			pool = "-"
 		}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/metalgate/metalgate/allocator"
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/controllers"
 )
@@ -377,7 +378,7 @@ func sharedAcrossNamespaces(pools []*unstructured.Unstructured, services []*unst
 	type holder struct{ ns, name string }
 	byAddr := map[string][]holder{} // "address|key"
 	for _, svc := range services {
-		key := firstAnnotation(svc.GetAnnotations(), controllers.AnnotationKeys(controllers.AnnotationAllowSharedIP))
+		key := firstAnnotation(svc.GetAnnotations(), contract.AnnotationKeys(contract.AnnotationAllowSharedIP))
 		if key == "" {
 			continue
 		}
@@ -472,8 +473,8 @@ func serviceReport(svc *unstructured.Unstructured, origin string) *objectReport 
 	}
 	ann := svc.GetAnnotations()
 	rep := &objectReport{title: "Service " + objectName(svc), from: origin}
-	for _, name := range []string{controllers.AnnotationLoadBalancerIPs, controllers.AnnotationAddressPool, controllers.AnnotationAllowSharedIP} {
-		for _, k := range controllers.AnnotationKeys(name)[1:] {
+	for _, name := range []string{contract.AnnotationLoadBalancerIPs, contract.AnnotationAddressPool, contract.AnnotationAllowSharedIP} {
+		for _, k := range contract.AnnotationKeys(name)[1:] {
 			if _, ok := ann[k]; ok {
 				rep.add(same, k, "read as %s", name)
 			}

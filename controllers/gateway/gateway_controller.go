@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/metalgate/metalgate/controllers"
+	"github.com/metalgate/metalgate/api/contract"
 )
 
 // Reconciler keeps, for each Gateway of an accepted metalgate GatewayClass, its LoadBalancer
@@ -102,16 +102,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // requested addresses and pool go into the annotations the allocator reads. No node ports:
 // the VIP is announced by the speakers, nothing reaches it through a node's port.
 func DesiredService(gw *gwv1.Gateway, plan Plan, namespace string) *corev1.Service {
-	ann := map[string]string{AnnotationGateway: gw.Namespace + "/" + gw.Name}
+	ann := map[string]string{contract.AnnotationGateway: gw.Namespace + "/" + gw.Name}
 	if len(plan.StaticIPs) > 0 {
 		ips := make([]string, len(plan.StaticIPs))
 		for i, ip := range plan.StaticIPs {
 			ips[i] = ip.String()
 		}
-		ann[controllers.AnnotationLoadBalancerIPs] = strings.Join(ips, ",")
+		ann[contract.AnnotationLoadBalancerIPs] = strings.Join(ips, ",")
 	}
-	if pool := gw.Annotations[controllers.AnnotationAddressPool]; pool != "" {
-		ann[controllers.AnnotationAddressPool] = pool
+	if pool := gw.Annotations[contract.AnnotationAddressPool]; pool != "" {
+		ann[contract.AnnotationAddressPool] = pool
 	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ServiceName(gw.Namespace, gw.Name),
@@ -130,7 +130,7 @@ func DesiredService(gw *gwv1.Gateway, plan Plan, namespace string) *corev1.Servi
 }
 
 // managedAnnotations are the annotations this controller sets or removes on its Services.
-var managedAnnotations = []string{AnnotationGateway, controllers.AnnotationLoadBalancerIPs, controllers.AnnotationAddressPool}
+var managedAnnotations = []string{contract.AnnotationGateway, contract.AnnotationLoadBalancerIPs, contract.AnnotationAddressPool}
 
 // ensureService creates or updates gw's Service and reports what it sees of it.
 func (r *Reconciler) ensureService(ctx context.Context, gw *gwv1.Gateway, plan Plan) (Observed, error) {
@@ -148,7 +148,7 @@ func (r *Reconciler) ensureService(ctx context.Context, gw *gwv1.Gateway, plan P
 	case err != nil:
 		return obs, fmt.Errorf("get Service %s: %w", obs.Service, err)
 	}
-	if owner := have.Annotations[AnnotationGateway]; owner != want.Annotations[AnnotationGateway] {
+	if owner := have.Annotations[contract.AnnotationGateway]; owner != want.Annotations[contract.AnnotationGateway] {
 		obs.Problem = fmt.Sprintf("Service %s exists and belongs to %q, not to this Gateway", obs.Service, owner)
 		return obs, nil
 	}
@@ -230,12 +230,12 @@ func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) erro
 	}
 	var list corev1.ServiceList
 	if err := r.Client.List(ctx, &list, client.InNamespace(r.Namespace),
-		client.MatchingLabels{LabelGatewayNamespace: key.Namespace}); err != nil {
+		client.MatchingLabels{contract.LabelGatewayNamespace: key.Namespace}); err != nil {
 		return fmt.Errorf("list Services of Gateway %s: %w", key, err)
 	}
 	for i := range list.Items {
 		s := &list.Items[i]
-		if s.Annotations[AnnotationGateway] != key.String() {
+		if s.Annotations[contract.AnnotationGateway] != key.String() {
 			continue
 		}
 		err := r.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID})

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/controllers"
 	"github.com/metalgate/metalgate/controllers/gateway"
 )
@@ -50,7 +51,7 @@ func TestGatewayClassAccepted(t *testing.T) {
 		})
 	}
 	check(ours, metav1.ConditionTrue, string(gwv1.GatewayClassReasonAccepted), "metalgate.io/gateway-controller")
-	check(withParams, metav1.ConditionFalse, string(gwv1.GatewayClassReasonInvalidParameters), controllers.AnnotationAddressPool)
+	check(withParams, metav1.ConditionFalse, string(gwv1.GatewayClassReasonInvalidParameters), contract.AnnotationAddressPool)
 	// The foreign class was created first and is still as the API server defaulted it.
 	var got gwv1.GatewayClass
 	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(foreign), &got); err != nil {
@@ -115,10 +116,10 @@ func TestGatewayGetsVIP(t *testing.T) {
 	if want := "port-80/TCP:80→80 port-443/TCP:443→443 port-8080/TCP:8080→8080"; strings.Join(ports, " ") != want {
 		t.Errorf("ports %q, want %q", strings.Join(ports, " "), want)
 	}
-	if want := gateway.Labels(ns, "web"); !mapsEqual(svc.Spec.Selector, want) || svc.Labels[gateway.LabelGatewayName] != "web" {
+	if want := gateway.Labels(ns, "web"); !mapsEqual(svc.Spec.Selector, want) || svc.Labels[contract.LabelGatewayName] != "web" {
 		t.Errorf("selector %v labels %v, want %v", svc.Spec.Selector, svc.Labels, want)
 	}
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Annotations[controllers.AnnotationAddressPool] != "gw-vip" {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Annotations[contract.AnnotationAddressPool] != "gw-vip" {
 		t.Errorf("Service type %s annotations %v", svc.Spec.Type, svc.Annotations)
 	}
 	if _, err := proxyDeployment(t, ns, "web"); !apierrors.IsNotFound(err) {
@@ -192,7 +193,7 @@ func TestGatewayStaticAddress(t *testing.T) {
 		}
 		return hasCondition(g.Status.Conditions, "Programmed", metav1.ConditionTrue, "Programmed", "", g.Generation)
 	})
-	if s := gatewayServices(t, ns, "static"); len(s) != 1 || s[0].Annotations[controllers.AnnotationLoadBalancerIPs] != "100.64.41.5" {
+	if s := gatewayServices(t, ns, "static"); len(s) != 1 || s[0].Annotations[contract.AnnotationLoadBalancerIPs] != "100.64.41.5" {
 		t.Fatalf("Services %+v", s)
 	}
 
@@ -238,7 +239,7 @@ func TestGatewayPoolExhausted(t *testing.T) {
 	gatewayClass(t, "gc-full", gateway.ControllerName)
 	pool(t, "gw-full", "100.64.42.7/32")
 	blocker := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "blocker",
-		Annotations: map[string]string{controllers.AnnotationAddressPool: "gw-full"}},
+		Annotations: map[string]string{contract.AnnotationAddressPool: "gw-full"}},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
 			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80)}}}}
 	create(t, blocker)

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/metalgate/metalgate/controllers"
+	"github.com/metalgate/metalgate/api/contract"
 )
 
 // ClassReconciler accepts the GatewayClasses whose controllerName is ControllerName and
@@ -55,7 +55,7 @@ func (r *ClassReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 func ClassAccepted(gc *gwv1.GatewayClass) metav1.Condition {
 	if p := gc.Spec.ParametersRef; p != nil {
 		return cond(gwv1.GatewayClassConditionStatusAccepted, false, gwv1.GatewayClassReasonInvalidParameters,
-			fmt.Sprintf("spec.parametersRef (%s %s) is not supported: choose a pool per Gateway with the annotation %s", p.Kind, p.Name, controllers.AnnotationAddressPool))
+			fmt.Sprintf("spec.parametersRef (%s %s) is not supported: choose a pool per Gateway with the annotation %s", p.Kind, p.Name, contract.AnnotationAddressPool))
 	}
 	return cond(gwv1.GatewayClassConditionStatusAccepted, true, gwv1.GatewayClassReasonAccepted, "accepted by "+string(ControllerName))
 }

@@ -4,19 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
-)
 
-// Labels and annotations on the objects made for a Gateway. The Gateway is in another
-// namespace than they are, so they name it instead of holding an owner reference.
-const (
-	// LabelGatewayName is the label Gateway API implementations put on what they make for a
-	// Gateway (GEP-1762): the Gateway's name, or a hashed form when it is no valid label value.
-	LabelGatewayName = "gateway.networking.k8s.io/gateway-name"
-	// LabelGatewayNamespace is the Gateway's namespace.
-	LabelGatewayNamespace = "metalgate.io/gateway-namespace"
-	// AnnotationGateway is the Gateway as namespace/name, exactly: which Gateway a Service
-	// belongs to is decided by it, not by the labels (which may be shortened).
-	AnnotationGateway = "metalgate.io/gateway"
+	"github.com/metalgate/metalgate/api/contract"
 )
 
 // maxName is the longest Service name (an RFC 1035 label).
@@ -57,5 +46,5 @@ func hash(s string) string {
 // Labels are the labels of the Service of Gateway namespace/name, and the selector of its
 // proxy pods.
 func Labels(namespace, name string) map[string]string {
-	return map[string]string{LabelGatewayNamespace: namespace, LabelGatewayName: LabelValue(name)}
+	return map[string]string{contract.LabelGatewayNamespace: namespace, contract.LabelGatewayName: LabelValue(name)}
 }

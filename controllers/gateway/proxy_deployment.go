@@ -13,6 +13,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/metalgate/metalgate/api/contract"
 )
 
 // ProxyOptions describe the proxy Deployment made for each Gateway. With no Image, no
@@ -49,7 +51,7 @@ func DesiredDeployment(gw *gwv1.Gateway, plan Plan, namespace string, p ProxyOpt
 	}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ServiceName(gw.Namespace, gw.Name),
-			Labels: podLabels, Annotations: map[string]string{AnnotationGateway: gw.Namespace + "/" + gw.Name}},
+			Labels: podLabels, Annotations: map[string]string{contract.AnnotationGateway: gw.Namespace + "/" + gw.Name}},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr(int32(1)),
 			Selector: &metav1.LabelSelector{MatchLabels: selector},
@@ -95,7 +97,7 @@ func (r *Reconciler) ensureDeployment(ctx context.Context, gw *gwv1.Gateway, pla
 	case err != nil:
 		return fmt.Errorf("get Deployment %s/%s: %w", want.Namespace, want.Name, err)
 	}
-	if have.Annotations[AnnotationGateway] != want.Annotations[AnnotationGateway] {
+	if have.Annotations[contract.AnnotationGateway] != want.Annotations[contract.AnnotationGateway] {
 		return nil // not ours: the Service's status reports the name clash
 	}
 	updated := have.DeepCopy()
@@ -123,12 +125,12 @@ func (r *Reconciler) ensureDeployment(ctx context.Context, gw *gwv1.Gateway, pla
 func (r *Reconciler) cleanupDeployments(ctx context.Context, key types.NamespacedName) error {
 	var list appsv1.DeploymentList
 	if err := r.Deployments.List(ctx, &list, client.InNamespace(r.Namespace),
-		client.MatchingLabels{LabelGatewayNamespace: key.Namespace}); err != nil {
+		client.MatchingLabels{contract.LabelGatewayNamespace: key.Namespace}); err != nil {
 		return fmt.Errorf("list Deployments of Gateway %s: %w", key, err)
 	}
 	for i := range list.Items {
 		d := &list.Items[i]
-		if d.Annotations[AnnotationGateway] != key.String() {
+		if d.Annotations[contract.AnnotationGateway] != key.String() {
 			continue
 		}
 		err := r.Client.Delete(ctx, d, client.Preconditions{UID: &d.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))

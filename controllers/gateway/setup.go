@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/controllers"
 )
 
@@ -87,7 +88,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 		}
 		r.Deployments = dc
 		b = b.WatchesRawSource(source.Kind(dc, client.Object(&appsv1.Deployment{}), handler.EnqueueRequestsFromMapFunc(serviceGateway),
-			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetAnnotations()[AnnotationGateway] != "" })))
+			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetAnnotations()[contract.AnnotationGateway] != "" })))
 	}
 	err = b.
 		Named("gateway").
@@ -100,7 +101,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 		// The Services made for Gateways: a VIP assigned, and Services whose Gateway is gone.
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(serviceGateway),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-				return o.GetNamespace() == opts.Namespace && o.GetAnnotations()[AnnotationGateway] != ""
+				return o.GetNamespace() == opts.Namespace && o.GetAnnotations()[contract.AnnotationGateway] != ""
 			}))).
 		Complete(r)
 	if err != nil {
@@ -126,7 +127,7 @@ func gatewaysOfClass(ctx context.Context, c client.Reader, class string) []ctrl.
 // serviceGateway maps a Service or Deployment made for a Gateway to that Gateway, by its
 // annotation.
 func serviceGateway(_ context.Context, o client.Object) []ctrl.Request {
-	ns, name, ok := splitKey(o.GetAnnotations()[AnnotationGateway])
+	ns, name, ok := splitKey(o.GetAnnotations()[contract.AnnotationGateway])
 	if !ok {
 		return nil
 	}

@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/controllers"
 	"github.com/metalgate/metalgate/controllers/gateway"
@@ -226,7 +227,7 @@ func address(typ gwv1.AddressType, value string) gwOpt {
 
 func poolAnnotation(p string) gwOpt {
 	return func(g *gwv1.Gateway) {
-		g.Annotations = map[string]string{controllers.AnnotationAddressPool: p}
+		g.Annotations = map[string]string{contract.AnnotationAddressPool: p}
 	}
 }
 
@@ -322,7 +323,7 @@ func gatewayServices(t *testing.T, ns, name string) []corev1.Service {
 	}
 	var out []corev1.Service
 	for _, s := range list.Items {
-		if s.Annotations[gateway.AnnotationGateway] == ns+"/"+name {
+		if s.Annotations[contract.AnnotationGateway] == ns+"/"+name {
 			out = append(out, s)
 		}
 	}

@@ -17,40 +17,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
-// What a proxy says about itself on its publish Service, so that other metalgate proxies can
-// arbitrate with it (arbitration.go). The leader writes them with a server-side apply of its
-// own field manager; they follow its flags (a removed flag removes its value). Reading them
-// needs nothing new: every proxy already reads the Services of the namespaces it watches.
-// Writing them needs `patch` on the publish Service only (config/proxy: a Role rule with
-// resourceNames: [metalgate-proxy]).
-const (
-	// LabelProxy ("true") marks a metalgate proxy's publish Service:
-	// kubectl get svc -A -l metalgate.io/ingress-proxy.
-	LabelProxy = "metalgate.io/ingress-proxy"
-	// AnnotationProxyController is the IngressClass spec.controller the proxy serves
-	// (--controller-name). Its presence is the announcement.
-	AnnotationProxyController = "metalgate.io/proxy-controller"
-	// AnnotationProxyWatchNamespaces lists the namespaces it watches, comma-separated
-	// (--watch-namespace), or "*" for all.
-	AnnotationProxyWatchNamespaces = "metalgate.io/proxy-watch-namespaces"
-	// AnnotationProxyWithoutClass is "true" when it also serves Ingresses without a class
-	// (--watch-ingress-without-class), else "false".
-	AnnotationProxyWithoutClass = "metalgate.io/proxy-watch-ingress-without-class"
-	// AnnotationProxyFieldManager is the field manager of its status writes, as
-	// managedFields and Events name it.
-	AnnotationProxyFieldManager = "metalgate.io/proxy-field-manager"
-
-	// AnnotationStatusOwner, on an Ingress, names the one writer of its status: a metalgate
-	// proxy by its publish Service (namespace/name) or field manager, or any other
-	// controller's field manager. Every metalgate proxy but the one named leaves the status
-	// alone; the one named writes it whatever arbitration or conflicts say.
-	AnnotationStatusOwner = "metalgate.io/status-owner"
-
-	allNamespaces = "*"
-)
+// allNamespaces is the value of contract.AnnotationProxyWatchNamespaces for a proxy that
+// watches every namespace.
+const allNamespaces = "*"
 
 // announcement is what this proxy puts on its publish Service: the label and annotations.
 func (o *Options) announcement() (map[string]string, map[string]string) {
@@ -58,11 +31,11 @@ func (o *Options) announcement() (map[string]string, map[string]string) {
 	if len(o.WatchNamespaces) > 0 {
 		ns = strings.Join(o.WatchNamespaces, ",")
 	}
-	return map[string]string{LabelProxy: "true"}, map[string]string{
-		AnnotationProxyController:      o.Controller,
-		AnnotationProxyWatchNamespaces: ns,
-		AnnotationProxyWithoutClass:    fmt.Sprint(o.WatchDefaultClass),
-		AnnotationProxyFieldManager:    o.FieldManager,
+	return map[string]string{contract.LabelProxy: "true"}, map[string]string{
+		contract.AnnotationProxyController:      o.Controller,
+		contract.AnnotationProxyWatchNamespaces: ns,
+		contract.AnnotationProxyWithoutClass:    fmt.Sprint(o.WatchDefaultClass),
+		contract.AnnotationProxyFieldManager:    o.FieldManager,
 	}
 }
 
@@ -83,11 +56,11 @@ func (o *Options) announced(svc *corev1.Service) bool {
 }
 
 // CandidateFromService reads the announcement of a proxy on its publish Service. ok is false
-// when svc announces no proxy (no AnnotationProxyController); err names the annotation and
+// when svc announces no proxy (no contract.AnnotationProxyController); err names the annotation and
 // why when the announcement is malformed (then the Service counts as no proxy). Serving is
 // left false: it depends on the Service's endpoints over time (presence).
 func CandidateFromService(svc *corev1.Service) (c Candidate, ok bool, err error) {
-	ctrl, ok := svc.Annotations[AnnotationProxyController]
+	ctrl, ok := svc.Annotations[contract.AnnotationProxyController]
 	if !ok {
 		return Candidate{}, false, nil
 	}
@@ -96,31 +69,31 @@ func CandidateFromService(svc *corev1.Service) (c Candidate, ok bool, err error)
 		return fmt.Errorf("proxy announcement on Service %s: annotation %s=%q: %s", id, key, svc.Annotations[key], why)
 	}
 	if ctrl == "" {
-		return Candidate{}, false, bad(AnnotationProxyController, "empty; want the IngressClass controller the proxy serves")
+		return Candidate{}, false, bad(contract.AnnotationProxyController, "empty; want the IngressClass controller the proxy serves")
 	}
 	c = Candidate{Service: id, Created: svc.CreationTimestamp.Time, Controller: ctrl, Addresses: serviceAddresses(svc)}
-	switch v := svc.Annotations[AnnotationProxyWatchNamespaces]; v {
+	switch v := svc.Annotations[contract.AnnotationProxyWatchNamespaces]; v {
 	case allNamespaces:
 	case "":
-		return Candidate{}, false, bad(AnnotationProxyWatchNamespaces, `missing or empty; want "*" or a comma-separated list of namespaces`)
+		return Candidate{}, false, bad(contract.AnnotationProxyWatchNamespaces, `missing or empty; want "*" or a comma-separated list of namespaces`)
 	default:
 		for _, ns := range strings.Split(v, ",") {
 			ns = strings.TrimSpace(ns)
 			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-				return Candidate{}, false, bad(AnnotationProxyWatchNamespaces, fmt.Sprintf("%q is not a namespace name: %s", ns, strings.Join(errs, "; ")))
+				return Candidate{}, false, bad(contract.AnnotationProxyWatchNamespaces, fmt.Sprintf("%q is not a namespace name: %s", ns, strings.Join(errs, "; ")))
 			}
 			c.Namespaces = append(c.Namespaces, ns)
 		}
 	}
-	switch v := svc.Annotations[AnnotationProxyWithoutClass]; v {
+	switch v := svc.Annotations[contract.AnnotationProxyWithoutClass]; v {
 	case "true":
 		c.WithoutClass = true
 	case "false":
 	default:
-		return Candidate{}, false, bad(AnnotationProxyWithoutClass, `want "true" or "false"`)
+		return Candidate{}, false, bad(contract.AnnotationProxyWithoutClass, `want "true" or "false"`)
 	}
-	if c.FieldManager = svc.Annotations[AnnotationProxyFieldManager]; c.FieldManager == "" {
-		return Candidate{}, false, bad(AnnotationProxyFieldManager, "missing or empty; want the field manager of the proxy's status writes")
+	if c.FieldManager = svc.Annotations[contract.AnnotationProxyFieldManager]; c.FieldManager == "" {
+		return Candidate{}, false, bad(contract.AnnotationProxyFieldManager, "missing or empty; want the field manager of the proxy's status writes")
 	}
 	return c, true, nil
 }

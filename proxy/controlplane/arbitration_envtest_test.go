@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/proxy/controlplane"
 )
 
@@ -236,9 +237,9 @@ func TestArbitrationClusterWideSecond(t *testing.T) {
 	log := watchStatus(t, ns, "web")
 
 	cluster := arbitrationProxy(t, "", sys, controller, nil)
-	warning(t, ns, "web", controlplane.ReasonYielded, fmt.Sprintf("published by metalgate proxy %s/proxy (100.64.1.1), not by this proxy (%s/proxy): %s/proxy is namespace %s's own proxy and %s/proxy is cluster-wide", ns, sys, ns, ns, sys))
+	warning(t, ns, "web", contract.ReasonYielded, fmt.Sprintf("published by metalgate proxy %s/proxy (100.64.1.1), not by this proxy (%s/proxy): %s/proxy is namespace %s's own proxy and %s/proxy is cluster-wide", ns, sys, ns, ns, sys))
 	stable(t, log, ns, "web", "100.64.1.1", 3*time.Second)
-	if evs, n := eventsOn(t, ns, "web", controlplane.ReasonYielded); n != 1 {
+	if evs, n := eventsOn(t, ns, "web", contract.ReasonYielded); n != 1 {
 		t.Errorf("%d StatusYielded events (%d objects), want exactly 1", n, len(evs))
 	}
 	if v := testutil.ToFloat64(cluster.metrics.IngressesYielded.WithLabelValues("proxy")); v != 1 {
@@ -256,8 +257,8 @@ func TestArbitrationClusterWideSecond(t *testing.T) {
 	if err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: sys, Name: "proxy"}, &svc); err != nil {
 		t.Fatal(err)
 	}
-	if svc.Annotations[controlplane.AnnotationProxyWatchNamespaces] != "*" || svc.Labels[controlplane.LabelProxy] != "true" ||
-		svc.Annotations[controlplane.AnnotationProxyController] != controller {
+	if svc.Annotations[contract.AnnotationProxyWatchNamespaces] != "*" || svc.Labels[contract.LabelProxy] != "true" ||
+		svc.Annotations[contract.AnnotationProxyController] != controller {
 		t.Errorf("cluster-wide proxy's Service announces %v %v", svc.Labels, svc.Annotations)
 	}
 }
@@ -280,18 +281,18 @@ func TestArbitrationClusterWideFirst(t *testing.T) {
 
 	proxyService(t, ns, "proxy", "") // installed; the allocator has not given it a VIP yet
 	tenant := arbitrationProxy(t, ns, ns, controller, nil)
-	warning(t, ns, "web", controlplane.ReasonNoAddress, "has no load-balancer address")
+	warning(t, ns, "web", contract.ReasonNoAddress, "has no load-balancer address")
 	if got := ingressIPs(t, ns, "web"); got != "100.64.2.4" {
 		t.Fatalf("status %q before the tenant's proxy has an address, want the cluster-wide VIP", got)
 	}
 	setServiceIP(t, ns, "proxy", "100.64.2.1")
 	waitIngressIPs(t, ns, "web", "100.64.2.1")
-	warning(t, ns, "web", controlplane.ReasonYielded, "namespace "+ns+"'s own proxy")
+	warning(t, ns, "web", contract.ReasonYielded, "namespace "+ns+"'s own proxy")
 	stable(t, log, ns, "web", "100.64.2.1", 3*time.Second)
 	if got := log.since(start); len(got) != 1 || got[0] != "100.64.2.1" {
 		t.Errorf("status went through %q since the tenant's proxy was installed, want one change to 100.64.2.1", got)
 	}
-	if _, n := eventsOn(t, ns, "web", controlplane.ReasonYielded); n != 1 {
+	if _, n := eventsOn(t, ns, "web", contract.ReasonYielded); n != 1 {
 		t.Errorf("%d StatusYielded events, want exactly 1", n)
 	}
 	for name, p := range map[string]*proxy{"tenant": tenant, "cluster": cluster} {
@@ -388,12 +389,12 @@ func TestStatusOwnerAnnotation(t *testing.T) {
 			t.Fatal(err)
 		}
 		if v == "" {
-			delete(ing.Annotations, controlplane.AnnotationStatusOwner)
+			delete(ing.Annotations, contract.AnnotationStatusOwner)
 		} else {
 			if ing.Annotations == nil {
 				ing.Annotations = map[string]string{}
 			}
-			ing.Annotations[controlplane.AnnotationStatusOwner] = v
+			ing.Annotations[contract.AnnotationStatusOwner] = v
 		}
 		if err := k8sClient.Update(context.Background(), &ing); err != nil {
 			t.Fatal(err)
@@ -402,7 +403,7 @@ func TestStatusOwnerAnnotation(t *testing.T) {
 	annotate(sys + "/proxy")
 	waitIngressIPs(t, ns, "web", "100.64.5.4")
 	eventually(t, 20*time.Second, func() string {
-		evs, _ := eventsOn(t, ns, "web", controlplane.ReasonYielded)
+		evs, _ := eventsOn(t, ns, "web", contract.ReasonYielded)
 		for _, e := range evs {
 			if e.Type == corev1.EventTypeNormal && strings.Contains(e.Message, fmt.Sprintf(`annotation metalgate.io/status-owner names "%s/proxy"`, sys)) {
 				return ""
@@ -461,7 +462,7 @@ func TestYieldTraffic(t *testing.T) {
 		}
 		return ""
 	})
-	warning(t, ns, "web", controlplane.ReasonYielded, "This proxy does not route its traffic either")
+	warning(t, ns, "web", contract.ReasonYielded, "This proxy does not route its traffic either")
 }
 
 // TestArbitrationReplicas: the cluster-wide proxy runs two replicas with leader election, as
@@ -504,7 +505,7 @@ func TestArbitrationReplicas(t *testing.T) {
 		return ""
 	})
 	stable(t, log, ns, "web", "100.64.7.1", 2*time.Second)
-	if _, n := eventsOn(t, ns, "web", controlplane.ReasonYielded); n != 1 {
+	if _, n := eventsOn(t, ns, "web", contract.ReasonYielded); n != 1 {
 		t.Errorf("%d StatusYielded events from two replicas, want 1 (the leader's)", n)
 	}
 	leader.stop()

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -168,8 +169,8 @@ func TestCandidateFromService(t *testing.T) {
 		return s
 	}
 	good := func(mut func(map[string]string)) map[string]string {
-		m := map[string]string{AnnotationProxyController: table.ControllerName, AnnotationProxyWatchNamespaces: "one, two",
-			AnnotationProxyWithoutClass: "false", AnnotationProxyFieldManager: "metalgate-proxy.one"}
+		m := map[string]string{contract.AnnotationProxyController: table.ControllerName, contract.AnnotationProxyWatchNamespaces: "one, two",
+			contract.AnnotationProxyWithoutClass: "false", contract.AnnotationProxyFieldManager: "metalgate-proxy.one"}
 		if mut != nil {
 			mut(m)
 		}
@@ -187,19 +188,19 @@ func TestCandidateFromService(t *testing.T) {
 			Service: types.NamespacedName{Namespace: "one", Name: "metalgate-proxy"}, Created: t0, Controller: table.ControllerName,
 			Namespaces: []string{"one", "two"}, FieldManager: "metalgate-proxy.one", Addresses: []string{"100.64.0.1", "100.64.0.9"}}},
 		{name: "cluster-wide, without class", svc: svc(good(func(m map[string]string) {
-			m[AnnotationProxyWatchNamespaces], m[AnnotationProxyWithoutClass] = "*", "true"
+			m[contract.AnnotationProxyWatchNamespaces], m[contract.AnnotationProxyWithoutClass] = "*", "true"
 		})), ok: true, want: Candidate{
 			Service: types.NamespacedName{Namespace: "one", Name: "metalgate-proxy"}, Created: t0, Controller: table.ControllerName,
 			WithoutClass: true, FieldManager: "metalgate-proxy.one"}},
-		{name: "empty controller", svc: svc(good(func(m map[string]string) { m[AnnotationProxyController] = "" })),
+		{name: "empty controller", svc: svc(good(func(m map[string]string) { m[contract.AnnotationProxyController] = "" })),
 			wantErr: `proxy announcement on Service one/metalgate-proxy: annotation metalgate.io/proxy-controller="": empty; want the IngressClass controller the proxy serves`},
-		{name: "bad namespace", svc: svc(good(func(m map[string]string) { m[AnnotationProxyWatchNamespaces] = "one,,two" })),
+		{name: "bad namespace", svc: svc(good(func(m map[string]string) { m[contract.AnnotationProxyWatchNamespaces] = "one,,two" })),
 			wantErr: `annotation metalgate.io/proxy-watch-namespaces="one,,two": "" is not a namespace name`},
-		{name: "no namespaces", svc: svc(good(func(m map[string]string) { delete(m, AnnotationProxyWatchNamespaces) })),
+		{name: "no namespaces", svc: svc(good(func(m map[string]string) { delete(m, contract.AnnotationProxyWatchNamespaces) })),
 			wantErr: `annotation metalgate.io/proxy-watch-namespaces="": missing or empty; want "*" or a comma-separated list of namespaces`},
-		{name: "bad bool", svc: svc(good(func(m map[string]string) { m[AnnotationProxyWithoutClass] = "yes" })),
+		{name: "bad bool", svc: svc(good(func(m map[string]string) { m[contract.AnnotationProxyWithoutClass] = "yes" })),
 			wantErr: `annotation metalgate.io/proxy-watch-ingress-without-class="yes": want "true" or "false"`},
-		{name: "no field manager", svc: svc(good(func(m map[string]string) { delete(m, AnnotationProxyFieldManager) })),
+		{name: "no field manager", svc: svc(good(func(m map[string]string) { delete(m, contract.AnnotationProxyFieldManager) })),
 			wantErr: `annotation metalgate.io/proxy-field-manager="": missing or empty`},
 	}
 	for _, tc := range tests {

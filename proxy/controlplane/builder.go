@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -226,7 +227,7 @@ func (b *builder) routed(ctx context.Context, in table.Input) table.Input {
 	out := in
 	out.Ingresses = nil
 	for _, ing := range in.Ingresses {
-		if owner := ing.Annotations[AnnotationStatusOwner]; owner != "" {
+		if owner := ing.Annotations[contract.AnnotationStatusOwner]; owner != "" {
 			if owner != b.opts.FieldManager && owner != own.String() {
 				continue
 			}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/proxy/controlplane"
 )
 
@@ -241,7 +242,7 @@ func TestStatusNothingWithoutAddress(t *testing.T) {
 	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
 	create(t, ingress(ns, "mine", "metalgate", "a.test", "web"))
 	p := startProxy(t, ns, nil)
-	warning(t, ns, "mine", controlplane.ReasonNoAddress, "has no load-balancer address")
+	warning(t, ns, "mine", contract.ReasonNoAddress, "has no load-balancer address")
 	if got := ingressIPs(t, ns, "mine"); got != "" {
 		t.Errorf("status %q written without an address", got)
 	}
@@ -266,7 +267,7 @@ func TestStatusNoSuchService(t *testing.T) {
 	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
 	create(t, ingress(ns, "mine", "metalgate", "a.test", "web"))
 	startProxy(t, ns, nil)
-	warning(t, ns, "mine", controlplane.ReasonNoAddress, "not found")
+	warning(t, ns, "mine", contract.ReasonNoAddress, "not found")
 	if got := ingressIPs(t, ns, "mine"); got != "" {
 		t.Errorf("status %q written without a Service", got)
 	}
@@ -334,11 +335,11 @@ func TestStatusRivalWriter(t *testing.T) {
 	t.Cleanup(func() { stopRival(); <-rivalDone })
 
 	// Stop 1 (3 overwrites), stop 2 after ForeignQuiet, stop 3 after twice that.
-	warning(t, ns, "contested", controlplane.ReasonForeignWriter, `replaced 3 time(s) within 10m0s by field manager "rival-controller" (now 172.18.0.2)`)
-	warning(t, ns, "contested", controlplane.ReasonStatusConflict, `"rival-controller"`)
-	warning(t, "default", class, controlplane.ReasonStatusConflict, "rival-controller")
+	warning(t, ns, "contested", contract.ReasonForeignWriter, `replaced 3 time(s) within 10m0s by field manager "rival-controller" (now 172.18.0.2)`)
+	warning(t, ns, "contested", contract.ReasonStatusConflict, `"rival-controller"`)
+	warning(t, "default", class, contract.ReasonStatusConflict, "rival-controller")
 	eventually(t, 20*time.Second+3*quiet, func() string {
-		evs, n := eventsOn(t, ns, "contested", controlplane.ReasonForeignWriter)
+		evs, n := eventsOn(t, ns, "contested", contract.ReasonForeignWriter)
 		for _, e := range evs {
 			if strings.Contains(e.Message, "stop 3 of 3") && strings.Contains(e.Message, "writes again only when the other writer clears the status") {
 				return ""
@@ -455,7 +456,7 @@ func TestTwoProxiesOneClass(t *testing.T) {
 	})
 	// The Services may or may not have been created in the same second: the older, then the
 	// first by name, wins; "proxy" is both.
-	warning(t, ns, "shared", controlplane.ReasonYielded, fmt.Sprintf("published by metalgate proxy %s/proxy (100.64.0.21), not by this proxy (%s/proxy-b)", ns, ns))
+	warning(t, ns, "shared", contract.ReasonYielded, fmt.Sprintf("published by metalgate proxy %s/proxy (100.64.0.21), not by this proxy (%s/proxy-b)", ns, ns))
 	waitIngressIPs(t, ns, "shared", "100.64.0.21")
 	stable(t, log, ns, "shared", "100.64.0.21", 8*time.Second) // a fight, if any, would go on meanwhile
 	for _, v := range log.since(0) {
@@ -466,7 +467,7 @@ func TestTwoProxiesOneClass(t *testing.T) {
 	if n := testutil.ToFloat64(a.metrics.StatusConflicts) + testutil.ToFloat64(b.metrics.StatusConflicts); n != 0 {
 		t.Errorf("%v conflicts counted, want 0", n)
 	}
-	if _, n := eventsOn(t, ns, "shared", controlplane.ReasonYielded); n != 1 {
+	if _, n := eventsOn(t, ns, "shared", contract.ReasonYielded); n != 1 {
 		t.Errorf("%d StatusYielded events, want 1", n)
 	}
 	if v := testutil.ToFloat64(b.metrics.IngressesYielded.WithLabelValues("proxy")); v != 1 {

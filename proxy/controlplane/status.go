@@ -18,20 +18,8 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/proxy/table"
-)
-
-// Event reasons of the status publisher.
-const (
-	ReasonNoAddress      = "NoLoadBalancerAddress"
-	ReasonStatusConflict = "StatusConflict"
-	// ReasonYielded: another metalgate proxy publishes this Ingress's status (it wins the
-	// arbitration), or annotation metalgate.io/status-owner names another writer.
-	ReasonYielded = "StatusYielded"
-	// ReasonForeignWriter: another writer kept replacing the status; this proxy stopped.
-	ReasonForeignWriter = "ForeignStatusWriter"
-	// ReasonAnnounceFailed, on the proxy's own Service: it could not announce itself there.
-	ReasonAnnounceFailed = "AnnounceFailed"
 )
 
 // Why a proxy leaves an owned Ingress's status to another writer (label reason of
@@ -200,7 +188,7 @@ func (p *publisher) sync(ctx context.Context, log logr.Logger, in table.Input) t
 		if why != "" {
 			st.yielded, st.reported = "", ""
 			if st.noAddrWhy != why && p.opts.Recorder != nil {
-				p.opts.Recorder.Eventf(ing, nil, corev1.EventTypeWarning, ReasonNoAddress, "PublishStatus", "%s; not writing status.loadBalancer (never a node or cluster IP)", why)
+				p.opts.Recorder.Eventf(ing, nil, corev1.EventTypeWarning, contract.ReasonNoAddress, "PublishStatus", "%s; not writing status.loadBalancer (never a node or cluster IP)", why)
 			}
 			st.noAddrWhy = why
 			if mine && len(cur) > 0 {
@@ -214,11 +202,11 @@ func (p *publisher) sync(ctx context.Context, log logr.Logger, in table.Input) t
 
 		// Who writes: the annotation, else the arbitration between metalgate proxies.
 		forced := false
-		if owner := ing.Annotations[AnnotationStatusOwner]; owner != "" {
+		if owner := ing.Annotations[contract.AnnotationStatusOwner]; owner != "" {
 			if owner != p.opts.FieldManager && owner != ownID.String() {
 				p.yield(log, ing, st, yieldAnnotation, owner, corev1.EventTypeNormal, fmt.Sprintf(
 					"annotation %s names %q as the writer of status.loadBalancer; this proxy (%s, field manager %q) leaves it alone%s",
-					AnnotationStatusOwner, owner, ownID, p.opts.FieldManager, p.servingNote()))
+					contract.AnnotationStatusOwner, owner, ownID, p.opts.FieldManager, p.servingNote()))
 				continue
 			}
 			forced = true
@@ -379,9 +367,9 @@ func (p *publisher) yield(log logr.Logger, ing *networkingv1.Ingress, st *status
 	st.reported = key
 	log.Info("leaving Ingress status to another writer", "ingress", ing.Namespace+"/"+ing.Name, "why", why, "writer", to)
 	if p.opts.Recorder != nil {
-		reason := ReasonYielded
+		reason := contract.ReasonYielded
 		if why == yieldForeign {
-			reason = ReasonForeignWriter
+			reason = contract.ReasonForeignWriter
 		}
 		p.opts.Recorder.Eventf(ing, nil, eventType, reason, "PublishStatus", "%s", msg)
 	}
@@ -404,10 +392,10 @@ func (p *publisher) stop(log logr.Logger, ing *networkingv1.Ingress, st *statusS
 	}
 	msg := fmt.Sprintf("status.loadBalancer of this Ingress was replaced %d time(s) within %s by %s (now %s); this proxy (%s, field manager %q) stops writing it. "+
 		"It writes again %s, or at once if annotation %s names this proxy; to leave the Ingress to the other writer for good, set %s=%q",
-		len(st.overwrites), p.opts.ConflictWindow, name, formatAddresses(theirs), own, p.opts.FieldManager, resume, AnnotationStatusOwner, AnnotationStatusOwner, other)
+		len(st.overwrites), p.opts.ConflictWindow, name, formatAddresses(theirs), own, p.opts.FieldManager, resume, contract.AnnotationStatusOwner, contract.AnnotationStatusOwner, other)
 	if st.stops > 1 {
 		msg = fmt.Sprintf("status.loadBalancer of this Ingress was replaced again by %s (now %s) after this proxy (%s) wrote it again; it stops writing it (stop %d of %d) and writes again %s, or when annotation %s names this proxy",
-			name, formatAddresses(theirs), own, st.stops, maxQuietStops, resume, AnnotationStatusOwner)
+			name, formatAddresses(theirs), own, st.stops, maxQuietStops, resume, contract.AnnotationStatusOwner)
 	}
 	st.reported = "" // each stop is reported
 	p.yield(log, ing, st, yieldForeign, other, corev1.EventTypeWarning, msg)
@@ -457,7 +445,7 @@ func (p *publisher) announceSelf(ctx context.Context, log logr.Logger, svc *core
 				p.announce = why
 				log.Info("announce failed", "service", svc.Namespace+"/"+svc.Name, "error", err.Error())
 				if p.opts.Recorder != nil {
-					p.opts.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, ReasonAnnounceFailed, "Announce", "%s", why)
+					p.opts.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, contract.ReasonAnnounceFailed, "Announce", "%s", why)
 				}
 			}
 		} else {
@@ -487,13 +475,13 @@ func (p *publisher) conflict(log logr.Logger, ing *networkingv1.Ingress, classes
 	if p.opts.Recorder == nil {
 		return
 	}
-	p.opts.Recorder.Eventf(ing, nil, corev1.EventTypeWarning, ReasonStatusConflict, "PublishStatus", "%s", msg)
+	p.opts.Recorder.Eventf(ing, nil, corev1.EventTypeWarning, contract.ReasonStatusConflict, "PublishStatus", "%s", msg)
 	// The class is cluster-scoped: its Events go to the default namespace, where a proxy
 	// scoped to its own namespaces may not write (config/proxy/namespaced), so only a
 	// cluster-wide proxy reports there.
 	if ing.Spec.IngressClassName != nil && len(p.opts.WatchNamespaces) == 0 {
 		if c := classes[*ing.Spec.IngressClassName]; c != nil {
-			p.opts.Recorder.Eventf(c, ing, corev1.EventTypeWarning, ReasonStatusConflict, "PublishStatus",
+			p.opts.Recorder.Eventf(c, ing, corev1.EventTypeWarning, contract.ReasonStatusConflict, "PublishStatus",
 				"Ingress %s/%s: status overwritten by %s; is another controller serving this class?", ing.Namespace, ing.Name, other)
 		}
 	}

@@ -14,20 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/metalgate/metalgate/allocator"
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/speaker"
 	"github.com/metalgate/metalgate/speaker/bgp"
 	"github.com/metalgate/metalgate/speaker/election"
 	"github.com/metalgate/metalgate/speaker/layer2"
-)
-
-// Well-known names read by Build.
-const (
-	// AnnotationAllocatedFromPool is written by the controller on Services: the pool of the
-	// addresses (same value as controllers.AnnotationAllocatedFromPool).
-	AnnotationAllocatedFromPool = "metalgate.io/ip-allocated-from-pool"
-	// LabelExcludeFromLB excludes a node from announcing (Kubernetes well-known label).
-	LabelExcludeFromLB = "node.kubernetes.io/exclude-from-external-load-balancers"
 )
 
 // Snapshot is the listed API objects. Config objects (pools, advertisements, speaker pods) are
@@ -134,7 +126,7 @@ func Build(s Snapshot, o Options) (speaker.World, []error) {
 				continue // a hostname ingress or garbage: nothing to announce
 			}
 			vip = vip.Unmap()
-			if bp := bgpPoolOf(svc.Annotations[AnnotationAllocatedFromPool], vip, bgpPools); bp != nil {
+			if bp := bgpPoolOf(svc.Annotations[contract.AnnotationAllocatedFromPool], vip, bgpPools); bp != nil {
 				v := byBGP[vip]
 				if v == nil {
 					v = &speaker.VIP{
@@ -148,7 +140,7 @@ func Build(s Snapshot, o Options) (speaker.World, []error) {
 				}
 				addEndpoints(v, eps, local)
 			}
-			pool := poolOf(svc.Annotations[AnnotationAllocatedFromPool], vip, l2)
+			pool := poolOf(svc.Annotations[contract.AnnotationAllocatedFromPool], vip, l2)
 			if pool == nil {
 				continue // not from a pool announced at layer 2
 			}
@@ -382,7 +374,7 @@ func readyNodes(slices []discoveryv1.EndpointSlice) map[string]map[string]bool {
 }
 
 func excluded(n corev1.Node) bool {
-	if _, ok := n.Labels[LabelExcludeFromLB]; ok {
+	if _, ok := n.Labels[contract.LabelExcludeFromLB]; ok {
 		return true
 	}
 	c := nodeCondition(n, corev1.NodeNetworkUnavailable)

@@ -9,6 +9,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/speaker"
 	"github.com/metalgate/metalgate/speaker/layer2"
@@ -153,7 +154,7 @@ func TestBuildVIPs(t *testing.T) {
 			name: "annotation picks the pool among overlapping ones",
 			ads:  []v1alpha1.L2Advertisement{ad("all", v1alpha1.L2AdvertisementSpec{IPAddressPools: []string{"c"}, Interfaces: []string{"eth9"}}), ad("a", v1alpha1.L2AdvertisementSpec{IPAddressPools: []string{"a"}})},
 			services: []corev1.Service{svc("s1", func(s *corev1.Service) {
-				s.Annotations = map[string]string{AnnotationAllocatedFromPool: "c"}
+				s.Annotations = map[string]string{contract.AnnotationAllocatedFromPool: "c"}
 			}, "192.0.2.1")},
 			want: []summary{{VIP: "192.0.2.1", Service: "ns/s1", Pool: "c", Interfaces: []string{"eth9"}}},
 		},
@@ -197,7 +198,7 @@ func TestBuildNodesAndSpeakers(t *testing.T) {
 		Nodes: []corev1.Node{
 			node("n3", nil, corev1.NodeCondition{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionTrue}),
 			node("n1", map[string]string{"a": "b"}),
-			node("n2", map[string]string{LabelExcludeFromLB: ""}),
+			node("n2", map[string]string{contract.LabelExcludeFromLB: ""}),
 			node("n4", nil, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}),
 		},
 		SpeakerPods: []corev1.Pod{

@@ -20,18 +20,10 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/speaker"
 	"github.com/metalgate/metalgate/speaker/bgp"
-)
-
-// Event reasons on BGPPeers, recorded by each speaker for its own node.
-const (
-	// ReasonBGPPeerInvalid: the peer selects this node but cannot be configured (the note names
-	// the field and why). Recorded once per distinct error.
-	ReasonBGPPeerInvalid = "InvalidBGPPeer"
-	// ReasonBGPPeerValid: a peer reported invalid on this node is configured again.
-	ReasonBGPPeerValid = "BGPPeerConfigured"
 )
 
 // +kubebuilder:rbac:groups=metalgate.io,namespace=metalgate-system,resources=bgppeers/status,verbs=get;patch
@@ -303,13 +295,13 @@ func (b *BGPStatus) events(peers []v1alpha1.BGPPeer, want map[string]desiredEntr
 			b.warned[name] = e.LastError
 			b.log.Info("BGPPeer cannot be configured on this node", "bgpPeer", name, "error", e.LastError)
 			if b.opts.Recorder != nil {
-				b.opts.Recorder.Eventf(p, nil, corev1.EventTypeWarning, ReasonBGPPeerInvalid, "Configure",
+				b.opts.Recorder.Eventf(p, nil, corev1.EventTypeWarning, contract.ReasonBGPPeerInvalid, "Configure",
 					"node %s cannot use this peer: %s", b.opts.Node, e.LastError)
 			}
 		case b.warned[name] != "":
 			delete(b.warned, name)
 			if p != nil && b.opts.Recorder != nil {
-				b.opts.Recorder.Eventf(p, nil, corev1.EventTypeNormal, ReasonBGPPeerValid, "Configure",
+				b.opts.Recorder.Eventf(p, nil, corev1.EventTypeNormal, contract.ReasonBGPPeerValid, "Configure",
 					"node %s configured the peer (session %s)", b.opts.Node, e.SessionState)
 			}
 		}

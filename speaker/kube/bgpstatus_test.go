@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/speaker"
 	"github.com/metalgate/metalgate/speaker/bgp"
@@ -206,7 +207,7 @@ func TestBGPStatusWriter(t *testing.T) {
 	if got := get("good").ResourceVersion + "/" + get("bad").ResourceVersion; got != rv {
 		t.Errorf("resource versions %s -> %s without a change", rv, got)
 	}
-	if n := nodes["n1"].rec.count(kube.ReasonBGPPeerInvalid); n != 1 {
+	if n := nodes["n1"].rec.count(contract.ReasonBGPPeerInvalid); n != 1 {
 		t.Errorf("%d InvalidBGPPeer events after three passes, want 1", n)
 	}
 
@@ -230,12 +231,12 @@ func TestBGPStatusWriter(t *testing.T) {
 	badErr2 := `spec.passwordSecret: no key "password" in Secret "md5"`
 	nodes["n1"].w.SetWorld(world([]string{"good"}, map[string]string{"bad": badErr2}, "n1", "n2"))
 	sync("n1", "n1")
-	if n := nodes["n1"].rec.count(kube.ReasonBGPPeerInvalid); n != 2 {
+	if n := nodes["n1"].rec.count(contract.ReasonBGPPeerInvalid); n != 2 {
 		t.Errorf("%d InvalidBGPPeer events after a new error, want 2", n)
 	}
 	nodes["n1"].w.SetWorld(world([]string{"good", "bad"}, nil, "n1", "n2"))
 	sync("n1")
-	if n := nodes["n1"].rec.count(kube.ReasonBGPPeerValid); n != 1 {
+	if n := nodes["n1"].rec.count(contract.ReasonBGPPeerValid); n != 1 {
 		t.Errorf("%d BGPPeerConfigured events after the fix, want 1", n)
 	}
 	if diff := cmp.Diff([]v1alpha1.BGPPeerNodeStatus{e("n1", v1alpha1.SessionStateIdle, 0, "", now)}, entries("bad"), cmpTime); diff != "" {
