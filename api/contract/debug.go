@@ -5,6 +5,14 @@ import (
 	"time"
 )
 
+// Default ports of the listeners that serve the debug endpoints: the speaker's metrics
+// listener (--metrics-bind-address, on the host network) and the proxy's admin listener
+// (--admin-bind-address). kubectl metalgate reaches them through pods/portforward.
+const (
+	SpeakerMetricsPort = 7472
+	ProxyAdminPort     = 10254
+)
+
 // DebugAnnouncementsPath is where each speaker serves Announcements as JSON, on its metrics
 // listener (kubectl metalgate announcers reads it from every speaker).
 const DebugAnnouncementsPath = "/debug/announcements"

@@ -25,10 +25,9 @@ func speakerLabels() client.MatchingLabels {
 	return client.MatchingLabels{"app.kubernetes.io/name": "metalgate", "app.kubernetes.io/component": "speaker"}
 }
 
-// The speakers' debug endpoint (contract.DebugAnnouncementsPath): every speaker pod serves, on
-// its metrics port, what its node announces now.
+// How the allocations table shows announcers (announcerOf): "-" when no speaker announces the
+// address, and a count instead of names past a few nodes.
 const (
-	speakerPort          = 7472
 	unknownAnnouncer     = "-"
 	maxAnnouncerListSize = 4
 )
@@ -60,7 +59,7 @@ func askSpeaker(ctx context.Context, pods podProxy, p *corev1.Pod) speakerAnswer
 		a.err = fmt.Errorf("pod is %s", podState(p))
 		return a
 	}
-	code, body, err := pods.Get(ctx, p.Namespace, p.Name, speakerPort, contract.DebugAnnouncementsPath, nil)
+	code, body, err := pods.Get(ctx, p.Namespace, p.Name, contract.SpeakerMetricsPort, contract.DebugAnnouncementsPath, nil)
 	switch {
 	case err != nil:
 		a.err = err

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -17,10 +18,6 @@ import (
 func proxyLabels() client.MatchingLabels {
 	return client.MatchingLabels{"app.kubernetes.io/name": "metalgate", "app.kubernetes.io/component": "proxy"}
 }
-
-// proxyAdminPort is where a proxy serves /healthz, /metrics and /debug/backends
-// (--admin-bind-address of config/proxy/base).
-const proxyAdminPort = 10254
 
 // proxyPod is one metalgate proxy pod and what its flags make it serve.
 type proxyPod struct {
@@ -77,7 +74,7 @@ func parseProxyPod(pod *corev1.Pod) (proxyPod, bool) {
 		if i < 0 {
 			continue
 		}
-		p := proxyPod{pod: pod, controller: table.ControllerName, adminPort: proxyAdminPort}
+		p := proxyPod{pod: pod, controller: table.ControllerName, adminPort: contract.ProxyAdminPort}
 		flags := args[i+1:]
 		for j := 0; j < len(flags); j++ {
 			name, value, hasValue := strings.Cut(strings.TrimLeft(flags[j], "-"), "=")

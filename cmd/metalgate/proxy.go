@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/cmd/metalgate/internal/version"
 	"github.com/metalgate/metalgate/internal/secretkey"
 	"github.com/metalgate/metalgate/proxy/controlplane"
@@ -110,7 +111,7 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Default: in-cluster config, else $KUBECONFIG, else ~/.kube/config.")
 	fs.StringVar(&o.HTTPAddr, "http-bind-address", ":80", "Address of plain HTTP traffic; \"0\" disables it.")
 	fs.StringVar(&o.HTTPSAddr, "https-bind-address", ":443", "Address of HTTPS traffic (TLS, HTTP/2 by ALPN); \"0\" disables it.")
-	fs.StringVar(&o.AdminAddr, "admin-bind-address", ":10254", "Address of /healthz and /readyz (open), /metrics and /debug/backends (loopback, or a bearer token authorised for the path); \"0\" disables it.")
+	fs.StringVar(&o.AdminAddr, "admin-bind-address", fmt.Sprintf(":%d", contract.ProxyAdminPort), "Address of /healthz and /readyz (open), /metrics and /debug/backends (loopback, or a bearer token authorised for the path); \"0\" disables it.")
 	fs.StringVar(&o.Controller, "controller-name", table.ControllerName, "IngressClass spec.controller served.")
 	fs.Var(&o.WatchNamespaces, "watch-namespace", "Serve only Ingresses in this namespace (repeatable, or comma-separated). Default: all namespaces.")
 	fs.BoolVar(&o.WatchDefaultClass, "watch-ingress-without-class", false, "Also serve Ingresses without a class when the default IngressClass is ours.")

@@ -75,7 +75,7 @@ func (o *speakerOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.SpeakerSelector, "speaker-selector", "app.kubernetes.io/name=metalgate,app.kubernetes.io/component=speaker", "Label selector of the speaker Pods (memberlist peers and quorum base).")
 	fs.IntVar(&o.MemberlistPort, "memberlist-port", 7946, "UDP and TCP port of memberlist, the same on every node.")
 	fs.StringVar(&o.MemberlistKeyDir, "memberlist-key-dir", "/etc/metalgate/memberlist", "Directory with the speaker cluster's keys: file \"key\" (primary), files \"key-*\" (also accepted); the DaemonSet mounts the Secret metalgate-memberlist here. Re-read every 10s (rotation, docs/speaker.md).")
-	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":7472", "Address of /metrics and /debug/announcements (loopback, or a bearer token authorised for the path); \"0\" disables it.")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", fmt.Sprintf(":%d", contract.SpeakerMetricsPort), "Address of /metrics and /debug/announcements (loopback, or a bearer token authorised for the path); \"0\" disables it.")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":7473", "Address of /healthz and /readyz; \"0\" disables them.")
 	fs.StringVar(&o.StaticConfig, "static-config", "", "Run without the API server from this JSON file (lab and benchmarks; see docs/speaker.md).")
 	fs.IntVar(&o.GratuitousCount, "gratuitous-count", 3, "Gratuitous ARP / unsolicited NA sent per address on takeover.")
