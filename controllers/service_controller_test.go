@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -179,7 +180,12 @@ func TestRestartKeepsAssignments(t *testing.T) {
 	const n = 200
 	pool(t, "restart", nil, "10.200.0.0/24")
 	ns := namespace(t, nil)
-	stop := startController(t)
+	// The first controller is slowed down (one worker, 20 requests/s: a few Services a
+	// second) so that the restart surely interrupts it: at full speed it allocates all 200
+	// before the test can look.
+	slow := rest.CopyConfig(cfg)
+	slow.QPS, slow.Burst = 20, 20
+	stop := startControllerWith(t, slow, controllers.Options{ServiceWorkers: 1})
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {

@@ -92,6 +92,13 @@ func needAPIServer(t *testing.T) {
 // function is called or the test ends.
 func startController(t *testing.T) (stop func()) {
 	t.Helper()
+	return startControllerWith(t, cfg, controllers.Options{})
+}
+
+// startControllerWith is startController with its own rest config (rate limits) and options
+// (workers); Metrics and SkipNameValidation are set here.
+func startControllerWith(t *testing.T, cfg *rest.Config, opts controllers.Options) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ctx = logr.NewContext(ctx, bufferedLogger(t))
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -104,10 +111,9 @@ func startController(t *testing.T) (stop func()) {
 	if err != nil {
 		t.Fatalf("new manager: %v", err)
 	}
-	err = controllers.Setup(ctx, mgr, controllers.Options{
-		Metrics:            controllers.NewMetrics(prometheus.NewRegistry()),
-		SkipNameValidation: true,
-	})
+	opts.Metrics = controllers.NewMetrics(prometheus.NewRegistry())
+	opts.SkipNameValidation = true
+	err = controllers.Setup(ctx, mgr, opts)
 	if err != nil {
 		t.Fatalf("setup: %v", err)
 	}
