@@ -67,7 +67,7 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 		http.Error(w, "misdirected request: the TLS server name's certificate does not cover this host", http.StatusMisdirectedRequest)
 		return
 	}
-	route := rt.table.Lookup(r.Host, r.URL.Path)
+	route := lookup(rt.table, r)
 	if route == nil {
 		http.Error(w, "no route for this host and path", http.StatusNotFound)
 		return
@@ -380,3 +380,26 @@ func (w *responseWriter) Flush() {
 }
 
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// lookup finds a request's route. An Ingress table routes by host and path; a Gateway table
+// (Table.Gateway set, `metalgate proxy --gateway`) by the listener port the connection arrived
+// on and the whole request (Table.Match): the proxy listens on the listener ports themselves.
+func lookup(t *table.Table, r *http.Request) *table.Route {
+	if t.Gateway == nil {
+		return t.Lookup(r.Host, r.URL.Path)
+	}
+	a, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	ap, err := netip.ParseAddrPort(addrString(a))
+	if err != nil {
+		return nil
+	}
+	return t.Match(int32(ap.Port()), r)
+}
+
+// addrString is a's address, "" for none.
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
