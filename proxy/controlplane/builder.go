@@ -30,11 +30,16 @@ const (
 	KindSecret        = "Secret"
 )
 
-var watched = []struct {
+// watchedKind is one kind the builder watches and the prober lists.
+type watchedKind struct {
 	kind string
 	obj  client.Object
 	list func() client.ObjectList
-}{
+}
+
+// watched are the kinds of the Ingress proxy; gatewayWatched (gateway.go) those of
+// `metalgate proxy --gateway`. Options.kinds picks one.
+var watched = []watchedKind{
 	{KindIngress, &networkingv1.Ingress{}, func() client.ObjectList { return &networkingv1.IngressList{} }},
 	{KindIngressClass, &networkingv1.IngressClass{}, func() client.ObjectList { return &networkingv1.IngressClassList{} }},
 	{KindService, &corev1.Service{}, func() client.ObjectList { return &corev1.ServiceList{} }},
@@ -44,7 +49,7 @@ var watched = []struct {
 
 // kindOf maps a reflector's type description ("*v1.EndpointSlice") to our kind name.
 func kindOf(desc string) string {
-	for _, w := range watched {
+	for _, w := range append(watched[:len(watched):len(watched)], gatewayWatched...) {
 		if strings.HasSuffix(desc, "."+w.kind) {
 			return w.kind
 		}
@@ -95,7 +100,7 @@ func (b *builder) event(kind string) {
 
 func (b *builder) Start(ctx context.Context) error {
 	log := b.opts.Logger.WithName("builder")
-	for _, w := range watched {
+	for _, w := range b.opts.kinds() {
 		inf, err := b.cache.GetInformer(ctx, w.obj)
 		if err != nil {
 			return fmt.Errorf("get %s informer: %w", w.kind, err)
@@ -112,7 +117,7 @@ func (b *builder) Start(ctx context.Context) error {
 	if !b.cache.WaitForCacheSync(ctx) {
 		return ctx.Err()
 	}
-	for _, w := range watched {
+	for _, w := range b.opts.kinds() {
 		b.fresh.OK(w.kind) // synced: every kind was listed
 	}
 	b.mu.Lock()
@@ -292,6 +297,9 @@ func (b *builder) leading() bool {
 
 // snapshot lists every watched kind from the cache without copying (Build only reads).
 func (b *builder) snapshot(ctx context.Context) (table.Input, error) {
+	if b.opts.Gateway.Name != "" {
+		return b.gatewaySnapshot(ctx)
+	}
 	in := table.Input{Controller: b.opts.Controller, WatchDefaultClass: b.opts.WatchDefaultClass, AllowUnmanagedSlices: b.opts.AllowUnmanagedSlices,
 		NginxAnnotations: b.opts.NginxAnnotations, SSLPassthrough: b.opts.SSLPassthrough}
 	nocopy := client.UnsafeDisableDeepCopy
@@ -360,7 +368,7 @@ func (p *prober) Start(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		for _, w := range watched {
+		for _, w := range p.opts.kinds() {
 			opts := []client.ListOption{client.Limit(1)}
 			if w.kind == KindSecret {
 				opts = append(opts, client.MatchingFields{"type": string(corev1.SecretTypeTLS)})

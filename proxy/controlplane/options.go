@@ -15,6 +15,11 @@ import (
 type Options struct {
 	// Controller is the IngressClass spec.controller served. Default table.ControllerName.
 	Controller string
+	// Gateway, when set, makes this the proxy of that one Gateway (`metalgate proxy
+	// --gateway`): it watches the Gateway, HTTPRoutes, ReferenceGrants, Namespaces, Services
+	// and EndpointSlices, builds the table with table.Input.Gateway, and reads no Ingress
+	// and writes no status. Excludes WatchNamespaces.
+	Gateway types.NamespacedName
 	// WatchNamespaces limits Ingresses (and the Services, EndpointSlices and Secrets they use)
 	// to these namespaces. Default: all.
 	WatchNamespaces []string

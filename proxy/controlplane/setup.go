@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/metalgate/metalgate/proxy/table"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // RBAC of the proxy. With --watch-namespace the namespaced rules can be a Role in each
@@ -49,8 +50,11 @@ func New(opts Options) (*ControlPlane, error) {
 		return nil, fmt.Errorf("controlplane: Options.Swap is required")
 	}
 	opts.defaults()
-	kinds := make([]string, len(watched))
-	for i, w := range watched {
+	if opts.Gateway.Name != "" && len(opts.WatchNamespaces) > 0 {
+		return nil, fmt.Errorf("controlplane: Options.Gateway and WatchNamespaces exclude each other: a Gateway's routes come from any namespace its listeners allow")
+	}
+	kinds := make([]string, len(opts.kinds()))
+	for i, w := range opts.kinds() {
 		kinds[i] = w.kind
 	}
 	cp := &ControlPlane{opts: opts, fresh: NewFreshness(opts.StaleAfter, kinds...), snapshots: make(chan table.Input, 1)}
@@ -82,6 +86,9 @@ func (cp *ControlPlane) CacheOptions() cache.Options {
 			}
 			cp.opts.Logger.Info("watch failed; the data plane keeps serving the last table", "kind", kind, "error", err.Error())
 		},
+	}
+	if cp.opts.Gateway.Name != "" {
+		o.ByObject[&gatewayv1.Gateway{}] = cache.ByObject{Namespaces: map[string]cache.Config{cp.opts.Gateway.Namespace: {}}}
 	}
 	if len(cp.opts.WatchNamespaces) > 0 {
 		o.DefaultNamespaces = map[string]cache.Config{}
@@ -124,7 +131,11 @@ func (cp *ControlPlane) Setup(mgr manager.Manager) error {
 		built: make(chan struct{}), snapshots: cp.snapshots, reported: map[types.NamespacedName]string{}, elected: mgr.Elected(), arb: arb}
 	pub := &publisher{opts: cp.opts, client: mgr.GetClient(), reader: mgr.GetAPIReader(), snapshots: cp.snapshots, arb: arb,
 		kick: make(chan struct{}, 1), states: map[types.NamespacedName]*statusState{}, now: timeNow}
-	for _, r := range []manager.Runnable{cp.builder, &prober{reader: mgr.GetAPIReader(), fresh: cp.fresh, opts: cp.opts}, pub} {
+	runs := []manager.Runnable{cp.builder, &prober{reader: mgr.GetAPIReader(), fresh: cp.fresh, opts: cp.opts}, pub}
+	if cp.opts.Gateway.Name != "" { // a Gateway proxy writes no Ingress status
+		runs = runs[:2]
+	}
+	for _, r := range runs {
 		if err := mgr.Add(r); err != nil {
 			return fmt.Errorf("add proxy control plane: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/metalgate/metalgate/proxy/controlplane"
 	"github.com/metalgate/metalgate/proxy/dataplane"
@@ -53,7 +56,9 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	_ = clientgoscheme.AddToScheme(scheme)
-	env := &envtest.Environment{Scheme: scheme}
+	_ = gatewayv1.Install(scheme)
+	_ = gatewayv1beta1.Install(scheme)
+	env := &envtest.Environment{Scheme: scheme, CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "gateway-api", "crds")}, ErrorIfCRDPathMissing: true}
 	var err error
 	if cfg, err = env.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "start envtest:", err)

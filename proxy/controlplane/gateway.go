@@ -1,0 +1,99 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"github.com/metalgate/metalgate/proxy/table"
+)
+
+// RBAC of `metalgate proxy --gateway`, besides Services and EndpointSlices: get, list and
+// watch of gateways, httproutes and referencegrants (gateway.networking.k8s.io) and of
+// namespaces, cluster-wide. Not granted by config/ or the chart yet (docs/gateway.md): as
+// kubebuilder markers here they would be demanded of every Ingress proxy, namespaced ones
+// included; a role of the Gateway proxy's own is the next step.
+
+// Kinds a Gateway proxy watches besides Services and EndpointSlices.
+const (
+	KindGateway        = "Gateway"
+	KindHTTPRoute      = "HTTPRoute"
+	KindReferenceGrant = "ReferenceGrant"
+	KindNamespace      = "Namespace"
+)
+
+// gatewayWatched are the kinds of a Gateway proxy: no Ingress, IngressClass or Secret.
+var gatewayWatched = []watchedKind{
+	{KindGateway, &gatewayv1.Gateway{}, func() client.ObjectList { return &gatewayv1.GatewayList{} }},
+	{KindHTTPRoute, &gatewayv1.HTTPRoute{}, func() client.ObjectList { return &gatewayv1.HTTPRouteList{} }},
+	{KindReferenceGrant, &gatewayv1beta1.ReferenceGrant{}, func() client.ObjectList { return &gatewayv1beta1.ReferenceGrantList{} }},
+	{KindNamespace, &corev1.Namespace{}, func() client.ObjectList { return &corev1.NamespaceList{} }},
+	{KindService, &corev1.Service{}, func() client.ObjectList { return &corev1.ServiceList{} }},
+	{KindEndpointSlice, &discoveryv1.EndpointSlice{}, func() client.ObjectList { return &discoveryv1.EndpointSliceList{} }},
+}
+
+// kinds are the kinds this proxy watches: a Gateway proxy's or an Ingress proxy's.
+func (o *Options) kinds() []watchedKind {
+	if o.Gateway.Name != "" {
+		return gatewayWatched
+	}
+	return watched
+}
+
+// gatewaySnapshot is snapshot for a Gateway proxy: its Gateway (nil while it does not exist:
+// the table then routes nothing), every HTTPRoute, ReferenceGrant, Namespace, Service and
+// EndpointSlice; table.Build keeps the routes whose parentRefs name the Gateway.
+func (b *builder) gatewaySnapshot(ctx context.Context) (table.Input, error) {
+	in := table.Input{AllowUnmanagedSlices: b.opts.AllowUnmanagedSlices}
+	nocopy := client.UnsafeDisableDeepCopy
+	gw := &gatewayv1.Gateway{}
+	switch err := b.cache.Get(ctx, b.opts.Gateway, gw); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return in, fmt.Errorf("get Gateway %s: %w", b.opts.Gateway, err)
+	default:
+		in.Gateway = gw
+	}
+	var routes gatewayv1.HTTPRouteList
+	if err := b.cache.List(ctx, &routes, nocopy); err != nil {
+		return in, fmt.Errorf("list HTTPRoutes: %w", err)
+	}
+	for i := range routes.Items {
+		in.HTTPRoutes = append(in.HTTPRoutes, &routes.Items[i])
+	}
+	var grants gatewayv1beta1.ReferenceGrantList
+	if err := b.cache.List(ctx, &grants, nocopy); err != nil {
+		return in, fmt.Errorf("list ReferenceGrants: %w", err)
+	}
+	for i := range grants.Items {
+		in.ReferenceGrants = append(in.ReferenceGrants, &grants.Items[i])
+	}
+	var nss corev1.NamespaceList
+	if err := b.cache.List(ctx, &nss, nocopy); err != nil {
+		return in, fmt.Errorf("list Namespaces: %w", err)
+	}
+	for i := range nss.Items {
+		in.Namespaces = append(in.Namespaces, &nss.Items[i])
+	}
+	var svcs corev1.ServiceList
+	if err := b.cache.List(ctx, &svcs, nocopy); err != nil {
+		return in, fmt.Errorf("list Services: %w", err)
+	}
+	for i := range svcs.Items {
+		in.Services = append(in.Services, &svcs.Items[i])
+	}
+	var slices discoveryv1.EndpointSliceList
+	if err := b.cache.List(ctx, &slices, nocopy); err != nil {
+		return in, fmt.Errorf("list EndpointSlices: %w", err)
+	}
+	for i := range slices.Items {
+		in.Slices = append(in.Slices, &slices.Items[i])
+	}
+	return in, nil
+}
