@@ -89,6 +89,7 @@ type proxyOptions struct {
 	PublicHTTPSPort         int
 	AffinityKeySecret       string
 	StaticConfig            string
+	Gateway                 string
 	QPS                     float64
 	Burst                   int
 	Zap                     zap.Options
@@ -162,6 +163,7 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.PublicHTTPPort, "public-http-port", 80, "Port clients connect to for plain HTTP (the Service port), sent as X-Forwarded-Port.")
 	fs.IntVar(&o.PublicHTTPSPort, "public-https-port", 443, "Port clients connect to for HTTPS (the Service port), sent as X-Forwarded-Port.")
 	fs.StringVar(&o.AffinityKeySecret, "affinity-key-secret", "", "namespace/name of a Secret whose key \"key\" signs affinity cookies, created with a random key when missing, so that every replica names endpoints alike. Default: <pod namespace>/metalgate-proxy-affinity; \"-\" for a random key per process.")
+	fs.StringVar(&o.Gateway, "gateway", "", "Serve this one Gateway (namespace/name): its HTTP listeners' ports and its HTTPRoutes, no Ingress. --http-addr and --https-addr are not used; HTTPS listeners are not served yet.")
 	fs.StringVar(&o.StaticConfig, "static-config", "", "Development: serve the Ingresses, Services and EndpointSlices in this YAML file; no API server.")
 	fs.Float64Var(&o.QPS, "kube-api-qps", 50, "Requests per second to the API server (client-side limit).")
 	fs.IntVar(&o.Burst, "kube-api-burst", 100, "Burst of requests to the API server (client-side limit).")
@@ -172,6 +174,11 @@ func proxyCommand(ctx context.Context, args []string, stderr io.Writer) error {
 	var opts proxyOptions
 	if err := parseFlags("proxy", args, stderr, opts.bind); err != nil {
 		return err
+	}
+	if opts.Gateway != "" {
+		if _, err := opts.gatewayMode(); err != nil {
+			return err
+		}
 	}
 	return runProxy(withLogger(ctx, &opts.Zap, stderr), opts)
 }
@@ -338,13 +345,18 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 		}
 		return ln, nil
 	}
-	httpLn, err := listen(opts.HTTPAddr)
-	if err != nil {
-		return err
-	}
-	httpsLn, err := listen(opts.HTTPSAddr)
-	if err != nil {
-		return err
+	var httpLn, httpsLn net.Listener
+	if opts.Gateway != "" {
+		if httpLn, err = listenGateway(ctx, opts, logger); err != nil {
+			return err
+		}
+	} else {
+		if httpLn, err = listen(opts.HTTPAddr); err != nil {
+			return err
+		}
+		if httpsLn, err = listen(opts.HTTPSAddr); err != nil {
+			return err
+		}
 	}
 	adminLn, err := listen(opts.AdminAddr)
 	if err != nil {
@@ -459,6 +471,9 @@ func startControlPlane(ctx context.Context, opts proxyOptions, swap func(*table.
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("register Kubernetes types: %w", err)
 	}
+	if err := addGatewayTypes(scheme); err != nil {
+		return nil, err
+	}
 	copts := controlplane.Options{
 		Controller:        opts.Controller,
 		WatchNamespaces:   opts.WatchNamespaces,
@@ -491,6 +506,14 @@ func startControlPlane(ctx context.Context, opts proxyOptions, swap func(*table.
 	copts.FieldManager = "metalgate-proxy." + identity
 	if len(copts.FieldManager) > 128 {
 		copts.FieldManager = copts.FieldManager[:128]
+	}
+	if opts.Gateway != "" {
+		if copts.Gateway, err = opts.gatewayMode(); err != nil {
+			return nil, err
+		}
+		// A Gateway proxy does no leader-only work (it writes no status), and must never
+		// take the Ingress proxies' Lease from them.
+		opts.LeaderElect = false
 	}
 	cp, err := controlplane.New(copts)
 	if err != nil {

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+)
+
+// addGatewayTypes registers the Gateway API kinds the proxy reads.
+func addGatewayTypes(scheme *runtime.Scheme) error {
+	if err := gatewayv1.Install(scheme); err != nil {
+		return fmt.Errorf("register Gateway API v1 types: %w", err)
+	}
+	if err := gatewayv1beta1.Install(scheme); err != nil {
+		return fmt.Errorf("register Gateway API v1beta1 types: %w", err)
+	}
+	return nil
+}
+
+// parseGatewayRef parses --gateway: namespace/name, a DNS label and a DNS subdomain.
+func parseGatewayRef(s string) (types.NamespacedName, error) {
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return types.NamespacedName{}, fmt.Errorf("--gateway %q: want <namespace>/<name>", s)
+	}
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return types.NamespacedName{}, fmt.Errorf("--gateway %q: namespace %q: %s", s, ns, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return types.NamespacedName{}, fmt.Errorf("--gateway %q: name %q: %s", s, name, strings.Join(errs, "; "))
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
+}
+
+// gatewayMode checks the flags of `metalgate proxy --gateway` and returns the Gateway.
+func (o *proxyOptions) gatewayMode() (types.NamespacedName, error) {
+	ref, err := parseGatewayRef(o.Gateway)
+	if err != nil {
+		return ref, err
+	}
+	switch {
+	case o.StaticConfig != "":
+		return ref, fmt.Errorf("--gateway and --static-config exclude each other: a Gateway is read from the API server")
+	case len(o.WatchNamespaces) > 0:
+		return ref, fmt.Errorf("--gateway and --watch-namespace exclude each other: a Gateway's routes come from any namespace its listeners allow")
+	}
+	return ref, nil
+}
+
+// gatewayPorts are the distinct ports of gw's HTTP listeners, sorted, and a description of
+// each listener this proxy does not serve (HTTPS: certificateRefs are not read yet; TLS, TCP,
+// UDP: not HTTP).
+func gatewayPorts(gw *gatewayv1.Gateway) (ports []int32, skipped []string) {
+	seen := map[int32]bool{}
+	for _, l := range gw.Spec.Listeners {
+		if l.Protocol != gatewayv1.HTTPProtocolType {
+			skipped = append(skipped, fmt.Sprintf("listener %q (%s, port %d)", l.Name, l.Protocol, l.Port))
+			continue
+		}
+		if !seen[l.Port] {
+			seen[l.Port] = true
+			ports = append(ports, l.Port)
+		}
+	}
+	sort.Slice(ports, func(i, j int) bool { return ports[i] < ports[j] })
+	return ports, skipped
+}
+
+// listenGateway reads the Gateway once and listens on each of its HTTP listener ports: the
+// controller's Deployment (controllers/gateway/proxy_deployment.go) exposes exactly those
+// ports, and a change of the listeners' ports changes its pod template, so the pods that
+// serve the new ports are new processes. Routes, hostnames and backends are followed live.
+func listenGateway(ctx context.Context, opts proxyOptions, logger logr.Logger) (net.Listener, error) {
+	ref, err := opts.gatewayMode()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := restConfig(opts.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	if err := addGatewayTypes(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("client for --gateway: %w", err)
+	}
+	var gw gatewayv1.Gateway
+	if err := c.Get(ctx, ref, &gw); err != nil {
+		return nil, fmt.Errorf("--gateway %s: %w", ref, err)
+	}
+	ports, skipped := gatewayPorts(&gw)
+	for _, s := range skipped {
+		logger.Info("Gateway listener not served: this proxy serves HTTP listeners only (HTTPS certificateRefs are not read yet)", "gateway", ref.String(), "listener", s)
+	}
+	if len(ports) == 0 {
+		return nil, fmt.Errorf("--gateway %s: no HTTP listener to serve", ref)
+	}
+	return listenPorts("", ports)
+}
+
+// listenPorts listens on host:port for each port and merges the listeners into one.
+func listenPorts(host string, ports []int32) (net.Listener, error) {
+	m := &multiListener{conns: make(chan acceptResult), done: make(chan struct{})}
+	for _, p := range ports {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(int(p))))
+		if err != nil {
+			_ = m.Close()
+			return nil, fmt.Errorf("listen on Gateway listener port %d: %w", p, err)
+		}
+		m.lns = append(m.lns, ln)
+	}
+	for _, ln := range m.lns {
+		m.wg.Add(1)
+		go m.accept(ln)
+	}
+	return m, nil
+}
+
+type acceptResult struct {
+	conn net.Conn
+	err  error
+}
+
+// multiListener accepts on several listeners as one; a connection keeps its own LocalAddr,
+// whose port is the listener port the data plane routes by (table.Table.Match).
+type multiListener struct {
+	lns   []net.Listener
+	conns chan acceptResult
+	done  chan struct{}
+	once  sync.Once
+	wg    sync.WaitGroup
+}
+
+func (m *multiListener) accept(ln net.Listener) {
+	defer m.wg.Done()
+	for {
+		c, err := ln.Accept()
+		select {
+		case m.conns <- acceptResult{c, err}:
+		case <-m.done:
+			if c != nil {
+				_ = c.Close()
+			}
+			return
+		}
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+	}
+}
+
+func (m *multiListener) Accept() (net.Conn, error) {
+	select {
+	case r := <-m.conns:
+		return r.conn, r.err
+	case <-m.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (m *multiListener) Close() error {
+	var errs []error
+	m.once.Do(func() {
+		close(m.done)
+		for _, ln := range m.lns {
+			errs = append(errs, ln.Close())
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func (m *multiListener) Addr() net.Addr { return m.lns[0].Addr() }
