@@ -325,19 +325,8 @@ func (b *builder) snapshot(ctx context.Context) (table.Input, error) {
 	for i := range classes.Items {
 		in.Classes = append(in.Classes, &classes.Items[i])
 	}
-	var svcs corev1.ServiceList
-	if err := b.cache.List(ctx, &svcs, nocopy); err != nil {
-		return in, fmt.Errorf("list Services: %w", err)
-	}
-	for i := range svcs.Items {
-		in.Services = append(in.Services, &svcs.Items[i])
-	}
-	var slices discoveryv1.EndpointSliceList
-	if err := b.cache.List(ctx, &slices, nocopy); err != nil {
-		return in, fmt.Errorf("list EndpointSlices: %w", err)
-	}
-	for i := range slices.Items {
-		in.Slices = append(in.Slices, &slices.Items[i])
+	if err := b.listBackends(ctx, &in); err != nil {
+		return in, err
 	}
 	var secrets corev1.SecretList
 	if err := b.cache.List(ctx, &secrets, nocopy); err != nil {
@@ -347,6 +336,27 @@ func (b *builder) snapshot(ctx context.Context) (table.Input, error) {
 		in.Secrets = append(in.Secrets, &secrets.Items[i])
 	}
 	return in, nil
+}
+
+// listBackends fills in.Services and in.Slices from the cache without copying: what both an
+// Ingress table and a Gateway table route to.
+func (b *builder) listBackends(ctx context.Context, in *table.Input) error {
+	nocopy := client.UnsafeDisableDeepCopy
+	var svcs corev1.ServiceList
+	if err := b.cache.List(ctx, &svcs, nocopy); err != nil {
+		return fmt.Errorf("list Services: %w", err)
+	}
+	for i := range svcs.Items {
+		in.Services = append(in.Services, &svcs.Items[i])
+	}
+	var slices discoveryv1.EndpointSliceList
+	if err := b.cache.List(ctx, &slices, nocopy); err != nil {
+		return fmt.Errorf("list EndpointSlices: %w", err)
+	}
+	for i := range slices.Items {
+		in.Slices = append(in.Slices, &slices.Items[i])
+	}
+	return nil
 }
 
 // prober lists one object of each kind from the API server every ProbeInterval, so a dead

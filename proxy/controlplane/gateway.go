@@ -81,19 +81,8 @@ func (b *builder) gatewaySnapshot(ctx context.Context) (table.Input, error) {
 	for i := range nss.Items {
 		in.Namespaces = append(in.Namespaces, &nss.Items[i])
 	}
-	var svcs corev1.ServiceList
-	if err := b.cache.List(ctx, &svcs, nocopy); err != nil {
-		return in, fmt.Errorf("list Services: %w", err)
-	}
-	for i := range svcs.Items {
-		in.Services = append(in.Services, &svcs.Items[i])
-	}
-	var slices discoveryv1.EndpointSliceList
-	if err := b.cache.List(ctx, &slices, nocopy); err != nil {
-		return in, fmt.Errorf("list EndpointSlices: %w", err)
-	}
-	for i := range slices.Items {
-		in.Slices = append(in.Slices, &slices.Items[i])
+	if err := b.listBackends(ctx, &in); err != nil {
+		return in, err
 	}
 	return in, nil
 }
