@@ -406,10 +406,18 @@ func TestLabBGP(t *testing.T) {
 		}
 		return fmt.Errorf("no peer %s in %+v", n1.IPv4, peers)
 	})
-	out, err := l.Vtysh(ctx, "show ip route "+prefix.String()+" json")
-	if err != nil || !strings.Contains(out, n1.IPv4.String()) {
-		t.Errorf("router FIB has no route %s via %s: %v %s", prefix, n1.IPv4, err, shortErr(out))
-	}
+	// bgpd counts the prefix before zebra has installed it: the route
+	// reaches the router's RIB a moment after PfxRcd says 1.
+	eventually(t, 10*time.Second, "router RIB has "+prefix.String()+" via n1", func() error {
+		out, err := l.Vtysh(ctx, "show ip route "+prefix.String()+" json")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, n1.IPv4.String()) {
+			return fmt.Errorf("no route via %s: %s", n1.IPv4, shortErr(out))
+		}
+		return nil
+	})
 	if err := sp.Stop(); err != nil {
 		t.Fatal(err)
 	}
