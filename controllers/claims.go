@@ -2,9 +2,11 @@ package controllers
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +19,18 @@ import (
 	"github.com/metalgate/metalgate/allocator"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 )
+
+// ClaimName is the name of the IPAddressClaim for addr: "v4-100-64-0-1" for IPv4 and "v6-"
+// followed by the 32 hex digits of the address for IPv6. Names are a bijection with
+// addresses, which is what makes the API server's name uniqueness a lock on the address.
+func ClaimName(addr netip.Addr) string {
+	addr = addr.Unmap()
+	if addr.Is4() {
+		return "v4-" + strings.ReplaceAll(addr.String(), ".", "-")
+	}
+	b := addr.As16()
+	return "v6-" + hex.EncodeToString(b[:])
+}
 
 // holder is one entry of a claim's holder list, with its allocator key.
 type holder struct {
