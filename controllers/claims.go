@@ -32,36 +32,6 @@ func ClaimName(addr netip.Addr) string {
 	return "v6-" + hex.EncodeToString(b[:])
 }
 
-// holder is one entry of a claim's holder list, with its allocator key.
-type holder struct {
-	v1alpha1.ClaimHolder
-	key string
-}
-
-func holderFor(svc *corev1.Service, req allocator.Request) v1alpha1.ClaimHolder {
-	h := v1alpha1.ClaimHolder{
-		Namespace:  svc.Namespace,
-		Name:       svc.Name,
-		UID:        svc.UID,
-		SharingKey: req.SharingKey,
-		BackendKey: req.BackendKey,
-	}
-	for _, p := range req.Ports {
-		h.Ports = append(h.Ports, v1alpha1.ClaimPort{Protocol: corev1.Protocol(p.Protocol), Port: p.Port})
-	}
-	return h
-}
-
-// request is what the allocator needs to know of a rival holder to keep its address taken and
-// to judge sharing with it.
-func (h holder) request() allocator.Request {
-	req := allocator.Request{Key: h.key, Namespace: h.Namespace, SharingKey: h.SharingKey, BackendKey: h.BackendKey}
-	for _, p := range h.Ports {
-		req.Ports = append(req.Ports, allocator.Port{Protocol: string(p.Protocol), Port: p.Port})
-	}
-	return req
-}
-
 // claimAll makes svc a holder of the claim of every address in asg. It returns the first
 // address that another live Service holds (and that holder) when svc may not join it.
 func (r *ServiceReconciler) claimAll(ctx context.Context, svc *corev1.Service, req allocator.Request, asg allocator.Assignment) (netip.Addr, holder, error) {
@@ -108,73 +78,24 @@ func (r *ServiceReconciler) claim(ctx context.Context, addr netip.Addr, pool str
 			}
 			return err
 		}
-		var live []v1alpha1.ClaimHolder
-		changed := false
-		mine := false
-		for _, h := range cur.Spec.Holders {
-			switch {
-			case h.Namespace == want.Namespace && h.Name == want.Name && h.UID == want.UID:
-				mine = true
-				if !holderEqual(h, want) {
-					changed = true
-				}
-				live = append(live, want)
-			case h.Namespace == want.Namespace && h.Name == want.Name:
-				changed = true // an earlier Service of the same name: gone
-			default:
-				alive, err := r.holderAlive(ctx, h)
-				if err != nil {
-					return err
-				}
-				if !alive {
-					changed = true
-					continue
-				}
-				live = append(live, h)
-			}
+		alive, err := r.foreignHoldersAlive(ctx, cur.Spec.Holders, want)
+		if err != nil {
+			return err
 		}
-		if !mine {
-			others := live
-			if rv := sharingRival(r.Alloc, addr, pool, want, others); rv != nil {
-				rival = rv
-				if changed {
-					cur.Spec.Holders = others
-					return r.Client.Update(ctx, &cur)
-				}
-				return nil
-			}
-			live = append(live, want)
-			changed = true
-		}
-		if len(live) == 1 && cur.Spec.Pool != pool {
-			cur.Spec.Pool = pool
-			changed = true
+		next, rv, changed := mergeHolders(cur.Spec, want, pool, alive.has, func(o v1alpha1.ClaimHolder) bool {
+			return r.Alloc.SharingConflict(addr, pool, holderOf(want).request(), holderOf(o).request()) == nil
+		})
+		if rv != nil {
+			h := holderOf(*rv)
+			rival = &h
 		}
 		if !changed {
 			return nil
 		}
-		cur.Spec.Holders = live
+		cur.Spec = next
 		return r.Client.Update(ctx, &cur)
 	})
 	return rival, err
-}
-
-// sharingRival returns the first of others that want may not share addr (of pool) with, or
-// nil.
-func sharingRival(alloc *allocator.Allocator, addr netip.Addr, pool string, want v1alpha1.ClaimHolder, others []v1alpha1.ClaimHolder) *holder {
-	w := holder{ClaimHolder: want, key: serviceKey(want.Namespace, want.Name)}
-	for _, o := range others {
-		h := holder{ClaimHolder: o, key: serviceKey(o.Namespace, o.Name)}
-		if alloc.SharingConflict(addr, pool, w.request(), h.request()) != nil {
-			return &h
-		}
-	}
-	return nil
-}
-
-func holderEqual(a, b v1alpha1.ClaimHolder) bool {
-	return a.Namespace == b.Namespace && a.Name == b.Name && a.UID == b.UID && a.SharingKey == b.SharingKey &&
-		a.BackendKey == b.BackendKey && slices.Equal(a.Ports, b.Ports)
 }
 
 // holderAlive asks the API server whether the Service a claim names still exists and is still
@@ -189,6 +110,35 @@ func (r *ServiceReconciler) holderAlive(ctx context.Context, h v1alpha1.ClaimHol
 		return false, fmt.Errorf("get claim holder %s/%s: %w", h.Namespace, h.Name, err)
 	}
 	return svc.UID == h.UID && r.ours(&svc), nil
+}
+
+// holderIDs is a set of claim holders, by Service and UID.
+type holderIDs map[holderID]bool
+
+type holderID struct {
+	namespace, name string
+	uid             types.UID
+}
+
+func (s holderIDs) has(h v1alpha1.ClaimHolder) bool {
+	return s[holderID{h.Namespace, h.Name, h.UID}]
+}
+
+// foreignHoldersAlive asks the API server which of holders, other than Services named as want
+// is, still exist as a LoadBalancer of this controller (holderAlive).
+func (r *ServiceReconciler) foreignHoldersAlive(ctx context.Context, holders []v1alpha1.ClaimHolder, want v1alpha1.ClaimHolder) (holderIDs, error) {
+	alive := holderIDs{}
+	for _, h := range holders {
+		if sameService(h, want) {
+			continue
+		}
+		ok, err := r.holderAlive(ctx, h)
+		if err != nil {
+			return nil, err
+		}
+		alive[holderID{h.Namespace, h.Name, h.UID}] = ok
+	}
+	return alive, nil
 }
 
 // release forgets key in the allocator and drops every claim it holds.

@@ -69,16 +69,13 @@ type ServiceReconciler struct {
 var _ reconcile.Reconciler = &ServiceReconciler{}
 
 // ours reports whether svc is a Service this controller allocates for.
-func (r *ServiceReconciler) ours(svc *corev1.Service) bool {
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-		return false
-	}
-	return svc.Spec.LoadBalancerClass == nil || *svc.Spec.LoadBalancerClass == r.LBClass
-}
+func (r *ServiceReconciler) ours(svc *corev1.Service) bool { return servedBy(svc, r.LBClass) }
 
-// Reconcile brings one Service's addresses, claims and status in line.
+// Reconcile brings one Service's addresses, claims and status in line:
+//
+//	bootstrap, pool sync ─► read Service ─► decideService ─► release (and clear status)
+//	                                                     └─► request ─► assign and claim ─► write
 func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	logger := log.FromContext(ctx)
 	if err := r.bootstrap(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -86,108 +83,135 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 	key := serviceKey(req.Namespace, req.Name)
-
-	var svc corev1.Service
-	if err := r.Client.Get(ctx, req.NamespacedName, &svc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, r.release(ctx, key)
-		}
-		return ctrl.Result{}, fmt.Errorf("get Service: %w", err)
-	}
-	if !svc.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.release(ctx, key)
-	}
-	if !r.ours(&svc) {
-		_, held := r.Alloc.Holding(key)
-		if err := r.release(ctx, key); err != nil {
-			return ctrl.Result{}, err
-		}
-		if held && svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-			return ctrl.Result{}, r.writeStatus(ctx, &svc, nil)
-		}
-		return ctrl.Result{}, nil
-	}
-
-	var ns corev1.Namespace
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: svc.Namespace}, &ns); err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, fmt.Errorf("get Namespace: %w", err)
-	}
-	areq, err := buildRequest(&svc, ns.Labels)
-	if conflicts := AnnotationConflicts(&svc); len(conflicts) > 0 {
-		// The annotation of highest precedence is used either way; the others should go.
-		r.Recorder.Eventf(&svc, nil, corev1.EventTypeWarning, contract.ReasonInvalidRequest, "Allocate", "%s", strings.Join(conflicts, "; "))
-	}
-	if err != nil {
-		// The user must edit the Service; its current addresses stay as they are.
-		r.Metrics.Failures.WithLabelValues("invalid_request").Inc()
-		r.Recorder.Eventf(&svc, nil, corev1.EventTypeWarning, contract.ReasonInvalidRequest, "Allocate", "%v", err)
-		logger.Info("invalid address request", "reason", err.Error())
-		return ctrl.Result{}, nil
-	}
-	if _, held := r.Alloc.Holding(key); !held {
-		// Adopt what the Service shows (e.g. assigned before a restart and not yet claimed);
-		// the claim step below confirms it against the API server.
-		if cur := statusAddresses(&svc); len(cur) > 0 {
-			_, _ = r.Alloc.Restore(areq, cur)
-		}
-	}
-
-	var asg allocator.Assignment
-	for attempt := 0; ; attempt++ {
-		if attempt == maxClaimAttempts {
-			return ctrl.Result{}, fmt.Errorf("gave up after %d addresses were claimed by others first", attempt)
-		}
-		asg, err = r.Alloc.Assign(areq)
-		if err != nil {
-			r.setPending(req.NamespacedName, true)
-			if err := r.fail(ctx, &svc, err); err != nil {
-				return ctrl.Result{}, err
-			}
-			// Also retry later: what frees an address may not pass through this process.
-			return ctrl.Result{RequeueAfter: pendingRetry}, nil
-		}
-		lost, rival, err := r.claimAll(ctx, &svc, areq, asg)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if !lost.IsValid() {
-			break
-		}
-		// Another writer got there first: record the address as theirs and choose again.
-		r.Metrics.Conflicts.Inc()
-		logger.V(1).Info("address claimed by another Service", "address", lost.String(), "holder", rival.key)
-		r.Alloc.Release(key)
-		if _, err := r.Alloc.Restore(rival.request(), []netip.Addr{lost}); err != nil {
-			logger.V(1).Info("could not record rival claim", "address", lost.String(), "reason", err.Error())
-		}
-	}
-
-	r.setPending(req.NamespacedName, false)
-	before := statusAddresses(&svc)
-	if svc.Annotations[contract.AnnotationAllocatedFromPool] != asg.Pool {
-		patch := client.MergeFrom(svc.DeepCopy())
-		if svc.Annotations == nil {
-			svc.Annotations = map[string]string{}
-		}
-		svc.Annotations[contract.AnnotationAllocatedFromPool] = asg.Pool
-		if err := r.Client.Patch(ctx, &svc, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("record pool on Service: %w", err)
-		}
-	}
-	// The pool is recorded before the address is published, so whoever sees the address (a
-	// speaker, a user) also sees where it came from.
-	deferred, err := r.publish(ctx, &svc, asg.Addresses)
+	svc, err := r.readService(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	// A deferred write was made (and announced) by an earlier reconcile.
-	if !deferred && !slices.Equal(before, asg.Addresses) {
-		r.Metrics.Allocations.Inc()
-		r.Recorder.Eventf(&svc, nil, corev1.EventTypeNormal, contract.ReasonAllocated, "Allocate",
-			"Assigned %s from pool %s", joinAddrs(asg.Addresses), asg.Pool)
-		logger.Info("assigned addresses", "addresses", joinAddrs(asg.Addresses), "pool", asg.Pool)
+	_, held := r.Alloc.Holding(key)
+	switch decideService(svc, r.LBClass, held) {
+	case serviceRelease:
+		return ctrl.Result{}, r.release(ctx, key)
+	case serviceReleaseAndClear:
+		if err := r.release(ctx, key); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, r.writeStatus(ctx, svc, nil)
 	}
-	if err := r.releaseClaimsExcept(ctx, key, asg.Addresses); err != nil {
+
+	areq, ok, err := r.request(ctx, svc)
+	if !ok || err != nil {
+		return ctrl.Result{}, err
+	}
+	_, held = r.Alloc.Holding(key)
+	if cur := adoptable(svc, held); len(cur) > 0 {
+		_, _ = r.Alloc.Restore(areq, cur)
+	}
+	asg, refused, err := r.assignAndClaim(ctx, svc, areq)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if refused != nil {
+		r.setPending(req.NamespacedName, true)
+		if err := r.fail(ctx, svc, refused); err != nil {
+			return ctrl.Result{}, err
+		}
+		// Also retry later: what frees an address may not pass through this process.
+		return ctrl.Result{RequeueAfter: pendingRetry}, nil
+	}
+	r.setPending(req.NamespacedName, false)
+	return r.writeAssignment(ctx, svc, asg)
+}
+
+// readService reads the Service from the cache; nil when it is gone.
+func (r *ServiceReconciler) readService(ctx context.Context, name types.NamespacedName) (*corev1.Service, error) {
+	var svc corev1.Service
+	if err := r.Client.Get(ctx, name, &svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get Service: %w", err)
+	}
+	return &svc, nil
+}
+
+// request translates svc into an allocator request. ok is false when the Service asks for
+// something invalid: that is reported on it (Event, metric, log) and its current addresses
+// stay as they are until the user edits it.
+func (r *ServiceReconciler) request(ctx context.Context, svc *corev1.Service) (areq allocator.Request, ok bool, err error) {
+	var ns corev1.Namespace
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: svc.Namespace}, &ns); err != nil && !apierrors.IsNotFound(err) {
+		return areq, false, fmt.Errorf("get Namespace: %w", err)
+	}
+	areq, invalid := buildRequest(svc, ns.Labels)
+	if conflicts := AnnotationConflicts(svc); len(conflicts) > 0 {
+		// The annotation of highest precedence is used either way; the others should go.
+		r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, contract.ReasonInvalidRequest, "Allocate", "%s", strings.Join(conflicts, "; "))
+	}
+	if invalid != nil {
+		r.Metrics.Failures.WithLabelValues("invalid_request").Inc()
+		r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, contract.ReasonInvalidRequest, "Allocate", "%v", invalid)
+		log.FromContext(ctx).Info("invalid address request", "reason", invalid.Error())
+		return areq, false, nil
+	}
+	return areq, true, nil
+}
+
+// assignAndClaim asks the allocator for addresses and claims each on the API server. While
+// another writer wins the race for one, it records that address as the rival's and chooses
+// again, up to maxClaimAttempts. refused is the allocator's refusal (no address fits); err
+// is a failure to talk to the API server.
+func (r *ServiceReconciler) assignAndClaim(ctx context.Context, svc *corev1.Service, areq allocator.Request) (asg allocator.Assignment, refused, err error) {
+	for attempt := 0; attempt < maxClaimAttempts; attempt++ {
+		asg, refused = r.Alloc.Assign(areq)
+		if refused != nil {
+			return asg, refused, nil
+		}
+		lost, rival, err := r.claimAll(ctx, svc, areq, asg)
+		if err != nil {
+			return asg, nil, err
+		}
+		if !lost.IsValid() {
+			return asg, nil, nil
+		}
+		r.yieldAddress(ctx, areq.Key, lost, rival)
+	}
+	return asg, nil, fmt.Errorf("gave up after %d addresses were claimed by others first", maxClaimAttempts)
+}
+
+// yieldAddress records in the allocator that addr belongs to rival, who claimed it first,
+// and forgets what it had chosen for key, so the next Assign chooses again.
+func (r *ServiceReconciler) yieldAddress(ctx context.Context, key string, addr netip.Addr, rival holder) {
+	logger := log.FromContext(ctx)
+	r.Metrics.Conflicts.Inc()
+	logger.V(1).Info("address claimed by another Service", "address", addr.String(), "holder", rival.key)
+	r.Alloc.Release(key)
+	if _, err := r.Alloc.Restore(rival.request(), []netip.Addr{addr}); err != nil {
+		logger.V(1).Info("could not record rival claim", "address", addr.String(), "reason", err.Error())
+	}
+}
+
+// writeAssignment makes svc show asg, whose claims it holds: the pool annotation first, so
+// whoever sees the address (a speaker, a user) also sees where it came from, then the status
+// (publish), an Event when the addresses changed, and last it lets go of claims of addresses
+// it no longer shows.
+func (r *ServiceReconciler) writeAssignment(ctx context.Context, svc *corev1.Service, asg allocator.Assignment) (ctrl.Result, error) {
+	before := statusAddresses(svc)
+	if needsPoolAnnotation(svc, asg.Pool) {
+		if err := r.writePoolAnnotation(ctx, svc, asg.Pool); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	deferred, err := r.publish(ctx, svc, asg.Addresses)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if newlyAssigned(before, asg.Addresses, deferred) {
+		r.Metrics.Allocations.Inc()
+		r.Recorder.Eventf(svc, nil, corev1.EventTypeNormal, contract.ReasonAllocated, "Allocate",
+			"Assigned %s from pool %s", joinAddrs(asg.Addresses), asg.Pool)
+		log.FromContext(ctx).Info("assigned addresses", "addresses", joinAddrs(asg.Addresses), "pool", asg.Pool)
+	}
+	if err := r.releaseClaimsExcept(ctx, serviceKey(svc.Namespace, svc.Name), asg.Addresses); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.poolChanged(asg.Pool)
@@ -195,6 +219,19 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{RequeueAfter: statusRecheck}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// writePoolAnnotation patches metalgate.io/ip-allocated-from-pool on svc to pool.
+func (r *ServiceReconciler) writePoolAnnotation(ctx context.Context, svc *corev1.Service, pool string) error {
+	patch := client.MergeFrom(svc.DeepCopy())
+	if svc.Annotations == nil {
+		svc.Annotations = map[string]string{}
+	}
+	svc.Annotations[contract.AnnotationAllocatedFromPool] = pool
+	if err := r.Client.Patch(ctx, svc, patch); err != nil {
+		return fmt.Errorf("record pool on Service: %w", err)
+	}
+	return nil
 }
 
 // fail reports an allocation error on the Service and withdraws addresses it no longer holds.
