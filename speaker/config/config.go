@@ -62,12 +62,7 @@ func Build(s Snapshot, o Options) (speaker.World, []error) {
 	var errs []error
 	l2, perrs := l2Pools(s.Pools, s.L2Advertisements)
 	errs = append(errs, perrs...)
-	var myLabels map[string]string
-	for _, n := range s.Nodes {
-		if n.Name == o.Node {
-			myLabels = n.Labels
-		}
-	}
+	myLabels := nodeLabels(s.Nodes, o.Node)
 	bgpPools, berrs := bgpPoolsFor(s, myLabels)
 	errs = append(errs, berrs...)
 
@@ -78,96 +73,134 @@ func Build(s Snapshot, o Options) (speaker.World, []error) {
 	for _, p := range bc.Invalid {
 		errs = append(errs, fmt.Errorf("BGPPeer %s: %w", p.Name, p.Err))
 	}
-	notReady := map[string]bool{}
-	for _, n := range s.Nodes {
-		w.Nodes = append(w.Nodes, election.Node{Name: n.Name, Labels: n.Labels, Excluded: excluded(n)})
+	var notReady map[string]bool
+	w.Nodes, notReady = electionNodes(s.Nodes)
+	w.SpeakerAddrs = speakerAddrs(s.SpeakerPods, s.Nodes)
+	w.Speakers, w.Peers = liveSpeakers(s.SpeakerPods, notReady, o.MemberlistPort)
+	w.VIPs = announcedVIPs(s.Services, readyNodes(s.EndpointSlices), o.LBClass, l2, bgpPools)
+	return w, errs
+}
+
+// nodeLabels are the labels of the node named name (nil when it is not listed).
+func nodeLabels(nodes []corev1.Node, name string) map[string]string {
+	var out map[string]string
+	for _, n := range nodes {
+		if n.Name == name {
+			out = n.Labels
+		}
+	}
+	return out
+}
+
+// electionNodes are the candidates of the election, sorted by name, each marked excluded when
+// it must not announce (excluded); notReady holds the nodes whose Ready condition is present
+// and not True (a node without the condition counts as ready).
+func electionNodes(nodes []corev1.Node) (out []election.Node, notReady map[string]bool) {
+	notReady = map[string]bool{}
+	for _, n := range nodes {
+		out = append(out, election.Node{Name: n.Name, Labels: n.Labels, Excluded: excluded(n)})
 		if c := nodeCondition(n, corev1.NodeReady); c != nil && c.Status != corev1.ConditionTrue {
 			notReady[n.Name] = true
 		}
 	}
-	slices.SortFunc(w.Nodes, func(a, b election.Node) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b election.Node) int { return cmp.Compare(a.Name, b.Name) })
+	return out, notReady
+}
 
-	w.SpeakerAddrs = speakerAddrs(s.SpeakerPods, s.Nodes)
-	for _, p := range s.SpeakerPods {
+// liveSpeakers are the nodes running a speaker Pod that is scheduled, not terminating, not
+// ended and on a ready node (the quorum base), and those Pods' memberlist addresses
+// (hostIP:port), each sorted and without duplicates.
+func liveSpeakers(pods []corev1.Pod, notReady map[string]bool, port int) (nodes, peers []string) {
+	for _, p := range pods {
 		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" || notReady[p.Spec.NodeName] ||
 			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		w.Speakers = append(w.Speakers, p.Spec.NodeName)
+		nodes = append(nodes, p.Spec.NodeName)
 		if p.Status.HostIP != "" {
-			w.Peers = append(w.Peers, net.JoinHostPort(p.Status.HostIP, strconv.Itoa(o.MemberlistPort)))
+			peers = append(peers, net.JoinHostPort(p.Status.HostIP, strconv.Itoa(port)))
 		}
 	}
-	slices.Sort(w.Speakers)
-	w.Speakers = slices.Compact(w.Speakers)
-	slices.Sort(w.Peers)
-	w.Peers = slices.Compact(w.Peers)
+	slices.Sort(nodes)
+	slices.Sort(peers)
+	return slices.Compact(nodes), slices.Compact(peers)
+}
 
-	ready := readyNodes(s.EndpointSlices)
-	services := slices.Clone(s.Services)
+// servedBy reports whether svc is a LoadBalancer of lbClass or of no class.
+func servedBy(svc *corev1.Service, lbClass string) bool {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		return false
+	}
+	c := svc.Spec.LoadBalancerClass
+	return c == nil || *c == lbClass
+}
+
+// announcedVIPs are the VIPs to announce, sorted by address then mode: every address in the
+// status of a Service served for lbClass, once per mode whose pools hold it (BGP by bgpPools,
+// layer 2 by l2), with the ready endpoints (ready, by Service key) of every Service sharing it.
+// Services are read in namespace/name order, so the first Service showing a VIP names it.
+func announcedVIPs(services []corev1.Service, ready map[string]map[string]bool, lbClass string, l2 []*l2Pool, bgpPools []*bgpPool) []speaker.VIP {
+	services = slices.Clone(services)
 	slices.SortFunc(services, func(a, b corev1.Service) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
-	byVIP := map[netip.Addr]*speaker.VIP{}
+	byL2 := map[netip.Addr]*speaker.VIP{}
 	byBGP := map[netip.Addr]*speaker.VIP{}
 	for _, svc := range services {
-		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-			continue
-		}
-		if c := svc.Spec.LoadBalancerClass; c != nil && *c != o.LBClass {
+		if !servedBy(&svc, lbClass) {
 			continue
 		}
 		key := svc.Namespace + "/" + svc.Name
 		eps := ready[key]
 		local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+		annotated := svc.Annotations[contract.AnnotationAllocatedFromPool]
 		for _, ing := range svc.Status.LoadBalancer.Ingress {
 			vip, err := netip.ParseAddr(ing.IP)
 			if err != nil {
 				continue // a hostname ingress or garbage: nothing to announce
 			}
 			vip = vip.Unmap()
-			if bp := bgpPoolOf(svc.Annotations[contract.AnnotationAllocatedFromPool], vip, bgpPools); bp != nil {
+			if bp := bgpPoolOf(annotated, vip, bgpPools); bp != nil {
 				v := byBGP[vip]
 				if v == nil {
-					v = &speaker.VIP{
-						Request: election.Request{VIP: vip, NodeSelectors: bp.nodeSelectors, ReadyNodes: map[string]bool{}},
-						Mode:    speaker.ModeBGP,
-						Service: key,
-						Pool:    bp.name,
-						Params:  bgp.Params{Advertisements: bp.advertisements(vip)},
-					}
+					v = newVIP(vip, key, bp.name, bp.nodeSelectors, speaker.ModeBGP, bgp.Params{Advertisements: bp.advertisements(vip)})
 					byBGP[vip] = v
 				}
 				addEndpoints(v, eps, local)
 			}
-			pool := poolOf(svc.Annotations[contract.AnnotationAllocatedFromPool], vip, l2)
-			if pool == nil {
-				continue // not from a pool announced at layer 2
-			}
-			v := byVIP[vip]
-			if v == nil {
-				v = &speaker.VIP{
-					Request: election.Request{VIP: vip, NodeSelectors: pool.nodeSelectors, ReadyNodes: map[string]bool{}},
-					Mode:    speaker.ModeLayer2,
-					Service: key,
-					Pool:    pool.name,
-					Params:  layer2.Params{Interfaces: pool.interfaces},
+			if pool := poolOf(annotated, vip, l2); pool != nil {
+				v := byL2[vip]
+				if v == nil {
+					v = newVIP(vip, key, pool.name, pool.nodeSelectors, speaker.ModeLayer2, layer2.Params{Interfaces: pool.interfaces})
+					byL2[vip] = v
 				}
-				byVIP[vip] = v
+				addEndpoints(v, eps, local)
 			}
-			addEndpoints(v, eps, local)
 		}
 	}
-	for _, v := range byVIP {
-		w.VIPs = append(w.VIPs, *v)
+	var out []speaker.VIP
+	for _, v := range byL2 {
+		out = append(out, *v)
 	}
 	for _, v := range byBGP {
-		w.VIPs = append(w.VIPs, *v)
+		out = append(out, *v)
 	}
-	slices.SortFunc(w.VIPs, func(a, b speaker.VIP) int {
+	slices.SortFunc(out, func(a, b speaker.VIP) int {
 		return cmp.Or(a.VIP.Compare(b.VIP), cmp.Compare(a.Mode, b.Mode))
 	})
-	return w, errs
+	return out
+}
+
+// newVIP is vip of the Service key, from pool, announced in mode with params by the nodes
+// that sel selects (nil: every node); its endpoints are added after (addEndpoints).
+func newVIP(vip netip.Addr, key, pool string, sel []labels.Selector, mode speaker.Mode, params any) *speaker.VIP {
+	return &speaker.VIP{
+		Request: election.Request{VIP: vip, NodeSelectors: sel, ReadyNodes: map[string]bool{}},
+		Mode:    mode,
+		Service: key,
+		Pool:    pool,
+		Params:  params,
+	}
 }
 
 // speakerAddrs returns, for every node with a speaker Pod that has not ended (terminating ones
