@@ -529,162 +529,210 @@ type record struct {
 	watchLast *string
 }
 
+// seen adds v to the distinct values.
+func (r *record) seen(v string) {
+	if !slices.Contains(r.values, v) {
+		r.values = append(r.values, v)
+	}
+}
+
+// polled records a successful poll that read v.
+func (r *record) polled(v string) {
+	r.polls++
+	if r.polls > 1 && r.last != v {
+		r.changes++
+	}
+	r.last = v
+	r.seen(v)
+}
+
+// watched records a watch event that showed v.
+func (r *record) watched(v string) {
+	r.events++
+	if r.watchLast != nil && *r.watchLast != v {
+		r.changes++
+	}
+	r.watchLast = &v
+	r.seen(v)
+}
+
+// progress is one tenant's part of a progress line: "one=100.64.0.1 (1 value(s), 0 change(s))".
+func (r *record) progress(ns string) string {
+	cur := "?"
+	if r.polls > 0 {
+		cur = show(r.last)
+	}
+	return fmt.Sprintf("%s=%s (%d value(s), %d change(s))", ns, cur, len(r.values), r.changes)
+}
+
+// ingressWatch is what the pollers and watchers of watchIngresses share.
+type ingressWatch struct {
+	mu   sync.Mutex
+	recs map[string]*record // by tenant
+	end  time.Time          // when the watch ends: far ahead until the change returned
+}
+
+func newIngressWatch(t0 time.Time) *ingressWatch {
+	w := &ingressWatch{recs: map[string]*record{}, end: t0.Add(24 * time.Hour)}
+	for _, ns := range tenants {
+		w.recs[ns] = &record{}
+	}
+	return w
+}
+
+// update runs f on the record of ns under the lock.
+func (w *ingressWatch) update(ns string, f func(*record)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f(w.recs[ns])
+}
+
+func (w *ingressWatch) setEnd(t time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.end = t
+}
+
+func (w *ingressWatch) ending() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.end
+}
+
+// progress is the progress line of every tenant.
+func (w *ingressWatch) progress() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var parts []string
+	for _, ns := range tenants {
+		parts = append(parts, w.recs[ns].progress(ns))
+	}
+	return strings.Join(parts, "  ")
+}
+
 // watchIngresses polls every tenant's Ingress every second, and watches it, from just before
 // change (the install under test, until what it installed runs) until watch after change
 // returned; it prints progress every 10 s and returns what it saw.
 func (d *demo) watchIngresses(ctx context.Context, watch time.Duration, change func(t0 time.Time) error) (map[string]*record, error) {
-	var mu sync.Mutex
-	recs := map[string]*record{}
-	for _, ns := range tenants {
-		recs[ns] = &record{}
-	}
-	seenValue := func(r *record, v string) {
-		if !slices.Contains(r.values, v) {
-			r.values = append(r.values, v)
-		}
-	}
 	t0 := time.Now()
+	iw := newIngressWatch(t0)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var endMu sync.Mutex
-	end := t0.Add(24 * time.Hour) // set when change returns
-	ending := func() time.Time {
-		endMu.Lock()
-		defer endMu.Unlock()
-		return end
-	}
 	var wg sync.WaitGroup
-	// Polls every second, as a user watching kubectl would see it.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			for _, ns := range tenants {
-				pctx, pcancel := context.WithTimeout(wctx, 900*time.Millisecond)
-				v, err := d.ingressAddress(pctx, ns)
-				pcancel()
-				mu.Lock()
-				r := recs[ns]
-				if err != nil {
-					// A read cut short by the end of the watch is not a failed read.
-					if time.Until(ending()) > time.Second {
-						r.errors++
-					}
-				} else {
-					r.polls++
-					if r.polls > 1 && r.last != v {
-						r.changes++
-					}
-					r.last = v
-					seenValue(r, v)
-				}
-				mu.Unlock()
-			}
-			select {
-			case <-wctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	// And a watch, which sees every committed change, even one reverted within a second.
+	wg.Go(func() { d.pollIngresses(wctx, iw) })
 	for _, ns := range tenants {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rv := ""
-			for wctx.Err() == nil {
-				if rv == "" {
-					// Start from a read: a watch without a resourceVersion asks for a watch
-					// list, which this lab's API server refuses.
-					ing, err := d.cs.NetworkingV1().Ingresses(ns).Get(wctx, ingress, metav1.GetOptions{})
-					if err != nil {
-						select {
-						case <-wctx.Done():
-						case <-time.After(time.Second):
-						}
-						continue
-					}
-					rv = ing.ResourceVersion
-				}
-				w, err := d.cs.NetworkingV1().Ingresses(ns).Watch(wctx, metav1.ListOptions{
-					FieldSelector: "metadata.name=" + ingress, ResourceVersion: rv, AllowWatchBookmarks: true})
-				if err != nil {
-					select {
-					case <-wctx.Done():
-					case <-time.After(time.Second):
-					}
-					continue
-				}
-				for ev := range w.ResultChan() {
-					ing, ok := ev.Object.(*networkingv1.Ingress)
-					if !ok {
-						if ev.Type == apiwatch.Error {
-							rv = "" // e.g. resourceVersion too old: read again
-						}
-						continue
-					}
-					rv = ing.ResourceVersion
-					if ev.Type == apiwatch.Bookmark {
-						continue
-					}
-					v := lbAddresses(ing)
-					mu.Lock()
-					r := recs[ns]
-					r.events++
-					if r.watchLast != nil && *r.watchLast != v {
-						r.changes++
-					}
-					r.watchLast = &v
-					seenValue(r, v)
-					mu.Unlock()
-				}
-				w.Stop()
-			}
-		}()
+		wg.Go(func() { d.followIngress(wctx, iw, ns) })
 	}
-	changeErr := change(t0)
-	if changeErr != nil {
+	if err := change(t0); err != nil {
 		cancel()
 		wg.Wait()
-		return nil, changeErr
+		return nil, err
 	}
 	t1 := time.Now()
-	endMu.Lock()
-	end = t1.Add(watch)
-	endMu.Unlock()
+	iw.setEnd(t1.Add(watch))
 	stop := time.AfterFunc(watch, cancel)
 	defer stop.Stop()
-	// Progress every 10 s until the watch ends.
+	d.reportProgress(wctx, iw, t1, watch)
+	wg.Wait()
+	return iw.recs, ctx.Err()
+}
+
+// pollIngresses reads every tenant's Ingress every second until ctx ends, as a user watching
+// kubectl would see it.
+func (d *demo) pollIngresses(ctx context.Context, iw *ingressWatch) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
-		select {
-		case <-wctx.Done():
-		case <-time.After(time.Until(t1.Add(time.Duration(int(time.Since(t1)/(10*time.Second))+1) * 10 * time.Second))):
-		}
-		mu.Lock()
-		var parts []string
 		for _, ns := range tenants {
-			r := recs[ns]
-			cur := "?"
-			if r.polls > 0 {
-				cur = show(r.last)
-			}
-			parts = append(parts, fmt.Sprintf("%s=%s (%d value(s), %d change(s))", ns, cur, len(r.values), r.changes))
+			pctx, pcancel := context.WithTimeout(ctx, 900*time.Millisecond)
+			v, err := d.ingressAddress(pctx, ns)
+			pcancel()
+			// A read cut short by the end of the watch is not a failed read.
+			failed := err != nil && time.Until(iw.ending()) > time.Second
+			iw.update(ns, func(r *record) {
+				switch {
+				case failed:
+					r.errors++
+				case err == nil:
+					r.polled(v)
+				}
+			})
 		}
-		mu.Unlock()
-		el := time.Since(t1).Round(time.Second)
-		if el > watch {
-			el = watch
-		}
-		d.say("[%4s/%s] %s", el, watch, strings.Join(parts, "  "))
-		if wctx.Err() != nil {
-			break
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
 	}
-	wg.Wait()
-	return recs, ctx.Err()
+}
+
+// followIngress watches one tenant's Ingress until ctx ends, which sees every committed
+// change, even one reverted within a second. It starts (again) from a read whenever it has
+// no resourceVersion to resume from.
+func (d *demo) followIngress(ctx context.Context, iw *ingressWatch, ns string) {
+	rv := ""
+	for ctx.Err() == nil {
+		if rv == "" {
+			// A watch without a resourceVersion asks for a watch list, which this lab's API
+			// server refuses.
+			ing, err := d.cs.NetworkingV1().Ingresses(ns).Get(ctx, ingress, metav1.GetOptions{})
+			if err != nil {
+				pause(ctx, time.Second)
+				continue
+			}
+			rv = ing.ResourceVersion
+		}
+		w, err := d.cs.NetworkingV1().Ingresses(ns).Watch(ctx, metav1.ListOptions{
+			FieldSelector: "metadata.name=" + ingress, ResourceVersion: rv, AllowWatchBookmarks: true})
+		if err != nil {
+			pause(ctx, time.Second)
+			continue
+		}
+		rv = drainIngressWatch(w, rv, func(v string) { iw.update(ns, func(r *record) { r.watched(v) }) })
+		w.Stop()
+	}
+}
+
+// drainIngressWatch hands the address of every Ingress event of w to seen until w ends, and
+// returns the resourceVersion to resume from: the last one seen, or "" after an error event
+// (e.g. resourceVersion too old: read again).
+func drainIngressWatch(w apiwatch.Interface, rv string, seen func(v string)) string {
+	for ev := range w.ResultChan() {
+		ing, ok := ev.Object.(*networkingv1.Ingress)
+		if !ok {
+			if ev.Type == apiwatch.Error {
+				rv = ""
+			}
+			continue
+		}
+		rv = ing.ResourceVersion
+		if ev.Type == apiwatch.Bookmark {
+			continue
+		}
+		seen(lbAddresses(ing))
+	}
+	return rv
+}
+
+// pause waits d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// reportProgress prints iw's progress every 10 s after t1, and once more when ctx ends.
+func (d *demo) reportProgress(ctx context.Context, iw *ingressWatch, t1 time.Time, watch time.Duration) {
+	for {
+		next := t1.Add(time.Duration(int(time.Since(t1)/(10*time.Second))+1) * 10 * time.Second)
+		pause(ctx, time.Until(next))
+		el := min(time.Since(t1).Round(time.Second), watch)
+		d.say("[%4s/%s] %s", el, watch, iw.progress())
+		if ctx.Err() != nil {
+			return
+		}
+	}
 }
 
 // oneValue checks that each tenant's Ingress showed its own tenant's VIP, and only that,
