@@ -71,7 +71,10 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, CRD YAML and RBAC from the G
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=metalgate-controller paths=./controllers/... output:rbac:artifacts:config=config/rbac/controller
-	$(CONTROLLER_GEN) rbac:roleName=metalgate-proxy paths=./proxy/... output:rbac:artifacts:config=config/rbac/proxy
+	@# Two proxies, two roles: the Ingress proxy's markers (proxy/controlplane) and the
+	@# Gateway proxy's (proxy/controlplane/gatewayrbac), each with the admin port's (proxy/dataplane).
+	$(CONTROLLER_GEN) rbac:roleName=metalgate-proxy paths="./proxy/controlplane;./proxy/dataplane/..." output:rbac:artifacts:config=config/rbac/proxy
+	$(CONTROLLER_GEN) rbac:roleName=metalgate-gateway-proxy paths="./proxy/controlplane/gatewayrbac;./proxy/dataplane/..." output:rbac:artifacts:config=config/rbac/gateway-proxy
 	@# The Helm chart installs the same CRDs: one source (config/crd/bases), copied.
 	rm -f charts/metalgate/crds/*.yaml && cp config/crd/bases/*.yaml charts/metalgate/crds/
 

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/metalgate/metalgate/controllers/gateway"
 )
 
 // elsewhere is a namespace no install under test uses: what a component may do there, it may do
@@ -29,6 +31,9 @@ type workload struct {
 	// watch: the namespaces a proxy serves (--watch-namespace, $(POD_NAMESPACE) resolved, plus
 	// its own); nil: every namespace.
 	watch []string
+	// made: not in the install but made by the controller at run time (a Gateway's proxy),
+	// running as the ServiceAccount the controller picks.
+	made bool
 }
 
 func (w workload) String() string {
@@ -82,8 +87,25 @@ func workloads(t *testing.T, objs []*unstructured.Unstructured) []workload {
 			w.watch = append(w.watch, w.namespace) // its own Service
 		}
 		out = append(out, w)
+		if c == "controller" {
+			out = append(out, gatewayProxy(w, spec.Containers[0].Args))
+		}
 	}
 	return out
+}
+
+// gatewayProxy is the workload of the proxies the controller w makes per Gateway, in its
+// namespace, as the ServiceAccount it picks: --gateway-proxy-service-account, else by
+// gateway.ProxyServiceAccountFor from its own.
+func gatewayProxy(w workload, args []string) workload {
+	gw := workload{kind: "Deployment", name: "(one per Gateway)", namespace: w.namespace, component: "gateway-proxy",
+		serviceAccount: gateway.ProxyServiceAccountFor(w.serviceAccount), made: true}
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--gateway-proxy-service-account="); ok {
+			gw.serviceAccount = v
+		}
+	}
+	return gw
 }
 
 func fromUnstructured(t *testing.T, o *unstructured.Unstructured, into any) {
@@ -131,6 +153,8 @@ var sources = map[string]source{
 	// One ClusterRole generated from the proxy's markers; which rules are for its own
 	// namespace only is ownNamespaceOnly's job.
 	"proxy": {cluster: []string{"rbac/proxy/role.yaml"}},
+	// Generated from proxy/controlplane/gatewayrbac: read-only, cluster-wide.
+	"gateway-proxy": {cluster: []string{"rbac/gateway-proxy/role.yaml"}},
 }
 
 // neededGrants is what a component needs, as "group/resource:verb" (see grants).

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/flowcontrol"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -41,6 +42,7 @@ type controllerOptions struct {
 	Namespace               string
 	MemberlistSecret        string
 	GatewayProxyImage       string
+	GatewayProxySA          string
 	QPS                     float64
 	Burst                   int
 	ServiceWorkers          int
@@ -57,7 +59,8 @@ func (o *controllerOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.LBClass, "lb-class", controllers.DefaultLBClass, "spec.loadBalancerClass served, besides Services with no class.")
 	fs.StringVar(&o.Namespace, "namespace", controllers.DefaultNamespace, "Namespace of the configuration objects (IPAddressPools, advertisements, peers).")
 	fs.StringVar(&o.MemberlistSecret, "memberlist-secret", controllers.MemberlistKeySecret, "Secret in --namespace with the speakers' memberlist key; created with a random key at start when missing.")
-	fs.StringVar(&o.GatewayProxyImage, "gateway-proxy-image", "", "Image of the proxy Deployment made per Gateway in --namespace (metalgate proxy --gateway=<ns>/<name>). Empty: none is made (the proxy has no Gateway mode yet; see docs/gateway.md).")
+	fs.StringVar(&o.GatewayProxyImage, "gateway-proxy-image", gateway.SelfImage, "Image of the proxy Deployment made per Gateway in --namespace (metalgate proxy --gateway=<ns>/<name>). \"self\": the controller's own image, pull policy and pull secrets (read from its Pod, POD_NAMESPACE/POD_NAME; outside a Pod none is made). Empty: none is made (run metalgate proxy --gateway yourself).")
+	fs.StringVar(&o.GatewayProxySA, "gateway-proxy-service-account", "", "ServiceAccount of the Gateway proxies (bound to the role in config/rbac/gateway-proxy). Default: the controller's own with \"controller\" replaced by \"gateway-proxy\" (metalgate-gateway-proxy).")
 	fs.Float64Var(&o.QPS, "kube-api-qps", defaultControllerQPS, "Requests per second to the API server, all of the controller's clients together (client-side limit; the API server's priority and fairness still applies). Negative: no client-side limit.")
 	fs.IntVar(&o.Burst, "kube-api-burst", defaultControllerBurst, "Burst of requests to the API server above --kube-api-qps (client-side limit).")
 	fs.IntVar(&o.ServiceWorkers, "concurrent-service-syncs", controllers.DefaultServiceWorkers, "Services reconciled at once. Uniqueness of addresses does not depend on it: every address is claimed on the API server.")
@@ -164,9 +167,12 @@ func runController(ctx context.Context, opts controllerOptions) error {
 		ServiceWorkers: opts.ServiceWorkers}); err != nil {
 		return err
 	}
+	proxy, err := gatewayProxy(ctx, mgr.GetAPIReader(), opts, logger)
+	if err != nil {
+		return err
+	}
 	// Without the Gateway API CRDs in the cluster this registers nothing and logs why.
-	if _, err := gateway.Setup(ctx, mgr, gateway.Options{Namespace: opts.Namespace,
-		Proxy: gateway.ProxyOptions{Image: opts.GatewayProxyImage}}); err != nil {
+	if _, err := gateway.Setup(ctx, mgr, gateway.Options{Namespace: opts.Namespace, Proxy: proxy}); err != nil {
 		return err
 	}
 	logger.Info("starting controller", "version", version.Version, "lbClass", opts.LBClass, "leaderElect", opts.LeaderElect)
@@ -193,4 +199,29 @@ func restConfig(path string) (*rest.Config, error) {
 		return nil, fmt.Errorf("find a kubeconfig (set --kubeconfig): %w", err)
 	}
 	return cfg, nil
+}
+
+// gatewayProxy is what the Gateway controller runs as each Gateway's proxy: with
+// --gateway-proxy-image=self, the image, pull policy and pull secrets of the controller's own
+// container; outside a Pod (no POD_NAME), no proxies, said in the log. Inside one, a Pod it
+// cannot read is an error: Gateways would get addresses that nothing serves.
+func gatewayProxy(ctx context.Context, r client.Reader, opts controllerOptions, logger logr.Logger) (gateway.ProxyOptions, error) {
+	p := gateway.ProxyOptions{Image: opts.GatewayProxyImage, ServiceAccount: opts.GatewayProxySA}
+	if p.Image == "" {
+		return p, nil
+	}
+	podNS, podName := os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
+	if p.Image == gateway.SelfImage && podName == "" {
+		logger.Info("no proxies are made for Gateways: --gateway-proxy-image=self, and POD_NAME is not set (not running in a Pod); give an image to make them")
+		return gateway.ProxyOptions{}, nil
+	}
+	if p.Image != gateway.SelfImage && (p.ServiceAccount != "" || podName == "") {
+		return p, nil // everything given, or nothing to learn from a Pod
+	}
+	p, err := gateway.ProxyFromPod(ctx, r, podNS, podName, "controller", p)
+	if err != nil {
+		return p, fmt.Errorf("--gateway-proxy-image: %w", err)
+	}
+	logger.Info("Gateway proxies", "image", p.Image, "serviceAccount", p.ServiceAccount)
+	return p, nil
 }

@@ -75,7 +75,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 		if r.Proxy.Image != "" {
-			if err := r.ensureDeployment(ctx, &gw, plan); err != nil {
+			if obs.ProxyProblem, err = r.ensureDeployment(ctx, &gw, plan); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
@@ -87,6 +87,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if plan.WantsService() && len(st.Addresses) == 0 {
 		res.RequeueAfter = pendingRetry
 	}
+	// A proxy that becomes available is seen by the Deployment watch; no retry for it.
 	if equality.Semantic.DeepEqual(st, gw.Status) {
 		return res, nil
 	}

@@ -232,6 +232,11 @@ func TestStatus(t *testing.T) {
 		name: "unusable request", gw: gw(l("http", "HTTP", 80), addr("IPAddress", "100.64.0.9"), addr("IPAddress", "100.64.0.10")),
 		gateway: "Accepted=True/Accepted Programmed=False/AddressNotUsable", msg: "one IP family",
 	}, {
+		name: "address assigned, proxy not available", gw: gw(l("http", "HTTP", 80)),
+		obs:       Observed{Service: svc, VIPs: []netip.Addr{v4}, ProxyProblem: "proxy Deployment metalgate-system/gw-ns-g-x has no available replica"},
+		addresses: []string{"100.64.0.1"}, gateway: "Accepted=True/Accepted Programmed=False/Pending", msg: "no available replica",
+		listener: "Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts Programmed=False/Pending",
+	}, {
 		name: "not accepted", gw: gw(l("tcp", "TCP", 80)),
 		gateway:  "Accepted=False/ListenersNotValid Programmed=False/Invalid",
 		listener: "Accepted=False/UnsupportedProtocol ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts Programmed=False/Invalid",

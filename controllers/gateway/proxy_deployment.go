@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -18,16 +19,19 @@ import (
 )
 
 // ProxyOptions describe the proxy Deployment made for each Gateway. With no Image, no
-// Deployment is made (the default while the proxy has no Gateway mode).
+// Deployment is made. cmd/metalgate fills them from the controller's own Pod by default
+// (ProxyFromPod).
 type ProxyOptions struct {
 	// Image runs `metalgate proxy --gateway=<namespace>/<name>`.
 	Image string
-	// ServiceAccount of the proxy pods. Defaults to DefaultProxyServiceAccount.
+	// PullPolicy of Image; empty: the API server's default for its tag.
+	PullPolicy corev1.PullPolicy
+	// PullSecrets of the proxy pods.
+	PullSecrets []corev1.LocalObjectReference
+	// ServiceAccount of the proxy pods (bound to config/rbac/gateway-proxy). Defaults to
+	// DefaultProxyServiceAccount.
 	ServiceAccount string
 }
-
-// DefaultProxyServiceAccount is the proxy's ServiceAccount in config/proxy.
-const DefaultProxyServiceAccount = "metalgate-proxy"
 
 // ComponentGatewayProxy is the app.kubernetes.io/component of the Gateways' proxies.
 const ComponentGatewayProxy = "gateway-proxy"
@@ -49,6 +53,13 @@ func DesiredDeployment(gw *gwv1.Gateway, plan Plan, namespace string, p ProxyOpt
 	for _, sp := range plan.Ports {
 		ports = append(ports, corev1.ContainerPort{Name: sp.Name, ContainerPort: sp.Port, Protocol: corev1.ProtocolTCP})
 	}
+	// The admin port's open paths: ready once the first routing table is built and while the
+	// watches are fresh, so the Gateway is Programmed only when its proxy serves its routes.
+	admin := intstr.FromInt32(contract.ProxyAdminPort)
+	probe := func(path string, period int32) *corev1.Probe {
+		return &corev1.Probe{PeriodSeconds: period,
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: admin}}}
+	}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ServiceName(gw.Namespace, gw.Name),
 			Labels: podLabels, Annotations: map[string]string{contract.AnnotationGateway: gw.Namespace + "/" + gw.Name}},
@@ -59,16 +70,20 @@ func DesiredDeployment(gw *gwv1.Gateway, plan Plan, namespace string, p ProxyOpt
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
 				Spec: corev1.PodSpec{
 					ServiceAccountName: p.ServiceAccount,
+					ImagePullSecrets:   p.PullSecrets,
 					SecurityContext: &corev1.PodSecurityContext{
 						RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65532)), RunAsGroup: ptr(int64(65532)),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 						Sysctls:        []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}},
 					},
 					Containers: []corev1.Container{{
-						Name:  "proxy",
-						Image: p.Image,
-						Args:  []string{"proxy", "--gateway=" + gw.Namespace + "/" + gw.Name},
-						Ports: ports,
+						Name:            "proxy",
+						Image:           p.Image,
+						ImagePullPolicy: p.PullPolicy,
+						Args:            []string{"proxy", "--gateway=" + gw.Namespace + "/" + gw.Name},
+						Ports:           ports,
+						ReadinessProbe:  probe("/readyz", 2),
+						LivenessProbe:   probe("/healthz", 10),
 						SecurityContext: &corev1.SecurityContext{
 							AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
 							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
@@ -82,23 +97,25 @@ func DesiredDeployment(gw *gwv1.Gateway, plan Plan, namespace string, p ProxyOpt
 
 // ensureDeployment creates gw's proxy Deployment or brings its labels, replicas and pod
 // template back to what DesiredDeployment says (the API server's defaults on the template are
-// kept by comparing only what is set here).
-func (r *Reconciler) ensureDeployment(ctx context.Context, gw *gwv1.Gateway, plan Plan) error {
+// kept by comparing only what is set here). It returns why the proxy does not serve yet
+// (Observed.ProxyProblem), or "".
+func (r *Reconciler) ensureDeployment(ctx context.Context, gw *gwv1.Gateway, plan Plan) (string, error) {
 	want := DesiredDeployment(gw, plan, r.Namespace, r.Proxy)
+	name := want.Namespace + "/" + want.Name
 	var have appsv1.Deployment
 	err := r.Deployments.Get(ctx, client.ObjectKeyFromObject(want), &have)
 	switch {
 	case apierrors.IsNotFound(err):
 		if err := r.Client.Create(ctx, want); err != nil {
-			return fmt.Errorf("create Deployment %s/%s: %w", want.Namespace, want.Name, err)
+			return "", fmt.Errorf("create Deployment %s: %w", name, err)
 		}
-		ctrl.LoggerFrom(ctx).Info("created proxy Deployment for Gateway", "deployment", want.Namespace+"/"+want.Name)
-		return nil
+		ctrl.LoggerFrom(ctx).Info("created proxy Deployment for Gateway", "deployment", name)
+		return fmt.Sprintf("proxy Deployment %s created, no replica available yet", name), nil
 	case err != nil:
-		return fmt.Errorf("get Deployment %s/%s: %w", want.Namespace, want.Name, err)
+		return "", fmt.Errorf("get Deployment %s: %w", name, err)
 	}
-	if have.Annotations[contract.AnnotationGateway] != want.Annotations[contract.AnnotationGateway] {
-		return nil // not ours: the Service's status reports the name clash
+	if owner := have.Annotations[contract.AnnotationGateway]; owner != want.Annotations[contract.AnnotationGateway] {
+		return fmt.Sprintf("Deployment %s exists and belongs to %q, not to this Gateway", name, owner), nil
 	}
 	updated := have.DeepCopy()
 	updated.Labels = want.Labels
@@ -106,19 +123,40 @@ func (r *Reconciler) ensureDeployment(ctx context.Context, gw *gwv1.Gateway, pla
 	updated.Spec.Template.Labels = want.Spec.Template.Labels
 	tmpl := &updated.Spec.Template.Spec
 	tmpl.ServiceAccountName = want.Spec.Template.Spec.ServiceAccountName
+	tmpl.ImagePullSecrets = want.Spec.Template.Spec.ImagePullSecrets
 	tmpl.SecurityContext = want.Spec.Template.Spec.SecurityContext
 	if len(tmpl.Containers) != 1 {
 		tmpl.Containers = want.Spec.Template.Spec.Containers
 	}
 	c, w := &tmpl.Containers[0], want.Spec.Template.Spec.Containers[0]
 	c.Name, c.Image, c.Args, c.Ports, c.SecurityContext = w.Name, w.Image, w.Args, w.Ports, w.SecurityContext
-	if equality.Semantic.DeepEqual(updated, &have) {
-		return nil
+	if !equality.Semantic.DeepDerivative(w.ReadinessProbe, c.ReadinessProbe) || !equality.Semantic.DeepDerivative(w.LivenessProbe, c.LivenessProbe) {
+		c.ReadinessProbe, c.LivenessProbe = w.ReadinessProbe, w.LivenessProbe
 	}
-	if err := r.Client.Update(ctx, updated); err != nil {
-		return fmt.Errorf("update Deployment %s/%s: %w", have.Namespace, have.Name, err)
+	if w.ImagePullPolicy != "" {
+		c.ImagePullPolicy = w.ImagePullPolicy
 	}
-	return nil
+	if !equality.Semantic.DeepEqual(updated, &have) {
+		if err := r.Client.Update(ctx, updated); err != nil {
+			return "", fmt.Errorf("update Deployment %s: %w", name, err)
+		}
+	}
+	return proxyProblem(&have), nil
+}
+
+// proxyProblem says why Deployment d does not serve yet: no available replica (with its
+// Available condition's message when it has one), or "".
+func proxyProblem(d *appsv1.Deployment) string {
+	if d.Status.AvailableReplicas > 0 {
+		return ""
+	}
+	msg := fmt.Sprintf("proxy Deployment %s/%s has no available replica", d.Namespace, d.Name)
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable && c.Status != corev1.ConditionTrue && c.Message != "" {
+			msg += ": " + c.Message
+		}
+	}
+	return msg
 }
 
 // cleanupDeployments deletes the proxy Deployments made for Gateway key.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -61,6 +62,9 @@ func TestGatewayProxyDeployment(t *testing.T) {
 			if strings.Join(ports, ",") != wantPorts {
 				return fmt.Sprintf("container ports %v, want %s", ports, wantPorts)
 			}
+			if rp := c[0].ReadinessProbe; rp == nil || rp.HTTPGet == nil || rp.HTTPGet.Path != "/readyz" || rp.HTTPGet.Port.IntValue() != 10254 {
+				return fmt.Sprintf("readiness probe %+v, want /readyz on the admin port", rp)
+			}
 			if sc := d.Spec.Template.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
 				return fmt.Sprintf("pod security context %+v: not non-root", sc)
 			}
@@ -98,4 +102,47 @@ func TestGatewayProxyDeployment(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// TestGatewayProgrammedWaitsForProxy: with proxies made by the controller, a Gateway whose
+// address is assigned lists it but stays Programmed=False/Pending, naming its Deployment, until
+// that Deployment has an available replica (envtest runs no Deployment controller: the test
+// writes the Deployment's status as kube-controller-manager would); the Deployment watch
+// brings Programmed=True without any Gateway edit, and losing the replica takes it back.
+func TestGatewayProgrammedWaitsForProxy(t *testing.T) {
+	needAPIServer(t)
+	startControllerWith(t, nil, gateway.Options{Proxy: gateway.ProxyOptions{Image: "registry.test/metalgate:gw"}})
+	ns := namespace(t)
+	gatewayClass(t, "gc-ready", gateway.ControllerName)
+	pool(t, "gw-ready", "100.64.48.0/30")
+	newGateway(t, ns, "ready", "gc-ready", poolAnnotation("gw-ready"), listener("http", gwv1.HTTPProtocolType, 80))
+	programmed := func(status metav1.ConditionStatus, reason, msg string) {
+		t.Helper()
+		eventually(t, wait, func() string {
+			g := getGateway(t, ns, "ready")
+			if !strings.HasPrefix(statusAddresses(g), "100.64.48.") {
+				return fmt.Sprintf("status.addresses %q, want the VIP", statusAddresses(g))
+			}
+			return hasCondition(g.Status.Conditions, "Programmed", status, reason, msg, g.Generation)
+		})
+	}
+	programmed(metav1.ConditionFalse, "Pending", "replica") // "created, no replica available yet", then "has no available replica"
+
+	setAvailable := func(n int32) {
+		t.Helper()
+		d, err := proxyDeployment(t, ns, "ready")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Status.Replicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas = 1, n, n
+		if err := k8sClient.Status().Update(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setAvailable(0)
+	programmed(metav1.ConditionFalse, "Pending", "has no available replica")
+	setAvailable(1)
+	programmed(metav1.ConditionTrue, "Programmed", "address assigned")
+	setAvailable(0)
+	programmed(metav1.ConditionFalse, "Pending", "has no available replica")
 }

@@ -43,6 +43,8 @@ type Options struct {
 // +kubebuilder:rbac:groups="",namespace=metalgate-system,resources=services,verbs=create;delete
 // +kubebuilder:rbac:groups="",namespace=metalgate-system,resources=events,verbs=list
 // +kubebuilder:rbac:groups=apps,namespace=metalgate-system,resources=deployments,verbs=get;list;watch;create;update;delete
+// The controller's own Pod, for the image its Gateway proxies run (--gateway-proxy-image=self):
+// +kubebuilder:rbac:groups="",namespace=metalgate-system,resources=pods,verbs=get
 
 // Setup registers the GatewayClass and Gateway reconcilers with mgr, whose scheme must know
 // gateway.networking.k8s.io/v1. When the API server does not serve Gateway API (its CRDs are

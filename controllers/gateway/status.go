@@ -19,6 +19,10 @@ type Observed struct {
 	// Problem is the allocator's last word on why the Service has no address (its newest
 	// Warning event), or "".
 	Problem string
+	// ProxyProblem says why the Gateway's proxy does not serve yet (no available replica, a
+	// Deployment of that name that is not this Gateway's), or "": served, or no proxy is
+	// made by this controller.
+	ProxyProblem string
 }
 
 // Status is the Gateway's status for plan and obs, keeping the transition times of the
@@ -40,6 +44,11 @@ func Status(gw *gwv1.Gateway, plan Plan, obs Observed, prev gwv1.GatewayStatus, 
 		}
 		programmed = cond(gwv1.GatewayConditionProgrammed, true, gwv1.GatewayReasonProgrammed,
 			fmt.Sprintf("address assigned to Service %s", obs.Service))
+		if obs.ProxyProblem != "" {
+			// The address is the Gateway's (so it is listed), but nothing serves it yet.
+			programmed = cond(gwv1.GatewayConditionProgrammed, false, gwv1.GatewayReasonPending,
+				fmt.Sprintf("address assigned to Service %s; %s", obs.Service, obs.ProxyProblem))
+		}
 	}
 	st := gwv1.GatewayStatus{Addresses: addrs, Conditions: slices.Clone(prev.Conditions)}
 	setCondition(&st.Conditions, plan.Accepted, gen, now)
@@ -57,7 +66,7 @@ func Status(gw *gwv1.Gateway, plan Plan, obs Observed, prev gwv1.GatewayStatus, 
 		case !plan.listenerOK[i] || plan.Accepted.Status != metav1.ConditionTrue:
 			lp = cond(gwv1.ListenerConditionProgrammed, false, gwv1.ListenerReasonInvalid, "listener not valid or Gateway not accepted")
 		case programmed.Status != metav1.ConditionTrue:
-			lp = cond(gwv1.ListenerConditionProgrammed, false, gwv1.ListenerReasonPending, "waiting for the Gateway's address: "+programmed.Message)
+			lp = cond(gwv1.ListenerConditionProgrammed, false, gwv1.ListenerReasonPending, "waiting for the Gateway: "+programmed.Message)
 		}
 		setCondition(&ls.Conditions, lp, gen, now)
 		st.Listeners = append(st.Listeners, ls)

@@ -14,11 +14,8 @@ import (
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
-// RBAC of `metalgate proxy --gateway`, besides Services and EndpointSlices: get, list and
-// watch of gateways, httproutes and referencegrants (gateway.networking.k8s.io) and of
-// namespaces, cluster-wide. Not granted by config/ or the chart yet (docs/gateway.md): as
-// kubebuilder markers here they would be demanded of every Ingress proxy, namespaced ones
-// included; a role of the Gateway proxy's own is the next step.
+// RBAC of `metalgate proxy --gateway`: the markers are in package gatewayrbac, generated into
+// a role of its own (config/rbac/gateway-proxy), not into the Ingress proxy's.
 
 // Kinds a Gateway proxy watches besides Services and EndpointSlices.
 const (

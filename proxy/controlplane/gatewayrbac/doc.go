@@ -1,0 +1,16 @@
+// Package gatewayrbac holds the RBAC markers of `metalgate proxy --gateway`: what a Gateway's
+// proxy reads and writes. It has no code. `make generate` turns these markers (with the admin
+// port's in proxy/dataplane) into config/rbac/gateway-proxy/role.yaml, the role of the
+// ServiceAccount the Gateway controller runs those proxies as; the markers of the Ingress
+// proxy (proxy/controlplane) go to config/rbac/proxy instead, so neither kind of proxy is
+// granted what only the other needs.
+//
+// A Gateway proxy watches its Gateway, every HTTPRoute and ReferenceGrant (routes and their
+// backends may be in any namespace the listeners allow) and Namespaces (for the listeners'
+// namespace selectors) and the Services and EndpointSlices of the backends. It writes
+// nothing: no status (the controller does), no Event, no Lease.
+package gatewayrbac
+
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;httproutes;referencegrants,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces;services,verbs=get;list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
