@@ -128,14 +128,6 @@ type Range struct{ First, Last netip.Addr }
 // String formats r as "first-last".
 func (r Range) String() string { return r.First.String() + "-" + r.Last.String() }
 
-// Family returns the address family of r.
-func (r Range) Family() Family {
-	if r.First.Is4() {
-		return IPv4
-	}
-	return IPv6
-}
-
 // rangeErr is a ParseRange failure; reason does not repeat the input.
 func rangeErr(input, reason string) error {
 	return errorf(ErrInvalidAddress, "address entry %q: %s", input, reason)

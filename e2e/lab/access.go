@@ -134,23 +134,6 @@ func (l *Lab) Vtysh(ctx context.Context, cmds ...string) (string, error) {
 	return l.vtysh(ctx, cmds...)
 }
 
-// Signal sends sig to one component on one node ("n2", Kubelet, syscall.SIGSTOP).
-func (l *Lab) Signal(ctx context.Context, node string, comp Component, sig syscall.Signal) error {
-	n, err := NodeByName(node)
-	if err != nil {
-		return err
-	}
-	d := l.nodeDaemon(n, comp)
-	pid, err := l.readPid(d)
-	if err != nil {
-		return err
-	}
-	if err := syscall.Kill(pid, sig); err != nil {
-		return fmt.Errorf("signal %s %s: %w", d.Name, sig, err)
-	}
-	return nil
-}
-
 // PID returns the process ID of a component on a node.
 func (l *Lab) PID(node string, comp Component) (int, error) {
 	n, err := NodeByName(node)
@@ -158,21 +141,6 @@ func (l *Lab) PID(node string, comp Component) (int, error) {
 		return 0, err
 	}
 	return l.readPid(l.nodeDaemon(n, comp))
-}
-
-// Kill SIGKILLs a component on a node; Restart starts it again.
-func (l *Lab) Kill(ctx context.Context, node string, comp Component) error {
-	return l.Signal(ctx, node, comp, syscall.SIGKILL)
-}
-
-// Stop freezes a component on a node (SIGSTOP): its sockets stay open, it answers nothing.
-func (l *Lab) Stop(ctx context.Context, node string, comp Component) error {
-	return l.Signal(ctx, node, comp, syscall.SIGSTOP)
-}
-
-// Continue thaws a component frozen by Stop.
-func (l *Lab) Continue(ctx context.Context, node string, comp Component) error {
-	return l.Signal(ctx, node, comp, syscall.SIGCONT)
 }
 
 // Restart stops a component on a node (if it runs) and starts it again with the same command

@@ -64,9 +64,6 @@ func New(opts Options) (*ControlPlane, error) {
 	return cp, nil
 }
 
-// Freshness returns the watch-freshness tracker.
-func (cp *ControlPlane) Freshness() *Freshness { return cp.fresh }
-
 // CacheOptions scope the manager's cache: the watched namespaces (plus the proxy's own for
 // its Service), Secrets with their data only when of type TLS (certificates) or Opaque
 // (htpasswd for basic auth), and managedFields stripped from everything but Ingresses (the

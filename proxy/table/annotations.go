@@ -28,7 +28,6 @@ const (
 	AnnotationLoadBalance     = PrefixMetalgate + "load-balance"
 	AnnotationHashBy          = PrefixMetalgate + "hash-by"
 	AnnotationAffinity        = PrefixMetalgate + "affinity"
-	AnnotationAffinityCookie  = PrefixMetalgate + "affinity-cookie-name"
 )
 
 // Protocol is how the proxy speaks to a backend.
