@@ -1,0 +1,204 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/metalgate/metalgate/api/contract"
+	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/controllers/gateway"
+	"github.com/metalgate/metalgate/e2e/lab"
+)
+
+// gatewayPool is on the lab segment, clear of the hosts and of the other tests' pools.
+const gatewayPool = "198.51.100.208/29"
+
+// TestGateway: kubectl apply of a GatewayClass, a Gateway and an HTTPRoute is all it takes.
+// The controller (config/lab, its defaults) gives the Gateway a VIP from a pool, a
+// LoadBalancer Service and a proxy Deployment running its own image as the
+// metalgate-gateway-proxy ServiceAccount (config/rbac/gateway-proxy: nothing else is granted);
+// the speakers announce the VIP; from the client's network namespace, curl to the VIP is
+// routed by the HTTPRoute's matches to two echo backends, with its header filter applied, and
+// a host the route does not name gets 404. The Gateway is Programmed with exactly that VIP
+// only once the proxy is available. Deleting the Gateway removes its Service and Deployment.
+func TestGateway(t *testing.T) {
+	start := time.Now()
+	ctx := context.Background()
+	l := openLab(t)
+	cs := clientset(t, l)
+	cl := gatewayClient(t, l)
+
+	deploySpeaker(t, l, cs)
+	pool := manualPool(t, labClient(t, l), "e2e-gateway-", gatewayPool)
+	l2Advertisement(t, labClient(t, l), "e2e-gateway-", pool.Name)
+	ns := testNamespace(t, cs, "e2e-gateway")
+	for _, name := range []string{"alpha", "beta"} {
+		echoBackend(t, cl, ns, name)
+	}
+
+	class := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: ns},
+		Spec: gwv1.GatewayClassSpec{ControllerName: gateway.ControllerName}}
+	if err := cl.Create(ctx, class); err != nil {
+		t.Fatalf("create GatewayClass: %v", err)
+	}
+	t.Cleanup(func() { _ = cl.Delete(context.Background(), class) })
+	gw := &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Annotations: map[string]string{contract.AnnotationAddressPool: pool.Name}},
+		Spec: gwv1.GatewaySpec{GatewayClassName: gwv1.ObjectName(class.Name),
+			Listeners: []gwv1.Listener{{Name: "http", Protocol: gwv1.HTTPProtocolType, Port: 80}}},
+	}
+	if err := cl.Create(ctx, gw); err != nil {
+		t.Fatalf("create Gateway: %v", err)
+	}
+	host := "web." + ns + ".test"
+	if err := cl.Create(ctx, gatewayRoute(ns, host)); err != nil {
+		t.Fatalf("create HTTPRoute: %v", err)
+	}
+
+	// Programmed=True with one address, from the pool, only with the proxy available.
+	var vip netip.Addr
+	eventually(t, 3*time.Minute, "Gateway "+ns+"/web Programmed with an address of "+gatewayPool, func() error {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(gw), gw); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(gw.Status.Conditions, string(gwv1.GatewayConditionProgrammed))
+		if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != gw.Generation {
+			return fmt.Errorf("Programmed: %+v", c)
+		}
+		if len(gw.Status.Addresses) != 1 {
+			return fmt.Errorf("status.addresses %+v", gw.Status.Addresses)
+		}
+		var err error
+		vip, err = netip.ParseAddr(gw.Status.Addresses[0].Value)
+		return err
+	})
+	if !netip.MustParsePrefix(gatewayPool).Contains(vip) {
+		t.Fatalf("Gateway address %s is not from pool %s (never a node or cluster address)", vip, gatewayPool)
+	}
+	svcName := gateway.ServiceName(ns, "web")
+	var dep appsv1.Deployment
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: svcName}, &dep); err != nil {
+		t.Fatalf("the Gateway's proxy Deployment: %v", err)
+	}
+	if dep.Status.AvailableReplicas < 1 {
+		t.Errorf("Gateway Programmed while its proxy Deployment has %d available replicas", dep.Status.AvailableReplicas)
+	}
+	spec := dep.Spec.Template.Spec
+	if spec.ServiceAccountName != gateway.DefaultProxyServiceAccount || spec.Containers[0].Image != lab.MetalgateImage.Ref {
+		t.Errorf("proxy runs %s as %s, want the controller's image %s as %s",
+			spec.Containers[0].Image, spec.ServiceAccountName, lab.MetalgateImage.Ref, gateway.DefaultProxyServiceAccount)
+	}
+	t.Logf("Gateway %s/web has VIP %s, served by %s/%s (setup %s)", ns, vip, operatorNamespace, svcName, time.Since(start).Round(time.Millisecond))
+
+	p := &proxyLab{l: l, ns: ns, vip: vip}
+	url := "http://" + vip.String()
+	for _, c := range []struct {
+		name, path, backend string
+		headers             []string
+	}{
+		{"PathPrefix", "/alpha/x", "alpha", nil},
+		{"Exact", "/beta", "beta", nil},
+		{"header match wins over the path", "/alpha/x", "beta", []string{"-H", "X-Canary: yes"}},
+	} {
+		eventually(t, 60*time.Second, c.name+": "+c.path+" reaches "+c.backend, func() error {
+			body, info, err := p.curl(ctx, append([]string{"-H", "Host: " + host, url + c.path}, c.headers...)...)
+			if err != nil {
+				return err
+			}
+			r, err := p.expectEcho(body, info, c.backend, host, c.path)
+			if err != nil {
+				return err
+			}
+			if got := r.Headers.Get("X-Gateway"); got != "metalgate" {
+				return fmt.Errorf("X-Gateway %q: the route's RequestHeaderModifier was not applied", got)
+			}
+			return nil
+		})
+	}
+	for _, c := range []struct{ what, host, path string }{
+		{"a host the route does not name", "other." + ns + ".test", "/alpha/x"},
+		{"/beta/x (Exact /beta only)", host, "/beta/x"},
+	} {
+		body, info, err := p.curl(ctx, "-H", "Host: "+c.host, url+c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(info, "404 ") {
+			t.Errorf("%s: %q, want 404 from the proxy: %s", c.what, info, shortErr(body))
+		}
+	}
+
+	// Deleting the Gateway takes its Service (and so its VIP) and its proxy with it.
+	if err := cl.Delete(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the deleted Gateway's Service and proxy Deployment are gone", func() error {
+		for _, o := range []client.Object{&corev1.Service{}, &appsv1.Deployment{}} {
+			err := cl.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: svcName}, o)
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%T %s: %v", o, svcName, err)
+			}
+		}
+		return nil
+	})
+}
+
+// gatewayRoute: host, /alpha (PathPrefix) → alpha unless X-Canary: yes (→ beta), /beta
+// (Exact) → beta; every request gets X-Gateway: metalgate.
+func gatewayRoute(ns, host string) *gwv1.HTTPRoute {
+	prefix, exact := gwv1.PathMatchPathPrefix, gwv1.PathMatchExact
+	backend := func(name string) []gwv1.HTTPBackendRef {
+		return []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
+			Name: gwv1.ObjectName(name), Port: ptrTo(gwv1.PortNumber(80))}}}}
+	}
+	path := func(typ gwv1.PathMatchType, v string) *gwv1.HTTPPathMatch { return &gwv1.HTTPPathMatch{Type: &typ, Value: &v} }
+	filter := []gwv1.HTTPRouteFilter{{Type: gwv1.HTTPRouteFilterRequestHeaderModifier,
+		RequestHeaderModifier: &gwv1.HTTPHeaderFilter{Set: []gwv1.HTTPHeader{{Name: "X-Gateway", Value: "metalgate"}}}}}
+	return &gwv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "web"}}},
+			Hostnames:       []gwv1.Hostname{gwv1.Hostname(host)},
+			Rules: []gwv1.HTTPRouteRule{
+				{Matches: []gwv1.HTTPRouteMatch{{Path: path(prefix, "/alpha")}}, Filters: filter, BackendRefs: backend("alpha")},
+				{Matches: []gwv1.HTTPRouteMatch{{Path: path(prefix, "/alpha"), Headers: []gwv1.HTTPHeaderMatch{{Name: "X-Canary", Value: "yes"}}}},
+					Filters: filter, BackendRefs: backend("beta")},
+				{Matches: []gwv1.HTTPRouteMatch{{Path: path(exact, "/beta")}}, Filters: filter, BackendRefs: backend("beta")},
+			},
+		},
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// gatewayClient is a lab client that also knows Gateway API's types.
+func gatewayClient(t *testing.T, l *lab.Lab) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, gwv1.Install} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl, err := l.Client(scheme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
