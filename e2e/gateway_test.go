@@ -167,7 +167,9 @@ func gatewayRoute(ns, host string) *gwv1.HTTPRoute {
 		return []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
 			Name: gwv1.ObjectName(name), Port: ptrTo(gwv1.PortNumber(80))}}}}
 	}
-	path := func(typ gwv1.PathMatchType, v string) *gwv1.HTTPPathMatch { return &gwv1.HTTPPathMatch{Type: &typ, Value: &v} }
+	path := func(typ gwv1.PathMatchType, v string) *gwv1.HTTPPathMatch {
+		return &gwv1.HTTPPathMatch{Type: &typ, Value: &v}
+	}
 	filter := []gwv1.HTTPRouteFilter{{Type: gwv1.HTTPRouteFilterRequestHeaderModifier,
 		RequestHeaderModifier: &gwv1.HTTPHeaderFilter{Set: []gwv1.HTTPHeader{{Name: "X-Gateway", Value: "metalgate"}}}}}
 	return &gwv1.HTTPRoute{
