@@ -1,0 +1,10 @@
+// Package testenv is the kit metalgate's tests share: a real kube-apiserver + etcd started
+// from KUBEBUILDER_ASSETS (Start for one test, Main for a package's TestMain) and one way to
+// wait for something to become true (Eventually, Receive). It is imported by _test.go files
+// only; internal/ keeps it out of the production tree.
+//
+// An API-server test skips itself only when KUBEBUILDER_ASSETS is unset, and then says why and
+// how to run it (make test-integration exports KUBEBUILDER_ASSETS, so CI never skips these).
+// KUBEBUILDER_ASSETS set but wrong — a directory without kube-apiserver, etcd or kubectl — is a
+// failure, never a skip: someone asked for the real API server and did not get it.
+package testenv

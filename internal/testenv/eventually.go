@@ -1,0 +1,73 @@
+package testenv
+
+import (
+	"testing"
+	"time"
+)
+
+// Interval is how often Eventually and Holds check their condition.
+const Interval = 20 * time.Millisecond
+
+// Eventually checks cond every Interval until it returns nil; when timeout passes first it
+// fails the test with what and cond's last error. Use it instead of a sleep: the deadline is
+// generous and the wait is as short as the system allows. Call it from the test's goroutine
+// (it calls t.Fatalf).
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	EventuallyOn(t, timeout, what, nil, cond)
+}
+
+// EventuallyOn is Eventually that also checks cond whenever wake delivers, for a system that
+// says when it changed (a nil wake is never ready).
+func EventuallyOn(t testing.TB, timeout time.Duration, what string, wake <-chan struct{}, cond func() error) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(Interval)
+	defer tick.Stop()
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		select {
+		case <-wake:
+		case <-tick.C:
+		case <-deadline.C:
+			if err = cond(); err == nil {
+				return
+			}
+			t.Fatalf("%s: not so after %v: %v", what, timeout, err)
+		}
+	}
+}
+
+// Holds checks cond every Interval for d and fails the test with what and cond's error the
+// first time it does not return nil. It is for "nothing happens within d": waiting the whole
+// of d is the behaviour under test, and a violation at any moment in it is caught.
+func Holds(t testing.TB, d time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if err := cond(); err != nil {
+			t.Fatalf("%s: broken after %v: %v", what, d-time.Until(deadline), err)
+		}
+		if !time.Now().Before(deadline) {
+			return
+		}
+		time.Sleep(min(Interval, time.Until(deadline)))
+	}
+}
+
+// Receive returns the next value from ch (the zero value once ch is closed, so a closed
+// "done" channel counts), failing the test with what when nothing arrives within timeout.
+func Receive[T any](t testing.TB, timeout time.Duration, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(timeout):
+		t.Fatalf("%s: nothing within %v", what, timeout)
+	}
+	panic("unreachable")
+}

@@ -1,0 +1,119 @@
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// recorder is a testing.TB that records a Fatalf instead of ending the test that uses it.
+type recorder struct {
+	testing.TB
+	failed string
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.failed = fmt.Sprintf(format, args...)
+	panic(r)
+}
+
+// run calls f with a recorder and returns what it failed with ("" when it did not).
+func run(t *testing.T, f func(testing.TB)) (failed string) {
+	r := &recorder{TB: t}
+	defer func() {
+		if p := recover(); p != nil && p != r {
+			panic(p)
+		}
+		failed = r.failed
+	}()
+	f(r)
+	return ""
+}
+
+func TestEventually(t *testing.T) {
+	var calls atomic.Int32
+	tests := []struct {
+		name     string
+		cond     func() error
+		wantFail string // substring; "" means it must return
+	}{
+		{name: "true at once", cond: func() error { return nil }},
+		{name: "true on the third check", cond: func() error {
+			if calls.Add(1) < 3 {
+				return errors.New("not yet")
+			}
+			return nil
+		}},
+		{name: "never true names what and the last error", cond: func() error { return errors.New("still 2 replicas") },
+			wantFail: "pool drained: not so after 100ms: still 2 replicas"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			calls.Store(0)
+			got := run(t, func(tb testing.TB) { Eventually(tb, 100*time.Millisecond, "pool drained", tc.cond) })
+			if tc.wantFail == "" && got != "" || !strings.Contains(got, tc.wantFail) {
+				t.Errorf("failed with %q, want %q", got, tc.wantFail)
+			}
+		})
+	}
+}
+
+// TestEventuallyOnWakes: a wake makes it check again; a closed wake channel does not spin it
+// into a failure.
+func TestEventuallyOnWakes(t *testing.T) {
+	wake := make(chan struct{}, 1)
+	var ready atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		EventuallyOn(t, time.Minute, "ready", wake, func() error {
+			if !ready.Load() {
+				return errors.New("not ready")
+			}
+			return nil
+		})
+	}()
+	ready.Store(true)
+	wake <- struct{}{}
+	Receive(t, 30*time.Second, "EventuallyOn returns once the condition holds", done)
+}
+
+func TestHolds(t *testing.T) {
+	if got := run(t, func(tb testing.TB) { Holds(tb, 60*time.Millisecond, "quiet", func() error { return nil }) }); got != "" {
+		t.Errorf("a condition that holds failed: %q", got)
+	}
+	start := time.Now()
+	got := run(t, func(tb testing.TB) {
+		Holds(tb, time.Minute, "no second writer", func() error {
+			if time.Since(start) > 50*time.Millisecond {
+				return errors.New("writer b wrote")
+			}
+			return nil
+		})
+	})
+	if !strings.Contains(got, "no second writer: broken after") || !strings.Contains(got, "writer b wrote") {
+		t.Errorf("failed with %q, want the violation named", got)
+	}
+	if time.Since(start) > 30*time.Second {
+		t.Errorf("Holds waited out its minute after the violation")
+	}
+}
+
+func TestReceive(t *testing.T) {
+	ch := make(chan int, 1)
+	ch <- 7
+	if got := Receive(t, time.Second, "seven", ch); got != 7 {
+		t.Errorf("got %d", got)
+	}
+	if got := run(t, func(tb testing.TB) { Receive(tb, 30*time.Millisecond, "a value", ch) }); !strings.Contains(got, "a value: nothing within 30ms") {
+		t.Errorf("failed with %q", got)
+	}
+	close(ch)
+	if got := run(t, func(tb testing.TB) { Receive(tb, time.Second, "done", ch) }); got != "" {
+		t.Errorf("a closed channel failed with %q", got)
+	}
+}
