@@ -126,188 +126,277 @@ func (p *publisher) Start(ctx context.Context) error {
 	}
 }
 
+// syncRound is what one sync knows for every Ingress it looks at.
+type syncRound struct {
+	in    table.Input
+	ownID types.NamespacedName
+	addrs []networkingv1.IngressLoadBalancerIngress // the own Service's addresses
+	why   string                                    // why there are none to publish ("" when there are)
+	cands []Candidate
+	self  Candidate
+	// ours are the IngressClasses of this proxy's controller; defaultIsOurs whether the
+	// default class is one of them.
+	ours          map[string]bool
+	defaultIsOurs bool
+	classes       map[string]*networkingv1.IngressClass
+	next          time.Time // the earliest time the publisher must look again (zero: none)
+}
+
+// wake asks for another sync at t, unless one is due earlier.
+func (r *syncRound) wake(t time.Time) {
+	if !t.IsZero() && (r.next.IsZero() || t.Before(r.next)) {
+		r.next = t
+	}
+}
+
 // sync brings every Ingress's status in line; it returns when it next needs to run for a
 // backoff or a quiet time to expire (zero: no need).
 func (p *publisher) sync(ctx context.Context, log logr.Logger, in table.Input) time.Time {
-	ownID, ownSvc, addrs, why := p.ownService(ctx, in)
-	if m := p.opts.Metrics; m != nil {
-		if why != "" {
-			m.AddressMissing.Set(1)
-		} else {
-			m.AddressMissing.Set(0)
-		}
-	}
-	if why != "" && why != p.lastWhy {
-		log.Info("not writing Ingress status", "reason", why)
-	}
-	p.lastWhy = why
-	if ownSvc != nil {
-		p.announceSelf(ctx, log, ownSvc)
-	}
-	cands, expires := p.arb.candidates(in, ownID, ownSvc, nil)
-	var self Candidate
-	for _, c := range cands {
-		if c.Service == ownID {
-			self = c
-		}
-	}
-	ours, defaultIsOurs := table.Classes(in.Classes, p.opts.Controller)
-	classes := map[string]*networkingv1.IngressClass{}
-	for _, c := range in.Classes {
-		classes[c.Name] = c
-	}
-	var next time.Time
-	wake := func(t time.Time) {
-		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
-			next = t
-		}
-	}
-	wake(expires) // a proxy without ready endpoints stops outranking others then
+	r := p.startRound(ctx, log, in)
 	seen := map[types.NamespacedName]bool{}
 	for _, ing := range in.Ingresses {
 		id := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
 		seen[id] = true
-		st := p.states[id]
-		if st == nil {
-			st = &statusState{}
-			p.states[id] = st
-		}
-		if st.basedOn != "" && st.basedOn == ing.ResourceVersion {
-			continue // our write is not in the cache yet
-		}
-		st.basedOn = ""
-		cur := ing.Status.LoadBalancer.Ingress
-		mine := p.ownsStatus(ing)
-		if !table.Owns(ing, ours, defaultIsOurs, p.opts.WatchDefaultClass) {
-			if mine && len(cur) > 0 {
-				p.write(ctx, log, ing, nil, "cleared")
-			}
-			delete(p.states, id)
-			continue
-		}
-		if why != "" {
-			st.yielded, st.reported = "", ""
-			if st.noAddrWhy != why && p.opts.Recorder != nil {
-				p.opts.Recorder.Eventf(ing, nil, corev1.EventTypeWarning, contract.ReasonNoAddress, "PublishStatus", "%s; not writing status.loadBalancer (never a node or cluster IP)", why)
-			}
-			st.noAddrWhy = why
-			if mine && len(cur) > 0 {
-				p.write(ctx, log, ing, nil, "cleared") // what we wrote is no longer our address
-			}
-			continue
-		}
-		st.noAddrWhy = ""
-		want := addrs
-		now := p.now()
-
-		// Who writes: the annotation, else the arbitration between metalgate proxies.
-		forced := false
-		if owner := ing.Annotations[contract.AnnotationStatusOwner]; owner != "" {
-			if owner != p.opts.FieldManager && owner != ownID.String() {
-				p.yield(log, ing, st, yieldAnnotation, owner, corev1.EventTypeNormal, fmt.Sprintf(
-					"annotation %s names %q as the writer of status.loadBalancer; this proxy (%s, field manager %q) leaves it alone%s",
-					contract.AnnotationStatusOwner, owner, ownID, p.opts.FieldManager, p.servingNote()))
-				continue
-			}
-			forced = true
-		} else if w, lost := p.loses(ctx, log, in, cands, self, ing, false); lost {
-			p.yieldTo(log, ing, st, w, self)
-			continue
-		}
-		if st.yielded == yieldProxy || st.yielded == yieldAnnotation || forced && st.yielded != "" {
-			log.Info("publishing Ingress status again", "ingress", id.String(), "was", st.yielded)
-			st.yielded, st.reported, st.stoppedBy = "", "", ""
-		}
-
-		// A foreign writer we stopped fighting: wait until it lets go of the status, or has
-		// been quiet long enough (not after the third stop).
-		if st.stoppedBy != "" {
-			if v := formatAddresses(cur); v != st.lastSeen {
-				st.lastSeen, st.quietSince = v, now
-			}
-			letGo := len(cur) == 0 || p.otherWriter(ing) != st.stoppedBy
-			quiet := p.quietNeeded(st.stops)
-			if !letGo && (quiet == 0 || now.Before(st.quietSince.Add(quiet))) {
-				if quiet > 0 {
-					wake(st.quietSince.Add(quiet))
-				}
-				continue
-			}
-			log.Info("writing Ingress status again: the other writer let go of it or was quiet", "ingress", id.String(), "otherWriter", st.stoppedBy, "letGo", letGo)
-			st.stoppedBy, st.yielded, st.reported = "", "", ""
-			st.overwrites, st.backoff, st.notBefore = nil, 0, time.Time{}
-		}
-		if sameAddresses(cur, want) {
-			continue
-		}
-		if st.wrote != nil && !mine && sameAddresses(st.wrote, want) {
-			// We wrote this value and someone replaced it: a proxy that outranks us (newer
-			// than our cache), or a conflict.
-			if !forced {
-				if w, lost := p.loses(ctx, log, in, cands, self, ing, true); lost {
-					p.yieldTo(log, ing, st, w, self)
-					continue
-				}
-			}
-			cutoff := now.Add(-p.opts.ConflictWindow)
-			kept := st.overwrites[:0]
-			for _, t := range st.overwrites {
-				if t.After(cutoff) {
-					kept = append(kept, t)
-				}
-			}
-			st.overwrites = append(kept, now)
-			st.wrote = nil // counted; the next rewrite sets it again
-			if !forced && (len(st.overwrites) >= p.opts.MaxConflicts || st.stops > 0) {
-				p.stop(log, ing, st, cands, ownID, cur, now)
-				if q := p.quietNeeded(st.stops); q > 0 {
-					wake(st.quietSince.Add(q))
-				}
-				continue
-			}
-			if len(st.overwrites) >= 2 {
-				if st.backoff == 0 {
-					st.backoff = p.opts.BackoffBase
-				} else {
-					st.backoff = min(st.backoff*2, p.opts.BackoffMax)
-				}
-				st.notBefore = now.Add(st.backoff)
-				p.conflict(log, ing, classes, cands, cur, st.backoff)
-			}
-		}
-		if now.Before(st.notBefore) {
-			wake(st.notBefore)
-			continue
-		}
-		if !forced && len(cur) > 0 && !mine {
-			// About to replace another writer's value: decide again on the live Services of
-			// the Ingress's namespace; the proxy that wrote it may be newer than our cache.
-			if w, lost := p.loses(ctx, log, in, cands, self, ing, true); lost {
-				p.yieldTo(log, ing, st, w, self)
-				continue
-			}
-		}
-		if p.write(ctx, log, ing, want, "ok") {
-			st.wrote, st.basedOn = want, ing.ResourceVersion
-		}
+		p.syncIngress(ctx, log, r, id, ing)
 	}
 	for id := range p.states {
 		if !seen[id] {
 			delete(p.states, id)
 		}
 	}
+	p.countYielded()
+	return r.next
+}
+
+// startRound reads the own Service (reporting when it has no address to publish), announces
+// this proxy on it, and works out the arbitration candidates and the classes of the round.
+func (p *publisher) startRound(ctx context.Context, log logr.Logger, in table.Input) *syncRound {
+	r := &syncRound{in: in}
+	var ownSvc *corev1.Service
+	r.ownID, ownSvc, r.addrs, r.why = p.ownService(ctx, in)
 	if m := p.opts.Metrics; m != nil {
-		count := map[string]int{}
-		for _, st := range p.states {
-			if st.yielded != "" {
-				count[st.yielded]++
-			}
-		}
-		for _, r := range yieldReasons {
-			m.IngressesYielded.WithLabelValues(r).Set(float64(count[r]))
+		if r.why != "" {
+			m.AddressMissing.Set(1)
+		} else {
+			m.AddressMissing.Set(0)
 		}
 	}
-	return next
+	if r.why != "" && r.why != p.lastWhy {
+		log.Info("not writing Ingress status", "reason", r.why)
+	}
+	p.lastWhy = r.why
+	if ownSvc != nil {
+		p.announceSelf(ctx, log, ownSvc)
+	}
+	var expires time.Time
+	r.cands, expires = p.arb.candidates(in, r.ownID, ownSvc, nil)
+	for _, c := range r.cands {
+		if c.Service == r.ownID {
+			r.self = c
+		}
+	}
+	r.ours, r.defaultIsOurs = table.Classes(in.Classes, p.opts.Controller)
+	r.classes = map[string]*networkingv1.IngressClass{}
+	for _, c := range in.Classes {
+		r.classes[c.Name] = c
+	}
+	r.wake(expires) // a proxy without ready endpoints stops outranking others then
+	return r
+}
+
+// syncIngress brings one Ingress's status in line:
+//
+//	our write not cached yet ─► skip        not ours (any more) ─► clear what we wrote
+//	no address ─► report, clear what we wrote
+//	another writer decided (annotation, arbitration) ─► yield      foreign writer stopped ─► wait
+//	already right ─► done    overwritten by another ─► count, back off, stop    else ─► write
+func (p *publisher) syncIngress(ctx context.Context, log logr.Logger, r *syncRound, id types.NamespacedName, ing *networkingv1.Ingress) {
+	st := p.states[id]
+	if st == nil {
+		st = &statusState{}
+		p.states[id] = st
+	}
+	if st.basedOn != "" && st.basedOn == ing.ResourceVersion {
+		return // our write is not in the cache yet
+	}
+	st.basedOn = ""
+	cur := ing.Status.LoadBalancer.Ingress
+	mine := p.ownsStatus(ing)
+	if !table.Owns(ing, r.ours, r.defaultIsOurs, p.opts.WatchDefaultClass) {
+		if mine && len(cur) > 0 {
+			p.write(ctx, log, ing, nil, "cleared")
+		}
+		delete(p.states, id)
+		return
+	}
+	if r.why != "" {
+		p.noAddress(ctx, log, r.why, ing, st, mine)
+		return
+	}
+	st.noAddrWhy = ""
+	want := r.addrs
+	now := p.now()
+	forced, ok := p.mayWrite(ctx, log, r, id, ing, st)
+	if !ok || p.waitForForeign(log, r, id, ing, st, now) {
+		return
+	}
+	if sameAddresses(cur, want) {
+		return
+	}
+	if st.wrote != nil && !mine && sameAddresses(st.wrote, want) {
+		// We wrote this value and someone replaced it: a proxy that outranks us (newer
+		// than our cache), or a conflict.
+		if !p.overwritten(ctx, log, r, ing, st, forced, now) {
+			return
+		}
+	}
+	if now.Before(st.notBefore) {
+		r.wake(st.notBefore)
+		return
+	}
+	if !forced && len(cur) > 0 && !mine {
+		// About to replace another writer's value: decide again on the live Services of
+		// the Ingress's namespace; the proxy that wrote it may be newer than our cache.
+		if w, lost := p.loses(ctx, log, r.in, r.cands, r.self, ing, true); lost {
+			p.yieldTo(log, ing, st, w, r.self)
+			return
+		}
+	}
+	if p.write(ctx, log, ing, want, "ok") {
+		st.wrote, st.basedOn = want, ing.ResourceVersion
+	}
+}
+
+// noAddress handles an Ingress of ours while the own Service has no address: a Warning once
+// per reason, and what we wrote is cleared, since it is no longer our address.
+func (p *publisher) noAddress(ctx context.Context, log logr.Logger, why string, ing *networkingv1.Ingress, st *statusState, mine bool) {
+	st.yielded, st.reported = "", ""
+	if st.noAddrWhy != why && p.opts.Recorder != nil {
+		p.opts.Recorder.Eventf(ing, nil, corev1.EventTypeWarning, contract.ReasonNoAddress, "PublishStatus", "%s; not writing status.loadBalancer (never a node or cluster IP)", why)
+	}
+	st.noAddrWhy = why
+	if mine && len(ing.Status.LoadBalancer.Ingress) > 0 {
+		p.write(ctx, log, ing, nil, "cleared")
+	}
+}
+
+// mayWrite decides who writes the Ingress's status: the writer its status-owner annotation
+// names (forced when that is us), else the winner of the arbitration between metalgate
+// proxies. ok is false when another writer does, which it reports (yield). When we write
+// again after having yielded, it says so.
+func (p *publisher) mayWrite(ctx context.Context, log logr.Logger, r *syncRound, id types.NamespacedName, ing *networkingv1.Ingress, st *statusState) (forced, ok bool) {
+	if owner := ing.Annotations[contract.AnnotationStatusOwner]; owner != "" {
+		if owner != p.opts.FieldManager && owner != r.ownID.String() {
+			p.yield(log, ing, st, yieldAnnotation, owner, corev1.EventTypeNormal, fmt.Sprintf(
+				"annotation %s names %q as the writer of status.loadBalancer; this proxy (%s, field manager %q) leaves it alone%s",
+				contract.AnnotationStatusOwner, owner, r.ownID, p.opts.FieldManager, p.servingNote()))
+			return false, false
+		}
+		forced = true
+	} else if w, lost := p.loses(ctx, log, r.in, r.cands, r.self, ing, false); lost {
+		p.yieldTo(log, ing, st, w, r.self)
+		return false, false
+	}
+	if st.yielded == yieldProxy || st.yielded == yieldAnnotation || forced && st.yielded != "" {
+		log.Info("publishing Ingress status again", "ingress", id.String(), "was", st.yielded)
+		st.yielded, st.reported, st.stoppedBy = "", "", ""
+	}
+	return forced, true
+}
+
+// waitForForeign reports whether to keep leaving the Ingress to a foreign writer we stopped
+// fighting: until it lets go of the status, or has been quiet long enough (not after the
+// third stop). When we resume, the conflict history starts afresh.
+func (p *publisher) waitForForeign(log logr.Logger, r *syncRound, id types.NamespacedName, ing *networkingv1.Ingress, st *statusState, now time.Time) bool {
+	if st.stoppedBy == "" {
+		return false
+	}
+	cur := ing.Status.LoadBalancer.Ingress
+	if v := formatAddresses(cur); v != st.lastSeen {
+		st.lastSeen, st.quietSince = v, now
+	}
+	letGo := len(cur) == 0 || p.otherWriter(ing) != st.stoppedBy
+	quiet := p.quietNeeded(st.stops)
+	if !letGo && (quiet == 0 || now.Before(st.quietSince.Add(quiet))) {
+		if quiet > 0 {
+			r.wake(st.quietSince.Add(quiet))
+		}
+		return true
+	}
+	log.Info("writing Ingress status again: the other writer let go of it or was quiet", "ingress", id.String(), "otherWriter", st.stoppedBy, "letGo", letGo)
+	st.stoppedBy, st.yielded, st.reported = "", "", ""
+	st.overwrites, st.backoff, st.notBefore = nil, 0, time.Time{}
+	return false
+}
+
+// overwritten handles another writer having replaced the value we wrote. Unless forced, a
+// metalgate proxy that now wins (on the live Services) is yielded to. Otherwise the
+// overwrite is counted within ConflictWindow: at MaxConflicts (or after an earlier stop) we
+// stop writing (stop), from the second on each rewrite backs off. It returns whether the
+// publisher may still write the Ingress in this sync.
+func (p *publisher) overwritten(ctx context.Context, log logr.Logger, r *syncRound, ing *networkingv1.Ingress, st *statusState, forced bool, now time.Time) bool {
+	if !forced {
+		if w, lost := p.loses(ctx, log, r.in, r.cands, r.self, ing, true); lost {
+			p.yieldTo(log, ing, st, w, r.self)
+			return false
+		}
+	}
+	n := st.countOverwrite(now, p.opts.ConflictWindow)
+	st.wrote = nil // counted; the next rewrite sets it again
+	cur := ing.Status.LoadBalancer.Ingress
+	if !forced && (n >= p.opts.MaxConflicts || st.stops > 0) {
+		p.stop(log, ing, st, r.cands, r.ownID, cur, now)
+		if q := p.quietNeeded(st.stops); q > 0 {
+			r.wake(st.quietSince.Add(q))
+		}
+		return false
+	}
+	if n >= 2 {
+		st.backOff(now, p.opts.BackoffBase, p.opts.BackoffMax)
+		p.conflict(log, ing, r.classes, r.cands, cur, st.backoff)
+	}
+	return true
+}
+
+// countOverwrite records an overwrite of our value at now and returns how many happened
+// within window up to now (older ones are forgotten).
+func (st *statusState) countOverwrite(now time.Time, window time.Duration) int {
+	cutoff := now.Add(-window)
+	kept := st.overwrites[:0]
+	for _, t := range st.overwrites {
+		if t.After(cutoff) {
+			kept = append(kept, t)
+		}
+	}
+	st.overwrites = append(kept, now)
+	return len(st.overwrites)
+}
+
+// backOff delays the next rewrite: base the first time, then doubling up to most.
+func (st *statusState) backOff(now time.Time, base, most time.Duration) {
+	if st.backoff == 0 {
+		st.backoff = base
+	} else {
+		st.backoff = min(st.backoff*2, most)
+	}
+	st.notBefore = now.Add(st.backoff)
+}
+
+// countYielded sets metalgate_proxy_ingresses_yielded from the Ingresses' states.
+func (p *publisher) countYielded() {
+	m := p.opts.Metrics
+	if m == nil {
+		return
+	}
+	count := map[string]int{}
+	for _, st := range p.states {
+		if st.yielded != "" {
+			count[st.yielded]++
+		}
+	}
+	for _, r := range yieldReasons {
+		m.IngressesYielded.WithLabelValues(r).Set(float64(count[r]))
+	}
 }
 
 // loses reports whether another metalgate proxy wins the Ingress, and which. With live, it
