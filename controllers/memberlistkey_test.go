@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/metalgate/metalgate/controllers"
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 // TestEnsureMemberlistKey runs as the controller's ServiceAccount with exactly the namespaced
@@ -26,7 +27,7 @@ import (
 // creates the Secret with a random key, a second start keeps it, and the controller can read
 // no other Secret.
 func TestEnsureMemberlistKey(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ctx := context.Background()
 	admin := kubernetes.NewForConfigOrDie(cfg)
 	b, err := os.ReadFile(filepath.Join("..", "config", "rbac", "controller", "role.yaml"))
@@ -64,17 +65,13 @@ func TestEnsureMemberlistKey(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(asController)
 
 	// The authorizer sees a new Role within a moment.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "the controller may make its key once the authorizer sees its Role", func() error {
 		err := controllers.EnsureMemberlistKey(ctx, cs.CoreV1(), ns, controllers.MemberlistKeySecret)
-		if err == nil {
-			break
-		}
-		if !apierrors.IsForbidden(err) || time.Now().After(deadline) {
+		if err != nil && !apierrors.IsForbidden(err) {
 			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 	s, err := admin.CoreV1().Secrets(ns).Get(ctx, controllers.MemberlistKeySecret, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +104,7 @@ func TestEnsureMemberlistKey(t *testing.T) {
 // (kubectl apply of a kustomization in the "wrong" order, the CI's integration test) keeps
 // running and creates the Secret as soon as the namespace is there, instead of exiting.
 func TestMemberlistKeyEnsurerWaitsForNamespace(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	admin := kubernetes.NewForConfigOrDie(cfg)

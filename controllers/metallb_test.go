@@ -14,7 +14,7 @@ import (
 // the older metallb.universe.tf/…) through the controller: they are allocated as with the
 // metalgate.io names, and names that disagree are reported in an InvalidRequest Warning.
 func TestMetalLBAliases(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	startController(t)
 	manual := func(p *v1alpha1.IPAddressPool) { p.Spec.AutoAssign = ptr.To(false) }
 	pool(t, "alias-a", manual, "10.202.0.0/29")

@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -18,10 +19,11 @@ import (
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/controllers"
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 func TestAssignsFromPool(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	startController(t)
 	pool(t, "assign", nil, "192.0.2.0/30")
 	ns := namespace(t, nil)
@@ -42,37 +44,37 @@ func TestAssignsFromPool(t *testing.T) {
 	if len(claim.Spec.Holders) != 1 || claim.Spec.Holders[0].UID != s.UID || claim.Spec.Pool != "assign" {
 		t.Errorf("claim = %+v, want one holder %s from pool assign", claim.Spec, s.UID)
 	}
-	eventually(t, 20*time.Second, func() string {
+	testenv.Eventually(t, 20*time.Second, "pool assign counts the address", func() error {
 		var p v1alpha1.IPAddressPool
 		if err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: controllers.DefaultNamespace, Name: "assign"}, &p); err != nil {
-			return err.Error()
+			return err
 		}
 		if p.Status.AssignedIPv4 != 1 || p.Status.AvailableIPv4 != 3 {
-			return fmt.Sprintf("pool status %+v, want 1 assigned and 3 available", p.Status)
+			return fmt.Errorf("pool status %+v, want 1 assigned and 3 available", p.Status)
 		}
-		return ""
+		return nil
 	})
 
 	// Deleting the Service releases the address: no finalizer, claim gone, next one gets it.
 	if err := k8sClient.Delete(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, func() string {
+	testenv.Eventually(t, 20*time.Second, "the claim is deleted with its Service", func() error {
 		err := k8sClient.Get(context.Background(), types.NamespacedName{Name: "v4-192-0-2-0"}, &claim)
 		if ignoreNotFound(err) != nil {
-			return err.Error()
+			return err
 		}
 		if err == nil {
-			return "claim still exists"
+			return errors.New("claim still exists")
 		}
-		return ""
+		return nil
 	})
 	service(t, ns, "next")
 	waitIPs(t, ns, "next", "192.0.2.0")
 }
 
 func TestRequests(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	startController(t)
 	pool(t, "req-a", nil, "198.51.100.10-198.51.100.12")
 	pool(t, "req-manual", func(p *v1alpha1.IPAddressPool) { p.Spec.AutoAssign = ptr.To(false) }, "203.0.113.0/29")
@@ -127,7 +129,7 @@ func TestRequests(t *testing.T) {
 }
 
 func TestPoolEditReallocates(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	startController(t)
 	p := pool(t, "edit", nil, "192.0.2.64/30", "192.0.2.128/30")
 	ns := namespace(t, nil)
@@ -153,22 +155,22 @@ func TestPoolEditReallocates(t *testing.T) {
 }
 
 func TestOverlappingPoolsReported(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	startController(t)
 	pool(t, "over-a", nil, "192.0.2.200/29")
 	pool(t, "over-b", nil, "192.0.2.204-192.0.2.210")
 	for _, name := range []string{"over-a", "over-b"} {
-		eventually(t, 20*time.Second, func() string {
+		testenv.Eventually(t, 20*time.Second, "pool reports the overlap", func() error {
 			var p v1alpha1.IPAddressPool
 			if err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: controllers.DefaultNamespace, Name: name}, &p); err != nil {
-				return err.Error()
+				return err
 			}
 			for _, c := range p.Status.Conditions {
 				if c.Type == v1alpha1.ConditionOverlap && c.Status == metav1.ConditionTrue {
-					return ""
+					return nil
 				}
 			}
-			return fmt.Sprintf("%s conditions %+v: no Overlapping=True", name, p.Status.Conditions)
+			return fmt.Errorf("%s conditions %+v: no Overlapping=True", name, p.Status.Conditions)
 		})
 	}
 }
@@ -176,7 +178,7 @@ func TestOverlappingPoolsReported(t *testing.T) {
 // TestRestartKeepsAssignments kills the controller half-way through 200 Services and starts a
 // new one: no Service changes its address, no address is held twice, all end up allocated.
 func TestRestartKeepsAssignments(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	const n = 200
 	pool(t, "restart", nil, "10.200.0.0/24")
 	ns := namespace(t, nil)
@@ -197,10 +199,10 @@ func TestRestartKeepsAssignments(t *testing.T) {
 	wg.Wait()
 	// Kill it mid-way: once some but not all Services have addresses.
 	seen := map[string]string{}
-	eventually(t, 60*time.Second, func() string {
+	testenv.Eventually(t, 60*time.Second, "a quarter of the Services allocated by the slow controller", func() error {
 		var list corev1.ServiceList
 		if err := k8sClient.List(context.Background(), &list); err != nil {
-			return err.Error()
+			return err
 		}
 		done := 0
 		for _, s := range list.Items {
@@ -209,9 +211,9 @@ func TestRestartKeepsAssignments(t *testing.T) {
 			}
 		}
 		if done < n/4 {
-			return fmt.Sprintf("%d of %d allocated", done, n)
+			return fmt.Errorf("%d of %d allocated", done, n)
 		}
-		return ""
+		return nil
 	})
 	stop()
 	snapshot := func() map[string]string {
@@ -239,7 +241,7 @@ func TestRestartKeepsAssignments(t *testing.T) {
 	t.Logf("restart after %d of %d allocated", len(seen), n)
 
 	startController(t)
-	eventually(t, 90*time.Second, func() string {
+	testenv.Eventually(t, 90*time.Second, "every Service allocated after the restart", func() error {
 		after := snapshot()
 		missing := 0
 		for _, ip := range after {
@@ -248,9 +250,9 @@ func TestRestartKeepsAssignments(t *testing.T) {
 			}
 		}
 		if missing > 0 {
-			return fmt.Sprintf("%d Services still without an address", missing)
+			return fmt.Errorf("%d Services still without an address", missing)
 		}
-		return ""
+		return nil
 	})
 	after := snapshot()
 	for name, ip := range seen {
@@ -263,7 +265,7 @@ func TestRestartKeepsAssignments(t *testing.T) {
 
 // TestRivalsNeverDoubleAssign runs two controllers at once with leader election off.
 func TestRivalsNeverDoubleAssign(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	const n = 120
 	pool(t, "rivals", nil, "10.201.0.0/24")
 	ns := namespace(t, nil)
@@ -278,10 +280,10 @@ func TestRivalsNeverDoubleAssign(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	eventually(t, 120*time.Second, func() string {
+	testenv.Eventually(t, 120*time.Second, "every Service allocated by the rivals", func() error {
 		var list corev1.ServiceList
 		if err := k8sClient.List(context.Background(), &list); err != nil {
-			return err.Error()
+			return err
 		}
 		missing := 0
 		for _, s := range list.Items {
@@ -290,9 +292,9 @@ func TestRivalsNeverDoubleAssign(t *testing.T) {
 			}
 		}
 		if missing > 0 {
-			return fmt.Sprintf("%d Services still without an address", missing)
+			return fmt.Errorf("%d Services still without an address", missing)
 		}
-		return ""
+		return nil
 	})
 	assertNoAddressHeldTwice(t)
 	var claims v1alpha1.IPAddressClaimList
@@ -308,7 +310,7 @@ func TestRivalsNeverDoubleAssign(t *testing.T) {
 
 // TestStaleClaimReclaimed: a claim whose holder no longer exists does not block its address.
 func TestStaleClaimReclaimed(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	pool(t, "stale", nil, "192.0.2.240/30")
 	ns := namespace(t, nil)
 	stale := &v1alpha1.IPAddressClaim{
@@ -336,7 +338,7 @@ func TestStaleClaimReclaimed(t *testing.T) {
 // TestDeleteNeverWaitsForController: with the controller down, deleting a Service that holds an
 // address completes at once (no finalizer), and the next controller frees the address.
 func TestDeleteNeverWaitsForController(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	pool(t, "nodelay", nil, "192.0.2.248/30")
 	ns := namespace(t, nil)
 	stop := startController(t)
@@ -361,7 +363,7 @@ func TestDeleteNeverWaitsForController(t *testing.T) {
 // TestPendingServiceGetsReleasedAddress: a Service waiting on an exhausted pool gets the address
 // another Service releases, without waiting for the periodic retry (1 min; the wait here is 20 s).
 func TestPendingServiceGetsReleasedAddress(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	startController(t)
 	pool(t, "pending", nil, "192.0.2.252/31")
 	ns := namespace(t, nil)
@@ -383,7 +385,7 @@ func TestPendingServiceGetsReleasedAddress(t *testing.T) {
 // (the misinstalled controller of the status-flapping story, writing a node IP) is put back;
 // it is not mistaken for the cache lagging behind the controller's write.
 func TestForeignStatusRestored(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	startController(t)
 	pool(t, "foreign", nil, "192.0.2.232/30")
 	ns := namespace(t, nil)

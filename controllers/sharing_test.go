@@ -14,7 +14,7 @@ import (
 // pool's spec.addressSharing is AcrossNamespaces (invariant 10). Steps in order against one
 // controller, in two namespaces, for a pool with the default and a pool that allows it.
 func TestSharingAcrossNamespaces(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	startController(t)
 	manual := func(p *v1alpha1.IPAddressPool) { p.Spec.AutoAssign = ptr.To(false) }
 	pool(t, "share-within", manual, "203.0.113.64/30") // spec.addressSharing unset: WithinNamespace

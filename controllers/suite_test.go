@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -22,70 +21,38 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/controllers"
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
-// The tests in this package run against a real kube-apiserver and etcd started by envtest from
-// KUBEBUILDER_ASSETS (make test-integration builds them into ./bin). Without it, every test
-// says it is skipped and why.
+// The tests in this package run against a real kube-apiserver and etcd (internal/testenv,
+// from KUBEBUILDER_ASSETS) with metalgate's CRDs and dual-stack Service ranges (dual-stack
+// Services need a service CIDR of each family). Without it, every test says it is skipped and
+// why.
 
 var (
+	kube      *testenv.Env // nil without KUBEBUILDER_ASSETS: kube.Need skips
 	cfg       *rest.Config
 	k8sClient client.Client
-	scheme    = runtime.NewScheme()
-	skipWhy   string
+	scheme    *runtime.Scheme
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		skipWhy = "needs a real kube-apiserver + etcd: set KUBEBUILDER_ASSETS or run 'make test-integration'"
-		os.Exit(m.Run())
-	}
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		Scheme:                scheme,
-	}
-	// Dual-stack Services need a service CIDR of each family.
-	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16,fd00:10:96::/112")
-	var err error
-	if cfg, err = env.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "start envtest:", err)
-		os.Exit(1)
-	}
-	cfg.QPS, cfg.Burst = 500, 1000
-	if k8sClient, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, "client:", err)
-		os.Exit(1)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllers.DefaultNamespace}}
-	if err := k8sClient.Create(context.Background(), ns); err != nil {
-		fmt.Fprintln(os.Stderr, "create namespace:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop envtest:", err)
-	}
-	os.Exit(code)
-}
-
-func needAPIServer(t *testing.T) {
-	t.Helper()
-	if skipWhy != "" {
-		t.Skip(skipWhy)
-	}
+	os.Exit(testenv.Main(m, testenv.Options{CRDs: []string{testenv.MetalgateCRDs}, DualStack: true}, func(e *testenv.Env) error {
+		kube, cfg, k8sClient, scheme = e, e.Config, e.Client, e.Scheme
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllers.DefaultNamespace}}
+		if err := k8sClient.Create(context.Background(), ns); err != nil {
+			return fmt.Errorf("create namespace: %w", err)
+		}
+		return nil
+	}))
 }
 
 // startController runs one controller manager (leader election off) until the returned stop
@@ -241,23 +208,6 @@ func createService(ns, name string, opts ...svcOpt) (*corev1.Service, error) {
 	return s, nil
 }
 
-// eventually polls cond every 50ms until it returns "" or the deadline passes; then it fails
-// with the last reason.
-func eventually(t *testing.T, timeout time.Duration, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		if last = cond(); last == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not true after %v: %s", timeout, last)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func getService(t *testing.T, ns, name string) *corev1.Service {
 	t.Helper()
 	var s corev1.Service
@@ -278,21 +228,21 @@ func ips(s *corev1.Service) string {
 // waitIPs waits until the Service's status shows exactly want (comma-separated).
 func waitIPs(t *testing.T, ns, name, want string) {
 	t.Helper()
-	eventually(t, 20*time.Second, func() string {
+	testenv.Eventually(t, 20*time.Second, "Service addresses", func() error {
 		if got := ips(getService(t, ns, name)); got != want {
-			return fmt.Sprintf("%s/%s has %q, want %q", ns, name, got, want)
+			return fmt.Errorf("%s/%s has %q, want %q", ns, name, got, want)
 		}
-		return ""
+		return nil
 	})
 }
 
 // warning waits for a Warning event on the Service whose note contains substr; reason "" is any.
 func warning(t *testing.T, ns, name, reason, substr string) {
 	t.Helper()
-	eventually(t, 20*time.Second, func() string {
+	testenv.Eventually(t, 20*time.Second, "Warning event", func() error {
 		var list corev1.EventList
 		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
-			return err.Error()
+			return err
 		}
 		var seen []string
 		for _, e := range list.Items {
@@ -302,10 +252,10 @@ func warning(t *testing.T, ns, name, reason, substr string) {
 			msg := e.Message
 			seen = append(seen, e.Reason+": "+msg)
 			if e.Type == corev1.EventTypeWarning && (reason == "" || e.Reason == reason) && strings.Contains(msg, substr) {
-				return ""
+				return nil
 			}
 		}
-		return fmt.Sprintf("no %s event containing %q on %s/%s; saw %q", reason, substr, ns, name, seen)
+		return fmt.Errorf("no %s event containing %q on %s/%s; saw %q", reason, substr, ns, name, seen)
 	})
 }
 
