@@ -113,15 +113,6 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, conne
 
 // runStdin is runWith reading standard input (migrate -f -) from stdin.
 func runStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, connect func(options) (*env, error)) int {
-	fs := flag.NewFlagSet("kubectl metalgate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
-	var o options
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig")
-	fs.StringVar(&o.context, "context", "", "kubeconfig context")
-	fs.StringVar(&o.namespace, "namespace", "metalgate-system", "metalgate's namespace")
-	fs.StringVar(&o.namespace, "n", "metalgate-system", "metalgate's namespace")
-	registerMigrateFlags(fs, &o.migrate)
 	commands := map[string]command{
 		"pools":       {run: pools},
 		"allocations": {run: allocations},
@@ -130,57 +121,11 @@ func runStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		"check":       {run: check},
 		"migrate":     {run: migrate, offline: func(o options) bool { return len(o.migrate.files) > 0 }},
 	}
-	// Accept flags before and after the command name and its arguments, as kubectl does.
-	var cmd string
-	var cmdArgs []string
-	rest := args
-	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		switch {
-		case cmd == "":
-			cmd = fs.Arg(0)
-		case len(cmdArgs) < commands[cmd].nargs:
-			cmdArgs = append(cmdArgs, fs.Arg(0))
-		default:
-			fmt.Fprintf(stderr, "kubectl metalgate: unexpected argument %q\n", fs.Arg(0))
-			return 2
-		}
-		rest = fs.Args()[1:]
+	o, cmd, cmdArgs, code := parseCommandLine(args, commands, stderr)
+	if code >= 0 {
+		return code
 	}
-	var misplaced string
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "n" || f.Name == "namespace" {
-			o.namespaceSet = true
-		}
-		if cmd != "migrate" && slices.Contains(migrateFlagNames, f.Name) {
-			misplaced = f.Name
-		}
-	})
-	if misplaced != "" {
-		fmt.Fprintf(stderr, "kubectl metalgate: flag -%s is only for migrate\n", misplaced)
-		return 2
-	}
-	c, ok := commands[cmd]
-	if !ok {
-		if cmd != "" {
-			fmt.Fprintf(stderr, "kubectl metalgate: unknown command %q\n\n", cmd)
-		}
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
-	if len(cmdArgs) != c.nargs {
-		fmt.Fprintf(stderr, "kubectl metalgate %s: want %d argument(s), got %d\n\n", cmd, c.nargs, len(cmdArgs))
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
+	c := commands[cmd]
 	e := &env{o: o, now: time.Now}
 	if c.offline == nil || !c.offline(o) {
 		var err error
@@ -198,6 +143,70 @@ func runStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return 1
 	}
 	return 0
+}
+
+// parseCommandLine reads the flags, the command (one of commands) and its arguments from
+// args, flags before and after the command name and its arguments, as kubectl accepts them.
+// code is the exit code when there is nothing to run (help: 0, a usage error, said on stderr:
+// 2), else -1.
+func parseCommandLine(args []string, commands map[string]command, stderr io.Writer) (o options, cmd string, cmdArgs []string, code int) {
+	fs := flag.NewFlagSet("kubectl metalgate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig")
+	fs.StringVar(&o.context, "context", "", "kubeconfig context")
+	fs.StringVar(&o.namespace, "namespace", "metalgate-system", "metalgate's namespace")
+	fs.StringVar(&o.namespace, "n", "metalgate-system", "metalgate's namespace")
+	registerMigrateFlags(fs, &o.migrate)
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return o, "", nil, 0
+			}
+			return o, "", nil, 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		switch {
+		case cmd == "":
+			cmd = fs.Arg(0)
+		case len(cmdArgs) < commands[cmd].nargs:
+			cmdArgs = append(cmdArgs, fs.Arg(0))
+		default:
+			fmt.Fprintf(stderr, "kubectl metalgate: unexpected argument %q\n", fs.Arg(0))
+			return o, "", nil, 2
+		}
+		rest = fs.Args()[1:]
+	}
+	var misplaced string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "n" || f.Name == "namespace" {
+			o.namespaceSet = true
+		}
+		if cmd != "migrate" && slices.Contains(migrateFlagNames, f.Name) {
+			misplaced = f.Name
+		}
+	})
+	if misplaced != "" {
+		fmt.Fprintf(stderr, "kubectl metalgate: flag -%s is only for migrate\n", misplaced)
+		return o, "", nil, 2
+	}
+	c, ok := commands[cmd]
+	if !ok {
+		if cmd != "" {
+			fmt.Fprintf(stderr, "kubectl metalgate: unknown command %q\n\n", cmd)
+		}
+		fmt.Fprint(stderr, usage)
+		return o, "", nil, 2
+	}
+	if len(cmdArgs) != c.nargs {
+		fmt.Fprintf(stderr, "kubectl metalgate %s: want %d argument(s), got %d\n\n", cmd, c.nargs, len(cmdArgs))
+		fmt.Fprint(stderr, usage)
+		return o, "", nil, 2
+	}
+	return o, cmd, cmdArgs, -1
 }
 
 // newEnv connects to the cluster of the kubeconfig.

@@ -149,40 +149,62 @@ type output struct {
 var kindOrder = map[string]int{"IPAddressPool": 1, "L2Advertisement": 2, "BFDProfile": 3, "Community": 4, "BGPPeer": 5, "BGPAdvertisement": 6, "Ingress": 7}
 
 // runMigration translates what was read. It is pure: every decision about an object is made
-// here, from the objects alone.
+// here and in the steps it calls, from the objects alone.
 func runMigration(srcs []source, s *migrateSettings, notes []string) (*migration, error) {
 	rep := &report{header: []string{
 		fmt.Sprintf("MetalLB objects: apiVersion metallb.io/v1beta1 and v1beta2 → metalgate.io/v1alpha1, namespace %s → %s", s.metallbNamespace, s.namespace),
 		fmt.Sprintf("ingress-nginx Ingresses (classes %s): class → %s, %s", s.nginxClasses.String(), s.ingressClass, annotationMode(s)),
 	}}
 	rep.header = append(rep.header, notes...)
-	type done struct {
-		out output
-		rep *objectReport
+	in := sortSources(srcs, rep)
+	results := migrateMetalLBSources(in, s, rep)
+	ing, err := migrateNginxSources(in, s, rep)
+	if err != nil {
+		return nil, err
 	}
-	var results []done
-	var metallb, ingresses, services, classes []source
+	return ordered(append(results, ing...), rep), nil
+}
+
+// migrated is one migrated object and its report.
+type migrated struct {
+	out output
+	rep *objectReport
+}
+
+// sources are the objects read, by what migrates them.
+type sources struct {
+	metallb, ingresses, services, classes []source
+}
+
+// sortSources sorts what was read by kind; what no step migrates is reported as skipped.
+func sortSources(srcs []source, rep *report) sources {
+	var in sources
 	for _, src := range srcs {
 		gvk := src.obj.GroupVersionKind()
 		switch {
 		case gvk.Group == metallbGroup:
-			metallb = append(metallb, src)
+			in.metallb = append(in.metallb, src)
 		case gvk.Kind == "Ingress" && (gvk.Group == "networking.k8s.io" || gvk.Group == "extensions"):
-			ingresses = append(ingresses, src)
+			in.ingresses = append(in.ingresses, src)
 		case gvk.Kind == "IngressClass" && gvk.Group == "networking.k8s.io":
-			classes = append(classes, src)
+			in.classes = append(in.classes, src)
 		case gvk.Kind == "Service" && gvk.Group == "":
-			services = append(services, src)
+			in.services = append(in.services, src)
 		default:
 			rep.skipped = append(rep.skipped, skip{describe(src), otherKind(src.obj)})
 		}
 	}
+	return in
+}
 
-	// MetalLB.
+// migrateMetalLBSources migrates the MetalLB objects. Advertisements that name BGPPeers which
+// were not migrated say so, and each pool's address sharing is set from the Services read.
+func migrateMetalLBSources(in sources, s *migrateSettings, rep *report) []migrated {
+	var results []migrated
 	var pools []*unstructured.Unstructured
 	var poolReports []*objectReport
 	droppedPeers := map[string]bool{}
-	for _, src := range metallb {
+	for _, src := range in.metallb {
 		obj, orep, why := migrateMetalLB(src, s)
 		if obj == nil {
 			rep.skipped = append(rep.skipped, skip{describe(src), why})
@@ -194,7 +216,7 @@ func runMigration(srcs []source, s *migrateSettings, notes []string) (*migration
 		if obj.GetKind() == "IPAddressPool" {
 			pools, poolReports = append(pools, obj), append(poolReports, orep)
 		}
-		results = append(results, done{output{obj, orep.from}, orep})
+		results = append(results, migrated{output{obj, orep.from}, orep})
 	}
 	// An advertisement limited to peers that were not migrated would reach none of them.
 	for _, r := range results {
@@ -209,7 +231,7 @@ func runMigration(srcs []source, s *migrateSettings, notes []string) (*migration
 		}
 	}
 	var svcObjs []*unstructured.Unstructured
-	for _, src := range services {
+	for _, src := range in.services {
 		svcObjs = append(svcObjs, src.obj)
 		if srep := serviceReport(src.obj, src.origin); srep != nil {
 			rep.services = append(rep.services, srep)
@@ -217,12 +239,17 @@ func runMigration(srcs []source, s *migrateSettings, notes []string) (*migration
 	}
 	across := sharedAcrossNamespaces(pools, svcObjs)
 	for i, p := range pools {
-		setAddressSharing(p, poolReports[i], across[p.GetName()], len(services) > 0)
+		setAddressSharing(p, poolReports[i], across[p.GetName()], len(in.services) > 0)
 	}
+	return results
+}
 
-	// ingress-nginx.
+// migrateNginxSources moves the Ingresses of ingress-nginx's classes to metalgate's and
+// reports what the proxy will say about their annotations as migrated. IngressClasses are
+// never migrated: each is reported as skipped, with why.
+func migrateNginxSources(in sources, s *migrateSettings, rep *report) ([]migrated, error) {
 	var classObjs []*unstructured.Unstructured
-	for _, c := range classes {
+	for _, c := range in.classes {
 		classObjs = append(classObjs, c.obj)
 		switch ctl, _, _ := unstructured.NestedString(c.obj.Object, "spec", "controller"); {
 		case ctl == nginxController || slices.Contains(s.nginxClasses, c.obj.GetName()):
@@ -234,7 +261,7 @@ func runMigration(srcs []source, s *migrateSettings, notes []string) (*migration
 	nginx, defaultClass := nginxClasses(s, classObjs)
 	im := newIngressMigrator(s)
 	var ing []*ingressResult
-	for _, src := range ingresses {
+	for _, src := range in.ingresses {
 		class, how, why := im.selectIngress(src.obj, nginx, defaultClass)
 		if why != "" {
 			rep.skipped = append(rep.skipped, skip{describe(src), why})
@@ -242,31 +269,38 @@ func runMigration(srcs []source, s *migrateSettings, notes []string) (*migration
 		}
 		ing = append(ing, im.migrateIngress(src.obj, src.origin, class, how))
 	}
-	if len(ing) > 0 {
-		routes, _, err := im.checkIngresses(ing)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range ing {
-			im.finishSSLRedirect(r, routes[types.NamespacedName{Namespace: r.out.GetNamespace(), Name: r.out.GetName()}])
-		}
-		// What the proxy will say about the annotations as migrated.
-		_, problems, err := im.checkIngresses(ing)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range ing {
-			for _, p := range problems[types.NamespacedName{Namespace: r.out.GetNamespace(), Name: r.out.GetName()}] {
-				key, detail := problemKey(p.Message)
-				if key != "" && mentionedAs(r.rep, key, unsupported) {
-					continue // already said, with what migrate did about it
-				}
-				r.rep.add(unsupported, joinNonEmpty(" ", key, "("+p.Reason+")"), "%s; the proxy says so in a Warning event", detail)
-			}
-			results = append(results, done{output{r.out, r.rep.from}, r.rep})
-		}
+	if len(ing) == 0 {
+		return nil, nil
 	}
+	routes, _, err := im.checkIngresses(ing)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range ing {
+		im.finishSSLRedirect(r, routes[types.NamespacedName{Namespace: r.out.GetNamespace(), Name: r.out.GetName()}])
+	}
+	// What the proxy will say about the annotations as migrated.
+	_, problems, err := im.checkIngresses(ing)
+	if err != nil {
+		return nil, err
+	}
+	var results []migrated
+	for _, r := range ing {
+		for _, p := range problems[types.NamespacedName{Namespace: r.out.GetNamespace(), Name: r.out.GetName()}] {
+			key, detail := problemKey(p.Message)
+			if key != "" && mentionedAs(r.rep, key, unsupported) {
+				continue // already said, with what migrate did about it
+			}
+			r.rep.add(unsupported, joinNonEmpty(" ", key, "("+p.Reason+")"), "%s; the proxy says so in a Warning event", detail)
+		}
+		results = append(results, migrated{output{r.out, r.rep.from}, r.rep})
+	}
+	return results, nil
+}
 
+// ordered is the migration of results in output order: what others refer to first
+// (kindOrder), then by name; the report lists the objects in the same order.
+func ordered(results []migrated, rep *report) *migration {
 	sort.SliceStable(results, func(i, j int) bool {
 		a, b := results[i].out.obj, results[j].out.obj
 		if kindOrder[a.GetKind()] != kindOrder[b.GetKind()] {
@@ -279,7 +313,7 @@ func runMigration(srcs []source, s *migrateSettings, notes []string) (*migration
 		m.objects = append(m.objects, r.out)
 		rep.objects = append(rep.objects, r.rep)
 	}
-	return m, nil
+	return m
 }
 
 // otherKind says why an object that is neither MetalLB's nor an Ingress is not migrated,

@@ -127,35 +127,8 @@ type ingressResult struct {
 
 // migrateIngress translates one ingress-nginx Ingress: the class, and each nginx annotation.
 func (m *ingressMigrator) migrateIngress(u *unstructured.Unstructured, origin, class, how string) *ingressResult {
-	s := m.s
-	out := newObject("networking.k8s.io/v1", "Ingress", u.GetNamespace(), u)
-	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
-	if spec == nil {
-		spec = map[string]any{}
-	}
-	spec["ingressClassName"] = s.ingressClass
-	out.Object["spec"] = spec
-	rep := &objectReport{
-		title: fmt.Sprintf("Ingress %s (class %s → %s)", objectName(u), class, s.ingressClass),
-		from:  origin,
-	}
-	res := &ingressResult{out: out, rep: rep}
+	res, ann := m.newIngress(u, origin, class)
 	orig := u.GetAnnotations()
-	ann := out.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	if _, ok := ann[annotationIngressClass]; ok {
-		delete(ann, annotationIngressClass)
-		rep.add(same, annotationIngressClass, "replaced by spec.ingressClassName: %s", s.ingressClass)
-	}
-	if refs := u.GetOwnerReferences(); len(refs) > 0 {
-		rep.add(changed, "metadata.ownerReferences", "%s %s owns this Ingress and may put its class back: migrate what generates it too", refs[0].Kind, refs[0].Name)
-	}
-	if u.GetLabels()["app.kubernetes.io/managed-by"] == "Helm" {
-		rep.add(changed, "metadata.labels", "managed by Helm: the next helm upgrade puts the old class and annotations back unless the chart's values change too")
-	}
-
 	var keys []string
 	for k := range orig {
 		if strings.HasPrefix(k, table.PrefixNginx) {
@@ -165,99 +138,152 @@ func (m *ingressMigrator) migrateIngress(u *unstructured.Unstructured, origin, c
 	sort.Strings(keys)
 	rewroteTarget := false
 	for _, k := range keys {
-		name, v := strings.TrimPrefix(k, table.PrefixNginx), orig[k]
-		if p := m.probe(k); p.Reason != "" {
-			verdict, fate := unsupported, "kept: the proxy reports it in a Warning event ("+p.Reason+")"
-			if p.Reason == table.ReasonRefusedAnnotation {
-				verdict = refused
-			}
-			if s.dropUnsupported {
-				delete(ann, k)
-				fate = "left out (--drop-unsupported)"
-			}
-			rep.add(verdict, k, "%s; %s", strings.TrimPrefix(p.Message, "annotation "+k+" "), fate)
-			continue
-		}
-		if name == "ssl-redirect" {
-			if _, mine := orig[table.AnnotationSSLRedirect]; mine {
-				m.shadowed(rep, ann, k, table.AnnotationSSLRedirect, v, orig)
-			} else {
-				res.sslRedirect = v // decided in finishSSLRedirect
-			}
-			continue
-		}
-		// Shadowed, in either mode: the proxy reads the metalgate.io form first (and
-		// allowlist-source-range before whitelist-source-range, as ingress-nginx does).
-		if target := m.metalgateForm(name); target != "" {
-			if _, mine := orig[target]; mine {
-				m.shadowed(rep, ann, k, target, v, orig)
-				continue
-			}
-		}
-		allow := table.PrefixNginx + "allowlist-source-range"
-		if _, both := orig[allow]; both && name == "whitelist-source-range" {
-			delete(ann, k)
-			rep.add(same, k, "left out: %s is set too, and wins in ingress-nginx as in metalgate", allow)
-			continue
-		}
-		if !s.rewrite {
-			info := m.byNginx[name]
-			rep.add(verdictOf(info), k, "%s", joinNonEmpty("; ", "kept as it is: the proxy reads it (--nginx-annotations, on by default)", info.Change))
-			continue
-		}
-		switch info, known := m.byNginx[name]; {
-		case known && info.Name != "":
-			target := table.PrefixMetalgate + info.Name
-			if _, mine := orig[target]; mine {
-				m.shadowed(rep, ann, k, target, v, orig)
-				continue
-			}
-			delete(ann, k)
-			ann[target] = v
-			rep.add(verdictOf(info), k, "%s", joinNonEmpty("; ", "→ "+target, info.Change))
-			rewroteTarget = rewroteTarget || name == "rewrite-target"
-		case name == "whitelist-source-range":
-			m.rename(rep, ann, orig, k, v, "allowlist-source-range", "ingress-nginx's older name of allowlist-source-range")
-		case name == "upstream-hash-by":
-			m.hashBy(rep, ann, orig, k, v)
-		case name == "limit-burst-multiplier":
-			m.burst(rep, ann, orig, k, v)
-		default:
-			rep.add(same, k, "kept: it has no metalgate.io form; the proxy reads it (--nginx-annotations, on by default)")
+		if m.migrateAnnotation(res, ann, orig, k) {
+			rewroteTarget = true
 		}
 	}
 	if rewroteTarget {
-		// ingress-nginx's rewrite-target makes the Ingress's paths regular expressions
-		// (the proxy reads its nginx form so); the metalgate.io form does that only with
-		// use-regex.
-		if t := ann[table.PrefixMetalgate+"rewrite-target"]; strings.HasPrefix(t, "/") && ann[table.PrefixMetalgate+"use-regex"] != "true" {
-			before, had := ann[table.PrefixMetalgate+"use-regex"]
-			ann[table.PrefixMetalgate+"use-regex"] = "true"
-			if had {
-				rep.add(changed, table.PrefixMetalgate+"use-regex", "%q → \"true\": ingress-nginx treats the paths as regular expressions whenever rewrite-target is set, whatever use-regex says", before)
-			} else {
-				rep.add(same, table.PrefixMetalgate+"use-regex", "\"true\" added: ingress-nginx treats the paths as regular expressions whenever rewrite-target is set")
-			}
+		useRegexForRewrite(res.rep, ann)
+	}
+	defaultSSLRedirect(res, u, orig)
+	if res.sslRedirect != "" {
+		ann[table.PrefixNginx+"ssl-redirect"] = res.sslRedirect
+	}
+	if len(ann) > 0 {
+		res.out.SetAnnotations(ann)
+	} else {
+		unstructured.RemoveNestedField(res.out.Object, "metadata", "annotations")
+	}
+	return res
+}
+
+// newIngress is u moved to metalgate's class, with its report, and the annotations it
+// starts from (without the old class annotation); the report warns when something that
+// generates the Ingress (an owner, Helm) may put the old class back.
+func (m *ingressMigrator) newIngress(u *unstructured.Unstructured, origin, class string) (*ingressResult, map[string]string) {
+	out := newObject("networking.k8s.io/v1", "Ingress", u.GetNamespace(), u)
+	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+	if spec == nil {
+		spec = map[string]any{}
+	}
+	spec["ingressClassName"] = m.s.ingressClass
+	out.Object["spec"] = spec
+	rep := &objectReport{
+		title: fmt.Sprintf("Ingress %s (class %s → %s)", objectName(u), class, m.s.ingressClass),
+		from:  origin,
+	}
+	ann := out.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	if _, ok := ann[annotationIngressClass]; ok {
+		delete(ann, annotationIngressClass)
+		rep.add(same, annotationIngressClass, "replaced by spec.ingressClassName: %s", m.s.ingressClass)
+	}
+	if refs := u.GetOwnerReferences(); len(refs) > 0 {
+		rep.add(changed, "metadata.ownerReferences", "%s %s owns this Ingress and may put its class back: migrate what generates it too", refs[0].Kind, refs[0].Name)
+	}
+	if u.GetLabels()["app.kubernetes.io/managed-by"] == "Helm" {
+		rep.add(changed, "metadata.labels", "managed by Helm: the next helm upgrade puts the old class and annotations back unless the chart's values change too")
+	}
+	return &ingressResult{out: out, rep: rep}, ann
+}
+
+// migrateAnnotation decides the fate of the nginx annotation k of orig in ann (the
+// migrated annotations) and reports it. It returns whether it rewrote rewrite-target to the
+// metalgate.io form.
+func (m *ingressMigrator) migrateAnnotation(res *ingressResult, ann, orig map[string]string, k string) (rewroteTarget bool) {
+	s, rep := m.s, res.rep
+	name, v := strings.TrimPrefix(k, table.PrefixNginx), orig[k]
+	if p := m.probe(k); p.Reason != "" {
+		verdict, fate := unsupported, "kept: the proxy reports it in a Warning event ("+p.Reason+")"
+		if p.Reason == table.ReasonRefusedAnnotation {
+			verdict = refused
+		}
+		if s.dropUnsupported {
+			delete(ann, k)
+			fate = "left out (--drop-unsupported)"
+		}
+		rep.add(verdict, k, "%s; %s", strings.TrimPrefix(p.Message, "annotation "+k+" "), fate)
+		return false
+	}
+	if name == "ssl-redirect" {
+		if _, mine := orig[table.AnnotationSSLRedirect]; mine {
+			m.shadowed(rep, ann, k, table.AnnotationSSLRedirect, v, orig)
+		} else {
+			res.sslRedirect = v // decided in finishSSLRedirect
+		}
+		return false
+	}
+	// Shadowed, in either mode: the proxy reads the metalgate.io form first (and
+	// allowlist-source-range before whitelist-source-range, as ingress-nginx does).
+	if target := m.metalgateForm(name); target != "" {
+		if _, mine := orig[target]; mine {
+			m.shadowed(rep, ann, k, target, v, orig)
+			return false
 		}
 	}
-	// ingress-nginx redirects plain HTTP to HTTPS for the hosts with TLS unless told not to;
-	// metalgate only with the annotation. The nginx form of ssl-redirect has ingress-nginx's
-	// meaning (only hosts with TLS), so it keeps the behaviour exactly.
+	allow := table.PrefixNginx + "allowlist-source-range"
+	if _, both := orig[allow]; both && name == "whitelist-source-range" {
+		delete(ann, k)
+		rep.add(same, k, "left out: %s is set too, and wins in ingress-nginx as in metalgate", allow)
+		return false
+	}
+	if !s.rewrite {
+		info := m.byNginx[name]
+		rep.add(verdictOf(info), k, "%s", joinNonEmpty("; ", "kept as it is: the proxy reads it (--nginx-annotations, on by default)", info.Change))
+		return false
+	}
+	switch info, known := m.byNginx[name]; {
+	case known && info.Name != "":
+		target := table.PrefixMetalgate + info.Name
+		if _, mine := orig[target]; mine {
+			m.shadowed(rep, ann, k, target, v, orig)
+			return false
+		}
+		delete(ann, k)
+		ann[target] = v
+		rep.add(verdictOf(info), k, "%s", joinNonEmpty("; ", "→ "+target, info.Change))
+		return name == "rewrite-target"
+	case name == "whitelist-source-range":
+		m.rename(rep, ann, orig, k, v, "allowlist-source-range", "ingress-nginx's older name of allowlist-source-range")
+	case name == "upstream-hash-by":
+		m.hashBy(rep, ann, orig, k, v)
+	case name == "limit-burst-multiplier":
+		m.burst(rep, ann, orig, k, v)
+	default:
+		rep.add(same, k, "kept: it has no metalgate.io form; the proxy reads it (--nginx-annotations, on by default)")
+	}
+	return false
+}
+
+// useRegexForRewrite sets the metalgate.io use-regex after rewrite-target was rewritten to
+// the metalgate.io form: ingress-nginx's rewrite-target makes the Ingress's paths regular
+// expressions (the proxy reads its nginx form so); the metalgate.io form does that only with
+// use-regex.
+func useRegexForRewrite(rep *objectReport, ann map[string]string) {
+	if t := ann[table.PrefixMetalgate+"rewrite-target"]; strings.HasPrefix(t, "/") && ann[table.PrefixMetalgate+"use-regex"] != "true" {
+		before, had := ann[table.PrefixMetalgate+"use-regex"]
+		ann[table.PrefixMetalgate+"use-regex"] = "true"
+		if had {
+			rep.add(changed, table.PrefixMetalgate+"use-regex", "%q → \"true\": ingress-nginx treats the paths as regular expressions whenever rewrite-target is set, whatever use-regex says", before)
+		} else {
+			rep.add(same, table.PrefixMetalgate+"use-regex", "\"true\" added: ingress-nginx treats the paths as regular expressions whenever rewrite-target is set")
+		}
+	}
+}
+
+// defaultSSLRedirect carries ingress-nginx's default into the migrated Ingress: it redirects
+// plain HTTP to HTTPS for the hosts with TLS unless told not to; metalgate only with the
+// annotation. The nginx form of ssl-redirect has ingress-nginx's meaning (only hosts with
+// TLS), so it keeps the behaviour exactly.
+func defaultSSLRedirect(res *ingressResult, u *unstructured.Unstructured, orig map[string]string) {
 	_, mine := orig[table.AnnotationSSLRedirect]
 	_, nginxSet := orig[table.PrefixNginx+"ssl-redirect"]
 	tls, _, _ := unstructured.NestedSlice(u.Object, "spec", "tls")
 	if !mine && !nginxSet && len(tls) > 0 && !forceSSL(orig) {
 		res.sslRedirect, res.sslAdded = "true", true
 	}
-	if res.sslRedirect != "" {
-		ann[table.PrefixNginx+"ssl-redirect"] = res.sslRedirect
-	}
-	if len(ann) > 0 {
-		out.SetAnnotations(ann)
-	} else {
-		unstructured.RemoveNestedField(out.Object, "metadata", "annotations")
-	}
-	return res
 }
 
 // finishSSLRedirect settles the ssl-redirect of a migrated Ingress once the proxy's table
