@@ -205,55 +205,19 @@ func requestSummary(m map[string]float64) string {
 // runScenario starts an API server, sets the scene, runs the controller and measures.
 func runScenario(ctx context.Context, o options, sc scenario, stderr io.Writer) (res result, err error) {
 	res.scenario = sc
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return res, err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return res, err
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{o.CRDs}, ErrorIfCRDPathMissing: true, Scheme: scheme}
-	// Thousands of Services need thousands of ClusterIPs (envtest's default range is a /24).
-	// Thousands of LoadBalancer Services also need thousands of node ports (default 2,768).
-	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16").
-		Set("service-node-port-range", "20000-32767")
-	cfg, err := env.Start()
+	bc, err := startBenchCluster(o)
 	if err != nil {
-		return res, fmt.Errorf("start API server: %w", err)
+		return res, err
 	}
 	defer func() {
-		if stopErr := env.Stop(); stopErr != nil && err == nil {
-			err = fmt.Errorf("stop API server: %w", stopErr)
+		if stopErr := bc.stop(); stopErr != nil && err == nil {
+			err = stopErr
 		}
 	}()
-	cfg.QPS = -1 // the bench's own client is not the thing measured
-	cfg.Timeout = time.Minute
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return res, err
-	}
-	dir, err := os.MkdirTemp("", "benchalloc-")
-	if err != nil {
-		return res, err
-	}
-	defer os.RemoveAll(dir)
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
-		return res, err
-	}
-
+	c, cfg, kubeconfig, dir := bc.c, bc.cfg, bc.kubeconfig, bc.dir
 	const ns = "bench"
-	for _, name := range []string{controllers.DefaultNamespace, ns, "warmup"} {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-			return res, fmt.Errorf("create namespace %s: %w", name, err)
-		}
-	}
-	pool := &v1alpha1.IPAddressPool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: controllers.DefaultNamespace, Name: "bench"},
-		Spec:       v1alpha1.IPAddressPoolSpec{Addresses: []v1alpha1.AddressRange{v1alpha1.AddressRange(o.Pool)}},
-	}
-	if err := c.Create(ctx, pool); err != nil {
-		return res, fmt.Errorf("create pool: %w", err)
+	if err := setScene(ctx, c, o.Pool, ns); err != nil {
+		return res, err
 	}
 
 	if !sc.live {
@@ -311,9 +275,17 @@ func runScenario(ctx context.Context, o options, sc scenario, stderr io.Writer) 
 		}
 		res.createRate = float64(sc.n) / created.Seconds()
 	}
-	first, last, err := w.waitAll(ctx, sc.n)
+	err = measure(ctx, &res, c, w, ctrl, ns, t0, cpu0)
+	return res, err
+}
+
+// measure waits until all res.n Services of ns have an address and records in res the times
+// since t0, the CPU used since cpu0 and the controller's API requests per Service; then it
+// checks that no address was given twice.
+func measure(ctx context.Context, res *result, c client.Client, w *addressWatch, ctrl *controllerProcess, ns string, t0 time.Time, cpu0 map[string]float64) error {
+	first, last, err := w.waitAll(ctx, res.n)
 	if err != nil {
-		return res, err
+		return err
 	}
 	res.firstAddr, res.total = first.Sub(t0), last.Sub(t0)
 	cpu1 := controlPlaneCPU()
@@ -322,15 +294,89 @@ func runScenario(ctx context.Context, o options, sc scenario, stderr io.Writer) 
 		res.cpu[k] = v - cpu0[k]
 	}
 	if res.requests, err = ctrl.requests(ctx); err != nil {
-		return res, err
+		return err
 	}
 	for k, v := range res.requests {
-		res.requests[k] = v / float64(sc.n)
+		res.requests[k] = v / float64(res.n)
 	}
-	if err := verifyUnique(ctx, c, ns, sc.n); err != nil {
-		return res, err
+	return verifyUnique(ctx, c, ns, res.n)
+}
+
+// benchCluster is a scenario's API server, the bench's client of it, and a temporary
+// directory with its kubeconfig (for the controller).
+type benchCluster struct {
+	env        *envtest.Environment
+	cfg        *rest.Config
+	c          client.WithWatch
+	dir        string
+	kubeconfig string
+}
+
+// startBenchCluster starts an API server with the CRDs of o, sized for thousands of
+// LoadBalancer Services. On error it stops what it started.
+func startBenchCluster(o options) (_ *benchCluster, err error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
 	}
-	return res, nil
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	bc := &benchCluster{env: &envtest.Environment{CRDDirectoryPaths: []string{o.CRDs}, ErrorIfCRDPathMissing: true, Scheme: scheme}}
+	// Thousands of Services need thousands of ClusterIPs (envtest's default range is a /24).
+	// Thousands of LoadBalancer Services also need thousands of node ports (default 2,768).
+	bc.env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16").
+		Set("service-node-port-range", "20000-32767")
+	if bc.cfg, err = bc.env.Start(); err != nil {
+		return nil, fmt.Errorf("start API server: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = bc.stop()
+		}
+	}()
+	bc.cfg.QPS = -1 // the bench's own client is not the thing measured
+	bc.cfg.Timeout = time.Minute
+	if bc.c, err = client.NewWithWatch(bc.cfg, client.Options{Scheme: scheme}); err != nil {
+		return nil, err
+	}
+	if bc.dir, err = os.MkdirTemp("", "benchalloc-"); err != nil {
+		return nil, err
+	}
+	bc.kubeconfig = filepath.Join(bc.dir, "kubeconfig")
+	if err := os.WriteFile(bc.kubeconfig, bc.env.KubeConfig, 0o600); err != nil {
+		return nil, err
+	}
+	return bc, nil
+}
+
+// stop removes the temporary directory and stops the API server.
+func (bc *benchCluster) stop() error {
+	if bc.dir != "" {
+		_ = os.RemoveAll(bc.dir)
+	}
+	if err := bc.env.Stop(); err != nil {
+		return fmt.Errorf("stop API server: %w", err)
+	}
+	return nil
+}
+
+// setScene creates the namespaces (metalgate's, ns for the measured Services, "warmup") and
+// one IPAddressPool of addresses pool.
+func setScene(ctx context.Context, c client.Client, pool, ns string) error {
+	for _, name := range []string{controllers.DefaultNamespace, ns, "warmup"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			return fmt.Errorf("create namespace %s: %w", name, err)
+		}
+	}
+	p := &v1alpha1.IPAddressPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: controllers.DefaultNamespace, Name: "bench"},
+		Spec:       v1alpha1.IPAddressPoolSpec{Addresses: []v1alpha1.AddressRange{v1alpha1.AddressRange(pool)}},
+	}
+	if err := c.Create(ctx, p); err != nil {
+		return fmt.Errorf("create pool: %w", err)
+	}
+	return nil
 }
 
 // startProfile fetches a CPU profile of kube-apiserver (its /debug/pprof, as the envtest
