@@ -383,79 +383,96 @@ func (b *builder) ingress(ing *networkingv1.Ingress, p parsedIngress) {
 		}
 	}
 	for _, rule := range rules {
-		host := strings.ToLower(rule.Host)
-		if !validHost(host) {
-			b.problem(id, ReasonInvalidRule, "host %q: a wildcard must be the whole first label (*.example.com)", rule.Host)
-			continue
+		b.rule(ing, id, rule, opts, tlsHosts)
+	}
+}
+
+// rule adds the routes of one rule of ing (an Ingress rule or a server-alias copy of one).
+func (b *builder) rule(ing *networkingv1.Ingress, id types.NamespacedName, rule networkingv1.IngressRule, opts Options, tlsHosts map[string]bool) {
+	host := strings.ToLower(rule.Host)
+	if !validHost(host) {
+		b.problem(id, ReasonInvalidRule, "host %q: a wildcard must be the whole first label (*.example.com)", rule.Host)
+		return
+	}
+	if host != "" && b.hosts[host].Namespace != ing.Namespace {
+		return // another namespace's host: reported in ingress
+	}
+	if rule.HTTP == nil {
+		return
+	}
+	if opts.SSLPassthrough {
+		b.passthrough(id, ing.Namespace, host, rule.HTTP, opts)
+	}
+	for _, p := range rule.HTTP.Paths {
+		b.path(ing, id, rule.Host, host, p, opts, tlsHosts)
+	}
+}
+
+// path adds the route of one path of a rule for host (rawHost as written, for messages),
+// unless another Ingress routes it already.
+func (b *builder) path(ing *networkingv1.Ingress, id types.NamespacedName, rawHost, host string, p networkingv1.HTTPIngressPath, opts Options, tlsHosts map[string]bool) {
+	path, pt, kind, re, problem := routePath(p, rawHost, opts.UseRegex)
+	if problem != "" {
+		b.problem(id, ReasonInvalidRule, "%s", problem)
+		return
+	}
+	k := routeKey{host, path, kind}
+	prev, taken := b.owner[k]
+	if host == "" {
+		// A host-less route has two owners: the first Ingress of the namespace
+		// (for the namespace's own hosts) and the first of all (for unknown hosts).
+		prev, taken = b.nsOwner[nsRouteKey{ing.Namespace, k}]
+	}
+	if taken {
+		if prev != id {
+			b.problem(id, ReasonPathConflict, "%s path %q on host %q ignored: Ingress %s already routes it", kind, path, hostOrAny(rawHost), prev)
 		}
-		if host != "" && b.hosts[host].Namespace != ing.Namespace {
-			continue // another namespace's host: reported above
+		return
+	}
+	be := b.backend(id, ing.Namespace, &p.Backend, opts)
+	if be == nil {
+		return
+	}
+	r := &Route{Host: host, Path: path, PathType: pt, Ingress: id, Backend: be, Options: opts, TLS: tlsHosts[host], Regex: re}
+	if host == "" {
+		b.nsOwner[nsRouteKey{ing.Namespace, k}] = id
+		b.namespace(ing.Namespace).hostless().add(r, kind)
+		if other, ok := b.owner[k]; ok {
+			b.problem(id, ReasonPathConflict, "%s path %q without a host serves only hosts of namespace %s: Ingress %s routes it for other hosts", kind, path, ing.Namespace, other)
+			return
 		}
-		if rule.HTTP == nil {
-			continue
+	}
+	b.owner[k] = id
+	b.hostRules(host, ing.Namespace).add(r, kind)
+}
+
+// routePath is how an Ingress path of a rule for rawHost matches: the path as routed, its
+// pathType (ImplementationSpecific when unset) and the kind of match — Exact stays exact;
+// Prefix and ImplementationSpecific both match by element ("/a/" is "/a"), or, with useRegex,
+// as a regular expression (re). problem says why the path cannot be routed ("" when it can).
+func routePath(p networkingv1.HTTPIngressPath, rawHost string, useRegex bool) (path, pathType, kind string, re *regexp.Regexp, problem string) {
+	pathType = string(networkingv1.PathTypeImplementationSpecific)
+	if p.PathType != nil {
+		pathType = string(*p.PathType)
+	}
+	path = p.Path
+	if path == "" {
+		path = "/"
+	}
+	if !strings.HasPrefix(path, "/") {
+		return "", "", "", nil, fmt.Sprintf("path %q on host %q must start with /", p.Path, rawHost)
+	}
+	switch {
+	case pathType == string(networkingv1.PathTypeExact):
+		return path, pathType, "Exact", nil, ""
+	case useRegex:
+		re, err := regexRoute(path)
+		if err != nil {
+			return "", "", "", nil, fmt.Sprintf("path %q on host %q is not a regular expression (use-regex, RE2 syntax): %v", p.Path, hostOrAny(rawHost), err)
 		}
-		if opts.SSLPassthrough {
-			b.passthrough(id, ing.Namespace, host, rule.HTTP, opts)
-		}
-		for _, p := range rule.HTTP.Paths {
-			pt := string(networkingv1.PathTypeImplementationSpecific)
-			if p.PathType != nil {
-				pt = string(*p.PathType)
-			}
-			path := p.Path
-			if path == "" {
-				path = "/"
-			}
-			if !strings.HasPrefix(path, "/") {
-				b.problem(id, ReasonInvalidRule, "path %q on host %q must start with /", p.Path, rule.Host)
-				continue
-			}
-			// Exact stays exact; Prefix and ImplementationSpecific both match by element,
-			// or, with use-regex, as a regular expression.
-			kind := "Prefix"
-			var re *regexp.Regexp
-			switch {
-			case pt == string(networkingv1.PathTypeExact):
-				kind = "Exact"
-			case opts.UseRegex:
-				var err error
-				if re, err = regexRoute(path); err != nil {
-					b.problem(id, ReasonInvalidRule, "path %q on host %q is not a regular expression (use-regex, RE2 syntax): %v", p.Path, hostOrAny(rule.Host), err)
-					continue
-				}
-				kind = "Regex"
-			default:
-				path = "/" + strings.Trim(path, "/")
-			}
-			k := routeKey{host, path, kind}
-			prev, taken := b.owner[k]
-			if host == "" {
-				// A host-less route has two owners: the first Ingress of the namespace
-				// (for the namespace's own hosts) and the first of all (for unknown hosts).
-				prev, taken = b.nsOwner[nsRouteKey{ing.Namespace, k}]
-			}
-			if taken {
-				if prev != id {
-					b.problem(id, ReasonPathConflict, "%s path %q on host %q ignored: Ingress %s already routes it", kind, path, hostOrAny(rule.Host), prev)
-				}
-				continue
-			}
-			be := b.backend(id, ing.Namespace, &p.Backend, opts)
-			if be == nil {
-				continue
-			}
-			r := &Route{Host: host, Path: path, PathType: pt, Ingress: id, Backend: be, Options: opts, TLS: tlsHosts[host], Regex: re}
-			if host == "" {
-				b.nsOwner[nsRouteKey{ing.Namespace, k}] = id
-				b.namespace(ing.Namespace).hostless().add(r, kind)
-				if other, ok := b.owner[k]; ok {
-					b.problem(id, ReasonPathConflict, "%s path %q without a host serves only hosts of namespace %s: Ingress %s routes it for other hosts", kind, path, ing.Namespace, other)
-					continue
-				}
-			}
-			b.owner[k] = id
-			b.hostRules(host, ing.Namespace).add(r, kind)
-		}
+		return path, pathType, "Regex", re, ""
+	default:
+		return "/" + strings.Trim(path, "/"), pathType, "Prefix", nil, ""
 	}
 }
 
