@@ -2,6 +2,7 @@ package controlplane_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metalgate/metalgate/api/contract"
+	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/proxy/controlplane"
 )
 
@@ -159,11 +161,11 @@ func watchStatus(t *testing.T, ns, name string) *statusLog {
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	eventually(t, 10*time.Second, func() string {
+	testenv.Eventually(t, 10*time.Second, "the status watch read the current value", func() error {
 		if l.len() == 0 {
-			return "the status watch has not read the current value yet"
+			return errors.New("the status watch has not read the current value yet")
 		}
-		return ""
+		return nil
 	})
 	return l
 }
@@ -204,17 +206,18 @@ func eventsOn(t *testing.T, ns, name, reason string) ([]corev1.Event, int) {
 	return out, n
 }
 
-// stable checks that the Ingress's status stays want for d: no committed change at all.
+// stable checks that the Ingress's status stays want for d: no committed change at all. The
+// wait is the behaviour under test (a flap, if any, would happen meanwhile): d is the window
+// in which nothing may change.
 func stable(t *testing.T, l *statusLog, ns, name, want string, d time.Duration) {
 	t.Helper()
 	start := l.len()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	testenv.Holds(t, d, fmt.Sprintf("%s/%s status stays %q", ns, name, want), func() error {
 		if got := ingressIPs(t, ns, name); got != want {
-			t.Fatalf("status %q, want it to stay %q", got, want)
+			return fmt.Errorf("status %q", got)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if changes := l.since(start); len(changes) > 0 {
 		t.Fatalf("status changed during %v: %q", d, changes)
 	}
@@ -225,7 +228,7 @@ func stable(t *testing.T, l *statusLog, ns, name, want string, d time.Duration) 
 // cluster-wide proxy says so once (Warning StatusYielded naming the winner and the rule),
 // nobody counts a conflict.
 func TestArbitrationClusterWideSecond(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ns, sys := namespace(t), namespace(t)
 	class, controller := arbitrationClass(t, "arb-second")
 	proxyService(t, ns, "proxy", "100.64.1.1")
@@ -268,7 +271,7 @@ func TestArbitrationClusterWideSecond(t *testing.T) {
 // exactly one change (cluster VIP → tenant VIP), then none; the cluster-wide proxy yields
 // once.
 func TestArbitrationClusterWideFirst(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ns, sys := namespace(t), namespace(t)
 	class, controller := arbitrationClass(t, "arb-first")
 	proxyService(t, sys, "proxy", "100.64.2.4")
@@ -306,7 +309,7 @@ func TestArbitrationClusterWideFirst(t *testing.T) {
 // tenant's proxy loses its VIP, gets it back, has no ready endpoint for longer than
 // GoneAfter, is ready again, and is uninstalled (its Service deleted).
 func TestArbitrationHandover(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ns, sys := namespace(t), namespace(t)
 	class, controller := arbitrationClass(t, "arb-handover")
 	tenantSvc := proxyService(t, ns, "proxy", "100.64.3.1")
@@ -336,11 +339,11 @@ func TestArbitrationHandover(t *testing.T) {
 	}
 	for _, s := range steps {
 		s.do()
-		eventually(t, 20*time.Second+gone, func() string {
+		testenv.Eventually(t, 20*time.Second+gone, "status settles", func() error {
 			if got := ingressIPs(t, ns, "web"); got != s.want {
-				return fmt.Sprintf("%s: status %q, want %q", s.desc, got, s.want)
+				return fmt.Errorf("%s: status %q, want %q", s.desc, got, s.want)
 			}
-			return ""
+			return nil
 		})
 	}
 }
@@ -348,7 +351,7 @@ func TestArbitrationHandover(t *testing.T) {
 // TestArbitrationUnreadyRestart: a tenant's proxy whose endpoint is not ready for less than
 // GoneAfter (a restart) keeps its Ingress.
 func TestArbitrationUnreadyRestart(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ns, sys := namespace(t), namespace(t)
 	class, controller := arbitrationClass(t, "arb-restart")
 	proxyService(t, ns, "proxy", "100.64.4.1")
@@ -371,7 +374,7 @@ func TestArbitrationUnreadyRestart(t *testing.T) {
 // yield; naming another controller makes both leave the status alone, even when that
 // controller writes it; without it the tenant's proxy takes it back.
 func TestStatusOwnerAnnotation(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ns, sys := namespace(t), namespace(t)
 	class, controller := arbitrationClass(t, "arb-owner")
 	proxyService(t, ns, "proxy", "100.64.5.1")
@@ -402,14 +405,14 @@ func TestStatusOwnerAnnotation(t *testing.T) {
 	}
 	annotate(sys + "/proxy")
 	waitIngressIPs(t, ns, "web", "100.64.5.4")
-	eventually(t, 20*time.Second, func() string {
+	testenv.Eventually(t, 20*time.Second, "a Yielded event naming the owner", func() error {
 		evs, _ := eventsOn(t, ns, "web", contract.ReasonYielded)
 		for _, e := range evs {
 			if e.Type == corev1.EventTypeNormal && strings.Contains(e.Message, fmt.Sprintf(`annotation metalgate.io/status-owner names "%s/proxy"`, sys)) {
-				return ""
+				return nil
 			}
 		}
-		return fmt.Sprintf("no Normal StatusYielded naming the annotation: %v", evs)
+		return fmt.Errorf("no Normal StatusYielded naming the annotation: %v", evs)
 	})
 	if v := testutil.ToFloat64(tenant.metrics.IngressesYielded.WithLabelValues("annotation")); v != 1 {
 		t.Errorf("tenant metalgate_proxy_ingresses_yielded{reason=annotation} = %v, want 1", v)
@@ -417,15 +420,15 @@ func TestStatusOwnerAnnotation(t *testing.T) {
 
 	annotate("nginx-ingress-controller")
 	var ing networkingv1.Ingress
-	eventually(t, 20*time.Second, func() string {
+	testenv.Eventually(t, 20*time.Second, "the status written by hand", func() error {
 		if err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "web"}, &ing); err != nil {
-			return err.Error()
+			return err
 		}
 		ing.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{{IP: "192.0.2.7"}}
 		if err := k8sClient.Status().Update(context.Background(), &ing, client.FieldOwner("nginx-ingress-controller")); err != nil {
-			return err.Error()
+			return err
 		}
-		return ""
+		return nil
 	})
 	log := watchStatus(t, ns, "web")
 	stable(t, log, ns, "web", "192.0.2.7", 2*time.Second)
@@ -441,7 +444,7 @@ func TestStatusOwnerAnnotation(t *testing.T) {
 // TestYieldTraffic: a proxy that loses the arbitration still routes the Ingress by default;
 // with YieldTraffic (--serve-yielded-ingresses=false) it leaves it out of its table.
 func TestYieldTraffic(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ns, sys, sys2 := namespace(t), namespace(t), namespace(t)
 	class, controller := arbitrationClass(t, "arb-traffic")
 	proxyService(t, ns, "proxy", "100.64.6.1")
@@ -453,14 +456,14 @@ func TestYieldTraffic(t *testing.T) {
 	serves := arbitrationProxy(t, "", sys, controller, nil)
 	leaves := arbitrationProxy(t, "", sys2, controller, func(o *controlplane.Options) { o.YieldTraffic = true })
 	waitIngressIPs(t, ns, "web", "100.64.6.1")
-	eventually(t, 20*time.Second, func() string {
+	testenv.Eventually(t, 20*time.Second, "one proxy routes, the other does not", func() error {
 		if n := serves.dp.Table().Ingresses; n != 1 {
-			return fmt.Sprintf("the yielding proxy routes %d Ingresses, want 1 (it still serves by default)", n)
+			return fmt.Errorf("the yielding proxy routes %d Ingresses, want 1 (it still serves by default)", n)
 		}
 		if n := leaves.dp.Table().Ingresses; n != 0 {
-			return fmt.Sprintf("the proxy with YieldTraffic routes %d Ingresses, want 0", n)
+			return fmt.Errorf("the proxy with YieldTraffic routes %d Ingresses, want 0", n)
 		}
-		return ""
+		return nil
 	})
 	warning(t, ns, "web", contract.ReasonYielded, "This proxy does not route its traffic either")
 }
@@ -470,7 +473,7 @@ func TestYieldTraffic(t *testing.T) {
 // change. When the leader goes, the other replica leads, yields as well (and reports once
 // itself), and the status still does not change.
 func TestArbitrationReplicas(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ns, sys := namespace(t), namespace(t)
 	class, controller := arbitrationClass(t, "arb-replicas")
 	proxyService(t, ns, "proxy", "100.64.7.1")
@@ -493,27 +496,27 @@ func TestArbitrationReplicas(t *testing.T) {
 		return testutil.ToFloat64(p.metrics.IngressesYielded.WithLabelValues("proxy")) == 1
 	}
 	var leader, other *proxy
-	eventually(t, 20*time.Second, func() string {
+	testenv.Eventually(t, 20*time.Second, "one replica leads and yields", func() error {
 		switch {
 		case yielding(replicas[0]) && !yielding(replicas[1]):
 			leader, other = replicas[0], replicas[1]
 		case yielding(replicas[1]) && !yielding(replicas[0]):
 			leader, other = replicas[1], replicas[0]
 		default:
-			return fmt.Sprintf("want exactly one replica (the leader) yielding: %v, %v", yielding(replicas[0]), yielding(replicas[1]))
+			return fmt.Errorf("want exactly one replica (the leader) yielding: %v, %v", yielding(replicas[0]), yielding(replicas[1]))
 		}
-		return ""
+		return nil
 	})
 	stable(t, log, ns, "web", "100.64.7.1", 2*time.Second)
 	if _, n := eventsOn(t, ns, "web", contract.ReasonYielded); n != 1 {
 		t.Errorf("%d StatusYielded events from two replicas, want 1 (the leader's)", n)
 	}
 	leader.stop()
-	eventually(t, 30*time.Second, func() string {
+	testenv.Eventually(t, 30*time.Second, "the other replica takes over", func() error {
 		if !yielding(other) {
-			return "the other replica does not lead and yield yet"
+			return errors.New("the other replica does not lead and yield yet")
 		}
-		return ""
+		return nil
 	})
 	stable(t, log, ns, "web", "100.64.7.1", 2*time.Second)
 	if got := log.since(0); len(got) != 1 {

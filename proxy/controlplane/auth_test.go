@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/proxy/controlplane"
 )
 
@@ -18,7 +19,7 @@ import (
 // restart, and an Ingress naming a Secret that does not exist refuses everyone and gets a
 // Warning event.
 func TestBasicAuthSecret(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ns := namespace(t)
 	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
 	setSlice(t, ns, "web", startBackend(t, "web"))
@@ -46,11 +47,11 @@ func TestBasicAuthSecret(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	eventually(t, 10*time.Second, func() string {
+	testenv.Eventually(t, 10*time.Second, "alice gets in", func() error {
 		if code := as("auth.test", "alice", "myPassword"); code != 200 {
-			return fmt.Sprintf("alice: %d, want 200", code)
+			return fmt.Errorf("alice: %d, want 200", code)
 		}
-		return ""
+		return nil
 	})
 	if code := as("auth.test", "", ""); code != 401 {
 		t.Errorf("no credentials: %d, want 401", code)
@@ -65,11 +66,11 @@ func TestBasicAuthSecret(t *testing.T) {
 	if err := k8sClient.Update(context.Background(), secret); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() string {
+	testenv.Eventually(t, 10*time.Second, "the new password works", func() error {
 		if code := as("auth.test", "alice", "secret2"); code != 200 {
-			return fmt.Sprintf("new password: %d, want 200", code)
+			return fmt.Errorf("new password: %d, want 200", code)
 		}
-		return ""
+		return nil
 	})
 	if code := as("auth.test", "alice", "myPassword"); code != 401 {
 		t.Errorf("old password after the change: %d, want 401", code)

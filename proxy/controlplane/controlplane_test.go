@@ -2,8 +2,10 @@ package controlplane_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -19,11 +21,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metalgate/metalgate/api/contract"
+	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/proxy/controlplane"
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 func TestRoutesFromAPIServer(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ns := namespace(t)
 	bes := samePortBackends(t, "web", 2)
 	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
@@ -34,16 +38,16 @@ func TestRoutesFromAPIServer(t *testing.T) {
 	p := startProxy(t, ns, nil)
 
 	seen := map[string]int{}
-	eventually(t, 10*time.Second, func() string {
+	testenv.Eventually(t, 10*time.Second, "web.test routed", func() error {
 		code, be, err := call(http.DefaultClient, p.addr, "web.test")
 		if err != nil || code != 200 {
-			return fmt.Sprintf("web.test: %d %v", code, err)
+			return fmt.Errorf("web.test: %d %v", code, err)
 		}
 		seen[be]++
 		if len(seen) < 2 {
-			return fmt.Sprintf("only %v answered", seen)
+			return fmt.Errorf("only %v answered", seen)
 		}
-		return ""
+		return nil
 	})
 	if code, _, _ := call(http.DefaultClient, p.addr, "theirs.test"); code != http.StatusNotFound {
 		t.Errorf("Ingress of another class routed: %d", code)
@@ -58,21 +62,21 @@ func TestRoutesFromAPIServer(t *testing.T) {
 }
 
 // TestEndpointChurnNoLoss sends requests without pause while endpoints are replaced one at a
-// time, each removed endpoint staying up a while after its removal (a terminating pod); every
-// request must succeed.
+// time, each removed endpoint staying up until it has left the table and no request that could
+// have picked it is still running (a terminating pod); every request must succeed.
 func TestEndpointChurnNoLoss(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ns := namespace(t)
 	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
 	live := samePortBackends(t, "gen", 2)
 	setSlice(t, ns, "web", live...)
 	create(t, ingress(ns, "web", "metalgate", "web.test", "web"))
 	p := startProxy(t, ns, nil)
-	eventually(t, 10*time.Second, func() string {
+	testenv.Eventually(t, 10*time.Second, "web.test routed", func() error {
 		if code, _, err := call(http.DefaultClient, p.addr, "web.test"); code != 200 {
-			return fmt.Sprintf("%d %v", code, err)
+			return fmt.Errorf("%d %v", code, err)
 		}
-		return ""
+		return nil
 	})
 
 	var sent, ok atomic.Int64
@@ -83,7 +87,9 @@ func TestEndpointChurnNoLoss(t *testing.T) {
 	tr := &http.Transport{MaxIdleConnsPerHost: 16}
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	for w := 0; w < 4; w++ {
+	const workers = 4
+	var finished [workers]atomic.Int64 // requests each worker has finished
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -95,6 +101,7 @@ func TestEndpointChurnNoLoss(t *testing.T) {
 				}
 				sent.Add(1)
 				code, _, err := call(c, p.addr, "web.test")
+				finished[w].Add(1)
 				if err == nil && code == 200 {
 					ok.Add(1)
 					continue
@@ -105,16 +112,34 @@ func TestEndpointChurnNoLoss(t *testing.T) {
 			}
 		}()
 	}
+	// drained waits until every worker has finished a request it started after now: then no
+	// request still running can have read a table older than the one seen now.
+	drained := func() {
+		t.Helper()
+		var at [workers]int64
+		for w := range workers {
+			at[w] = finished[w].Load()
+		}
+		testenv.Eventually(t, 20*time.Second, "every worker finished a request started after the swap", func() error {
+			for w := range workers {
+				if finished[w].Load() < at[w]+2 {
+					return fmt.Errorf("worker %d: %d requests finished, want %d", w, finished[w].Load(), at[w]+2)
+				}
+			}
+			return nil
+		})
+	}
 	port := live[0].port
 	for i := 0; i < 6; i++ {
 		nb := startBackendOn(t, fmt.Sprintf("gen%d", i+2), port)
 		live = append(live, nb)
 		setSlice(t, ns, "web", live...) // add the new endpoint first (overlap)
-		time.Sleep(150 * time.Millisecond)
+		routesTo(t, p, "web.test", live...)
 		old := live[0]
 		live = live[1:]
-		setSlice(t, ns, "web", live...)    // then remove the oldest
-		time.Sleep(300 * time.Millisecond) // it terminates gracefully after it left the table
+		setSlice(t, ns, "web", live...) // then remove the oldest
+		routesTo(t, p, "web.test", live...)
+		drained() // it terminates gracefully after it left the table
 		old.srv.Close()
 	}
 	close(stop)
@@ -128,18 +153,30 @@ func TestEndpointChurnNoLoss(t *testing.T) {
 // TestEndpointUpdateLatency measures endpoint change → first request routed to the new
 // endpoint, through the API server. hack/bench-proxy.sh reads its ENDPOINT_UPDATE line.
 func TestEndpointUpdateLatency(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ns := namespace(t)
 	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
 	cur := startBackend(t, "v0")
 	setSlice(t, ns, "web", cur)
 	create(t, ingress(ns, "web", "metalgate", "web.test", "web"))
-	p := startProxy(t, ns, nil)
-	eventually(t, 10*time.Second, func() string {
-		if _, be, _ := call(http.DefaultClient, p.addr, "web.test"); be != "v0" {
-			return "v0 not routed yet"
+	// swapped says when the data plane got a new table, so the measurement checks at once
+	// instead of on the next poll tick.
+	swapped := make(chan struct{}, 1)
+	p := startProxy(t, ns, func(o *controlplane.Options) {
+		swap := o.Swap
+		o.Swap = func(tab *table.Table) {
+			swap(tab)
+			select {
+			case swapped <- struct{}{}:
+			default:
+			}
 		}
-		return ""
+	})
+	testenv.Eventually(t, 10*time.Second, "v0 routed", func() error {
+		if _, be, _ := call(http.DefaultClient, p.addr, "web.test"); be != "v0" {
+			return errors.New("v0 not routed yet")
+		}
+		return nil
 	})
 	const changes = 25
 	var lat []time.Duration
@@ -147,15 +184,12 @@ func TestEndpointUpdateLatency(t *testing.T) {
 		nb := startBackendOn(t, fmt.Sprintf("v%d", i), cur.port)
 		start := time.Now()
 		setSlice(t, ns, "web", nb)
-		for {
-			if _, be, _ := call(http.DefaultClient, p.addr, "web.test"); be == nb.name {
-				break
+		testenv.EventuallyOn(t, 10*time.Second, fmt.Sprintf("change %d applied", i), swapped, func() error {
+			if _, be, _ := call(http.DefaultClient, p.addr, "web.test"); be != nb.name {
+				return fmt.Errorf("answered by %q, want %q", be, nb.name)
 			}
-			if time.Since(start) > 10*time.Second {
-				t.Fatalf("change %d not applied after 10s", i)
-			}
-			time.Sleep(time.Millisecond)
-		}
+			return nil
+		})
 		lat = append(lat, time.Since(start))
 		cur.srv.Close()
 		cur = nb
@@ -198,16 +232,16 @@ func ingressIPs(t testing.TB, ns, name string) string {
 
 func waitIngressIPs(t testing.TB, ns, name, want string) {
 	t.Helper()
-	eventually(t, 20*time.Second, func() string {
+	testenv.Eventually(t, 20*time.Second, "Ingress status", func() error {
 		if got := ingressIPs(t, ns, name); got != want {
-			return fmt.Sprintf("%s/%s status %q, want %q", ns, name, got, want)
+			return fmt.Errorf("%s/%s status %q, want %q", ns, name, got, want)
 		}
-		return ""
+		return nil
 	})
 }
 
 func TestStatusPublishesOwnServiceAddress(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ns := namespace(t)
 	lbService(t, ns, "100.64.0.10")
 	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
@@ -236,7 +270,7 @@ func TestStatusPublishesOwnServiceAddress(t *testing.T) {
 }
 
 func TestStatusNothingWithoutAddress(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ns := namespace(t)
 	lbService(t, ns) // no address yet
 	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
@@ -262,7 +296,7 @@ func TestStatusNothingWithoutAddress(t *testing.T) {
 }
 
 func TestStatusNoSuchService(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ns := namespace(t)
 	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
 	create(t, ingress(ns, "mine", "metalgate", "a.test", "web"))
@@ -282,7 +316,7 @@ func TestStatusNoSuchService(t *testing.T) {
 // change it writes again and one overwrite stops it at once; after the third stop it waits
 // for the rival to let go (here: the status cleared).
 func TestStatusRivalWriter(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ns := namespace(t)
 	const class, controller = "rival-test", "example.com/rival-test"
 	ic := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: networkingv1.IngressClassSpec{Controller: controller}}
@@ -338,14 +372,14 @@ func TestStatusRivalWriter(t *testing.T) {
 	warning(t, ns, "contested", contract.ReasonForeignWriter, `replaced 3 time(s) within 10m0s by field manager "rival-controller" (now 172.18.0.2)`)
 	warning(t, ns, "contested", contract.ReasonStatusConflict, `"rival-controller"`)
 	warning(t, "default", class, contract.ReasonStatusConflict, "rival-controller")
-	eventually(t, 20*time.Second+3*quiet, func() string {
+	testenv.Eventually(t, 20*time.Second+3*quiet, "the third ForeignWriter event", func() error {
 		evs, n := eventsOn(t, ns, "contested", contract.ReasonForeignWriter)
 		for _, e := range evs {
 			if strings.Contains(e.Message, "stop 3 of 3") && strings.Contains(e.Message, "writes again only when the other writer clears the status") {
-				return ""
+				return nil
 			}
 		}
-		return fmt.Sprintf("%d ForeignStatusWriter events, none about the third stop", n)
+		return fmt.Errorf("%d ForeignStatusWriter events, none about the third stop", n)
 	})
 	start := log.len()
 	stable(t, log, ns, "contested", "172.18.0.2", 2*quiet+time.Second) // no more resumes by time
@@ -385,7 +419,7 @@ func ingressIPsOf(ing *networkingv1.Ingress) string {
 // TestBurstIsCoalesced: an apply of many Ingresses at once becomes a few table swaps, not
 // one per Ingress, and all of them are routed at the end.
 func TestBurstIsCoalesced(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ns := namespace(t)
 	bes := samePortBackends(t, "burst", 1)
 	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
@@ -413,11 +447,11 @@ func TestBurstIsCoalesced(t *testing.T) {
 	}
 	wg.Wait()
 	applied := time.Since(start)
-	eventually(t, 20*time.Second, func() string {
+	testenv.Eventually(t, 20*time.Second, "every Ingress in the table", func() error {
 		if tab := p.dp.Table(); tab == nil || tab.Ingresses != n {
-			return "not all Ingresses in the table yet"
+			return errors.New("not all Ingresses in the table yet")
 		}
-		return ""
+		return nil
 	})
 	builds := testutil.ToFloat64(p.metrics.Builds) - before
 	t.Logf("%d Ingresses created in %v by %d writers: %v table builds", n, applied.Round(time.Millisecond), writers, builds)
@@ -440,7 +474,7 @@ func TestBurstIsCoalesced(t *testing.T) {
 // conflict, no change of the status afterwards. (Before arbitration they fought, then backed
 // off: a slower flap.)
 func TestTwoProxiesOneClass(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ns := namespace(t)
 	proxyService(t, ns, "proxy", "100.64.0.21")
 	proxyService(t, ns, "proxy-b", "100.64.0.22")
@@ -473,4 +507,28 @@ func TestTwoProxiesOneClass(t *testing.T) {
 	if v := testutil.ToFloat64(b.metrics.IngressesYielded.WithLabelValues("proxy")); v != 1 {
 		t.Errorf("loser's metalgate_proxy_ingresses_yielded{reason=proxy} = %v, want 1", v)
 	}
+}
+
+// routesTo waits until the proxy's table sends host to exactly the endpoints of bes.
+func routesTo(t *testing.T, p *proxy, host string, bes ...*backend) {
+	t.Helper()
+	var want []string
+	for _, b := range bes {
+		want = append(want, fmt.Sprintf("%s:%d", podIP(b.ip), b.port))
+	}
+	slices.Sort(want)
+	testenv.Eventually(t, 20*time.Second, host+" routed to "+strings.Join(want, ","), func() error {
+		tab := p.dp.Table()
+		if tab == nil {
+			return errors.New("no table yet")
+		}
+		r := tab.Lookup(host, "/")
+		if r == nil || r.Backend == nil {
+			return errors.New("no route")
+		}
+		if got := r.Backend.Endpoints; !slices.Equal(got, want) {
+			return fmt.Errorf("endpoints %v", got)
+		}
+		return nil
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/proxy/controlplane"
 )
 
@@ -33,7 +34,7 @@ func gwRoute(ns, name, gwNS, prefix, svc string, headers ...gatewayv1.HTTPHeader
 // server with the Gateway API CRDs and the real data plane on loopback. The Gateway's HTTP
 // listener is the port the data plane listens on and admits routes from its own namespace.
 func TestGatewayProxyServesItsGateway(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	gwNS, otherNS := namespace(t), namespace(t)
 	p := startProxy(t, "", func(o *controlplane.Options) {
 		o.WatchNamespaces, o.PublishService = nil, types.NamespacedName{}
@@ -83,11 +84,11 @@ func TestGatewayProxyServesItsGateway(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	team := map[string]string{"X-Team": "a"}
-	eventually(t, 20*time.Second, func() string {
+	testenv.Eventually(t, 20*time.Second, "the HTTPRoute routed", func() error {
 		if code, body := do("any.example", "/api/v1", team); code != http.StatusOK || !strings.Contains(body, `"api"`) {
-			return fmt.Sprintf("GET /api/v1 with X-Team: a → %d %q, want 200 from api", code, body)
+			return fmt.Errorf("GET /api/v1 with X-Team: a → %d %q, want 200 from api", code, body)
 		}
-		return ""
+		return nil
 	})
 	for _, tc := range []struct {
 		name, host, path string
@@ -107,10 +108,10 @@ func TestGatewayProxyServesItsGateway(t *testing.T) {
 	if err := k8sClient.Delete(context.Background(), &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: gwNS, Name: "gw"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, func() string {
+	testenv.Eventually(t, 20*time.Second, "the routes gone with their Gateway", func() error {
 		if code, _ := do("any.example", "/api/v1", team); code != http.StatusNotFound {
-			return fmt.Sprintf("after the Gateway's deletion GET /api/v1 → %d, want 404", code)
+			return fmt.Errorf("after the Gateway's deletion GET /api/v1 → %d, want 404", code)
 		}
-		return ""
+		return nil
 	})
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,65 +29,42 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
+	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/proxy/controlplane"
 	"github.com/metalgate/metalgate/proxy/dataplane"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
-// The tests in this file run against a real kube-apiserver and etcd started by envtest from
-// KUBEBUILDER_ASSETS. Without it, every test says it is skipped and why.
+// The tests in this package run against a real kube-apiserver and etcd (internal/testenv,
+// from KUBEBUILDER_ASSETS) with the Gateway API CRDs and two IngressClasses: metalgate's and
+// another controller's. Without it, every test says it is skipped and why.
 
 var (
+	kube      *testenv.Env // nil without KUBEBUILDER_ASSETS: kube.Need skips
 	cfg       *rest.Config
 	k8sClient client.Client
 	scheme    = runtime.NewScheme()
-	skipWhy   string
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		skipWhy = "needs a real kube-apiserver + etcd: set KUBEBUILDER_ASSETS or run 'make test-integration'"
-		os.Exit(m.Run())
-	}
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = gatewayv1.Install(scheme)
 	_ = gatewayv1beta1.Install(scheme)
-	env := &envtest.Environment{Scheme: scheme, CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "gateway-api", "crds")}, ErrorIfCRDPathMissing: true}
-	var err error
-	if cfg, err = env.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "start envtest:", err)
-		os.Exit(1)
-	}
-	cfg.QPS, cfg.Burst = 500, 1000
-	if k8sClient, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, "client:", err)
-		os.Exit(1)
-	}
-	class := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "metalgate"}, Spec: networkingv1.IngressClassSpec{Controller: table.ControllerName}}
-	other := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "other"}, Spec: networkingv1.IngressClassSpec{Controller: "example.com/other"}}
-	for _, c := range []client.Object{class, other} {
-		if err := k8sClient.Create(context.Background(), c); err != nil {
-			fmt.Fprintln(os.Stderr, "create IngressClass:", err)
-			os.Exit(1)
+	os.Exit(testenv.Main(m, testenv.Options{CRDs: []string{testenv.GatewayCRDs}, Scheme: scheme}, func(e *testenv.Env) error {
+		kube, cfg, k8sClient = e, e.Config, e.Client
+		class := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "metalgate"}, Spec: networkingv1.IngressClassSpec{Controller: table.ControllerName}}
+		other := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "other"}, Spec: networkingv1.IngressClassSpec{Controller: "example.com/other"}}
+		for _, c := range []client.Object{class, other} {
+			if err := k8sClient.Create(context.Background(), c); err != nil {
+				return fmt.Errorf("create IngressClass: %w", err)
+			}
 		}
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop envtest:", err)
-	}
-	os.Exit(code)
-}
-
-func needAPIServer(t testing.TB) {
-	t.Helper()
-	if skipWhy != "" {
-		t.Skip(skipWhy)
-	}
+		return nil
+	}))
 }
 
 // The API server refuses loopback addresses in EndpointSlices, so backends on 127.0.A.B
@@ -178,12 +154,7 @@ func startProxyWith(t *testing.T, ns string, mutate func(*controlplane.Options),
 	var once sync.Once
 	stop := func() { once.Do(func() { cancel(); wg.Wait() }) }
 	t.Cleanup(stop)
-	eventually(t, 20*time.Second, func() string {
-		if err := cp.Ready(); err != nil {
-			return err.Error()
-		}
-		return ""
-	})
+	testenv.Eventually(t, 20*time.Second, "control plane ready", cp.Ready)
 	return &proxy{addr: ln.Addr().String(), metrics: m, cp: cp, dp: dp, stop: stop}
 }
 
@@ -217,21 +188,6 @@ func namespace(t *testing.T) string {
 		t.Fatalf("create namespace: %v", err)
 	}
 	return name
-}
-
-func eventually(t testing.TB, timeout time.Duration, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		last := cond()
-		if last == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not true after %v: %s", timeout, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func create(t testing.TB, obj client.Object) {
@@ -363,10 +319,10 @@ func call(c *http.Client, addr, host string) (int, string, error) {
 
 func warning(t testing.TB, ns, name, reason, substr string) {
 	t.Helper()
-	eventually(t, 20*time.Second, func() string {
+	testenv.Eventually(t, 20*time.Second, "Warning event", func() error {
 		var list corev1.EventList
 		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
-			return err.Error()
+			return err
 		}
 		var seen []string
 		for _, e := range list.Items {
@@ -375,9 +331,9 @@ func warning(t testing.TB, ns, name, reason, substr string) {
 			}
 			seen = append(seen, e.Reason+": "+e.Message)
 			if e.Type == corev1.EventTypeWarning && e.Reason == reason && strings.Contains(e.Message, substr) {
-				return ""
+				return nil
 			}
 		}
-		return fmt.Sprintf("no %s event containing %q on %s/%s; saw %q", reason, substr, ns, name, seen)
+		return fmt.Errorf("no %s event containing %q on %s/%s; saw %q", reason, substr, ns, name, seen)
 	})
 }

@@ -11,6 +11,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/proxy/controlplane"
 )
 
@@ -18,7 +19,7 @@ import (
 // older tenant's host (with an Exact / that would beat its Prefix /) gets no traffic and a
 // HostConflict Warning event.
 func TestHostConflictEvent(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	shop := namespace(t)
 	// Created in the same second the two Ingresses tie on age; namespace/name order then
 	// still makes shop the first: "x" < "x-z".
@@ -33,11 +34,11 @@ func TestHostConflictEvent(t *testing.T) {
 	steal.Spec.Rules[0].HTTP.Paths[0].PathType = ptr(networkingv1.PathTypeExact) // Exact / beats Prefix /
 	create(t, steal)
 	p := startProxy(t, shop, func(o *controlplane.Options) { o.WatchNamespaces = []string{shop, evil} })
-	eventually(t, 10*time.Second, func() string {
+	testenv.Eventually(t, 10*time.Second, "shop.test routed", func() error {
 		if code, be, err := call(http.DefaultClient, p.addr, "shop.test"); err != nil || code != http.StatusOK || be != "shop" {
-			return fmt.Sprintf("shop.test: %d %q %v", code, be, err)
+			return fmt.Errorf("shop.test: %d %q %v", code, be, err)
 		}
-		return ""
+		return nil
 	})
 	for i := 0; i < 10; i++ {
 		if code, be, err := call(http.DefaultClient, p.addr, "shop.test"); err != nil || be != "shop" {
@@ -50,7 +51,7 @@ func TestHostConflictEvent(t *testing.T) {
 // TestUnmanagedEndpointSlice: a hand-written EndpointSlice (no managed-by label) is refused,
 // with a RefusedEndpoint Warning event, unless Options.AllowUnmanagedSlices.
 func TestUnmanagedEndpointSlice(t *testing.T) {
-	needAPIServer(t)
+	kube.Need(t)
 	ns := namespace(t)
 	be := startBackend(t, "hand")
 	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
@@ -63,19 +64,19 @@ func TestUnmanagedEndpointSlice(t *testing.T) {
 	create(t, ingress(ns, "web", "metalgate", "hand.test", "web"))
 
 	strict := startProxy(t, ns, nil)
-	eventually(t, 10*time.Second, func() string {
+	testenv.Eventually(t, 10*time.Second, "strict proxy refuses hand.test", func() error {
 		if code, _, err := call(http.DefaultClient, strict.addr, "hand.test"); err != nil || code != http.StatusServiceUnavailable {
-			return fmt.Sprintf("hand.test: %d %v, want 503", code, err)
+			return fmt.Errorf("hand.test: %d %v, want 503", code, err)
 		}
-		return ""
+		return nil
 	})
 	warning(t, ns, "web", "RefusedEndpoint", fmt.Sprintf("EndpointSlice %s/web-hand is not managed by endpointslice-controller.k8s.io", ns))
 
 	allowing := startProxy(t, ns, func(o *controlplane.Options) { o.AllowUnmanagedSlices = true })
-	eventually(t, 10*time.Second, func() string {
+	testenv.Eventually(t, 10*time.Second, "allowing proxy routes hand.test", func() error {
 		if code, name, err := call(http.DefaultClient, allowing.addr, "hand.test"); err != nil || code != http.StatusOK || name != "hand" {
-			return fmt.Sprintf("hand.test: %d %q %v, want 200 from hand", code, name, err)
+			return fmt.Errorf("hand.test: %d %q %v, want 200 from hand", code, name, err)
 		}
-		return ""
+		return nil
 	})
 }
