@@ -487,36 +487,73 @@ func (s *Speaker) SetAdvertisements(ctx context.Context, ads []Advertisement) er
 		return ErrClosed
 	}
 	want, errs := mergeAdvertisements(ads)
-
-	// Peers whose deny sets change for a prefix that stays advertised need
-	// a soft reset to withdraw or send it: GoBGP applies export policy when
-	// a path changes, not when a policy's prefix set does.
-	reset := map[string]bool{}
-	newDeny := map[string]map[netip.Prefix]struct{}{}
-	for name, e := range s.peers {
-		d := map[netip.Prefix]struct{}{}
-		var add []netip.Prefix
-		for pfx, pe := range want {
-			if pe.allows(name) {
-				if _, was := e.deny[pfx]; was && s.paths[pfx] != nil {
-					reset[name] = true
-				}
-				continue
-			}
-			d[pfx] = struct{}{}
-			if _, was := e.deny[pfx]; !was {
-				add = append(add, pfx)
-				if s.paths[pfx] != nil {
-					reset[name] = true
-				}
-			}
+	// Deny before the paths are added, so nothing leaks meanwhile; lift denials only after
+	// the paths they held back are gone.
+	newDeny, reset, derrs := s.addDenies(ctx, want)
+	errs = append(errs, derrs...)
+	errs = append(errs, s.advertise(want)...)
+	errs = append(errs, s.withdraw(want)...)
+	errs = append(errs, s.liftDenies(ctx, want, newDeny)...)
+	if !s.adsSet {
+		s.adsSet = true
+		if err := s.applyPeers(ctx, s.wantPeers); err != nil {
+			errs = append(errs, err)
 		}
-		newDeny[name] = d
-		// Deny before the paths are added, so nothing leaks meanwhile.
+	}
+	errs = append(errs, s.softReset(ctx, reset)...)
+	s.updateCounts()
+	return errors.Join(errs...)
+}
+
+// advertised reports whether pfx is installed in GoBGP's RIB.
+func (s *Speaker) advertised(pfx netip.Prefix) bool { return s.paths[pfx] != nil }
+
+// addDenies adds to every peer's deny sets the prefixes of want it must not receive
+// (peerDenies). It returns each peer's next deny set and the peers that need a soft reset.
+func (s *Speaker) addDenies(ctx context.Context, want map[netip.Prefix]*pathEntry) (newDeny map[string]map[netip.Prefix]struct{}, reset map[string]bool, errs []error) {
+	reset = map[string]bool{}
+	newDeny = map[string]map[netip.Prefix]struct{}{}
+	for name, e := range s.peers {
+		next, add, r := peerDenies(name, want, e.deny, s.advertised)
+		if r {
+			reset[name] = true
+		}
+		newDeny[name] = next
 		if err := s.changeDenySets(ctx, e, add, true); err != nil {
 			errs = append(errs, fmt.Errorf("peer %q: %w", name, err))
 		}
 	}
+	return newDeny, reset, errs
+}
+
+// peerDenies compares what peer name must not receive under want with what it is denied now
+// (cur). next is its new deny set and add what next denies that cur does not. reset says
+// that the peer needs a soft reset: its deny set changes for a prefix that is advertised, and
+// GoBGP applies export policy when a path changes, not when a policy's prefix set does.
+func peerDenies(name string, want map[netip.Prefix]*pathEntry, cur map[netip.Prefix]struct{}, advertised func(netip.Prefix) bool) (next map[netip.Prefix]struct{}, add []netip.Prefix, reset bool) {
+	next = map[netip.Prefix]struct{}{}
+	for pfx, pe := range want {
+		_, was := cur[pfx]
+		if pe.allows(name) {
+			if was && advertised(pfx) {
+				reset = true
+			}
+			continue
+		}
+		next[pfx] = struct{}{}
+		if !was {
+			add = append(add, pfx)
+			if advertised(pfx) {
+				reset = true
+			}
+		}
+	}
+	return next, add, reset
+}
+
+// advertise adds the paths of want that GoBGP does not have yet (or has with other
+// attributes), one path per call.
+func (s *Speaker) advertise(want map[netip.Prefix]*pathEntry) (errs []error) {
 	for _, pfx := range sortedPrefixes(want) {
 		pe := want[pfx]
 		if cur, ok := s.paths[pfx]; ok && cur.key == pe.key {
@@ -529,6 +566,11 @@ func (s *Speaker) SetAdvertisements(ctx context.Context, ads []Advertisement) er
 		}
 		s.paths[pfx] = pe
 	}
+	return errs
+}
+
+// withdraw deletes the paths that want no longer has.
+func (s *Speaker) withdraw(want map[netip.Prefix]*pathEntry) (errs []error) {
 	for _, pfx := range sortedPrefixes(s.paths) {
 		if _, ok := want[pfx]; ok {
 			continue
@@ -539,27 +581,39 @@ func (s *Speaker) SetAdvertisements(ctx context.Context, ads []Advertisement) er
 		}
 		delete(s.paths, pfx)
 	}
+	return errs
+}
+
+// liftDenies removes from every peer's deny sets what newDeny no longer holds (liftedDenies).
+func (s *Speaker) liftDenies(ctx context.Context, want map[netip.Prefix]*pathEntry, newDeny map[string]map[netip.Prefix]struct{}) (errs []error) {
 	for name, e := range s.peers {
-		var del []netip.Prefix
-		for pfx := range e.deny {
-			if _, keep := newDeny[name][pfx]; keep {
-				continue
-			}
-			if want[pfx] == nil && s.paths[pfx] != nil {
-				continue // the withdrawal failed: keep it filtered
-			}
-			del = append(del, pfx)
-		}
+		del := liftedDenies(e.deny, newDeny[name], want, s.advertised)
 		if err := s.changeDenySets(ctx, e, del, false); err != nil {
 			errs = append(errs, fmt.Errorf("peer %q: %w", name, err))
 		}
 	}
-	if !s.adsSet {
-		s.adsSet = true
-		if err := s.applyPeers(ctx, s.wantPeers); err != nil {
-			errs = append(errs, err)
+	return errs
+}
+
+// liftedDenies are the prefixes of cur that next no longer denies, except those still
+// advertised though no longer wanted: their withdrawal failed, so they stay filtered.
+func liftedDenies(cur, next map[netip.Prefix]struct{}, want map[netip.Prefix]*pathEntry, advertised func(netip.Prefix) bool) []netip.Prefix {
+	var del []netip.Prefix
+	for pfx := range cur {
+		if _, keep := next[pfx]; keep {
+			continue
 		}
+		if want[pfx] == nil && advertised(pfx) {
+			continue
+		}
+		del = append(del, pfx)
 	}
+	return del
+}
+
+// softReset asks GoBGP to send the peers named in reset their routes again under the current
+// export policy.
+func (s *Speaker) softReset(ctx context.Context, reset map[string]bool) (errs []error) {
 	for _, name := range sortedKeys(reset) {
 		err := s.srv.ResetPeer(ctx, &api.ResetPeerRequest{
 			Address:   s.peers[name].cfg.Address.String(),
@@ -570,8 +624,7 @@ func (s *Speaker) SetAdvertisements(ctx context.Context, ads []Advertisement) er
 			errs = append(errs, fmt.Errorf("peer %q: soft reset: %w", name, err))
 		}
 	}
-	s.updateCounts()
-	return errors.Join(errs...)
+	return errs
 }
 
 // mergeAdvertisements groups ads by prefix and builds one GoBGP path each.
