@@ -20,68 +20,34 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
-const skipMessage = "needs a real kube-apiserver + etcd: set KUBEBUILDER_ASSETS or run 'make test-integration'"
+// kube is the API server TestMain started (internal/testenv) with the generated CRDs and
+// dual-stack Service ranges (so that the IPv6 sample Service can be created too); nil when
+// KUBEBUILDER_ASSETS is unset.
+var kube *testenv.Env
 
-// apiClient talks to the API server TestMain started; nil when KUBEBUILDER_ASSETS is unset.
-var apiClient client.Client
-
-// TestMain starts one kube-apiserver + etcd (envtest) with the generated CRDs for the whole
-// package. Without KUBEBUILDER_ASSETS the tests run and skip themselves, saying why.
 func TestMain(m *testing.M) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		os.Exit(m.Run())
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{"../../config/crd/bases"},
-		ErrorIfCRDPathMissing: true,
-	}
-	// Dual-stack Service ranges, so that the IPv6 sample Service can be created too.
-	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16,fd00:10:96::/112")
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start envtest (KUBEBUILDER_ASSETS=%s): %v\n", os.Getenv("KUBEBUILDER_ASSETS"), err)
-		os.Exit(1)
-	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	apiClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		_ = env.Stop()
-		fmt.Fprintf(os.Stderr, "client: %v\n", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "stop envtest: %v\n", err)
-	}
-	os.Exit(code)
+	os.Exit(testenv.Main(m, testenv.Options{CRDs: []string{testenv.MetalgateCRDs}, DualStack: true}, func(e *testenv.Env) error {
+		kube = e
+		return nil
+	}))
 }
 
 // apiServer returns the client of the test API server, or skips the test when there is none.
 func apiServer(t *testing.T) (context.Context, client.Client) {
 	t.Helper()
-	if apiClient == nil {
-		t.Skip(skipMessage)
-	}
+	kube.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	return ctx, apiClient
+	return ctx, kube.Client
 }
 
 // namespace creates a namespace (once) for a test.
