@@ -29,8 +29,8 @@ const (
 // Options say what the API server holds. The zero value is a bare API server (RBAC authorizer
 // on, as envtest starts it) with no CRDs and single-stack Services.
 type Options struct {
-	// CRDs are directories relative to the repository root (MetalgateCRDs, GatewayCRDs); each
-	// must exist.
+	// CRDs are directories of CRD manifests, relative to the repository root
+	// (MetalgateCRDs, GatewayCRDs) or absolute; each must exist.
 	CRDs []string
 	// DualStack gives Services a cluster IP range of each family (10.0.0.0/16 and
 	// fd00:10:96::/112), for dual-stack and IPv6 Services.
@@ -168,7 +168,10 @@ func start(opts Options) (*Env, error) {
 	}
 	env := &envtest.Environment{Scheme: scheme, ErrorIfCRDPathMissing: true}
 	for _, dir := range opts.CRDs {
-		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, filepath.Join(root, dir))
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(root, dir)
+		}
+		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, dir)
 	}
 	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
 		env.ControlPlaneStartTimeout = startTimeout

@@ -5,13 +5,19 @@ import (
 	"time"
 )
 
-// Interval is how often Eventually and Holds check their condition.
-const Interval = 20 * time.Millisecond
+// Interval is how often Holds checks its condition, and the longest Eventually waits between
+// two checks.
+const Interval = 100 * time.Millisecond
 
-// Eventually checks cond every Interval until it returns nil; when timeout passes first it
-// fails the test with what and cond's last error. Use it instead of a sleep: the deadline is
-// generous and the wait is as short as the system allows. Call it from the test's goroutine
-// (it calls t.Fatalf).
+// firstInterval is Eventually's first wait between checks; each later wait is half as long
+// again, up to Interval: what settles at once is seen at once, and a long wait does not spin
+// (a check may run kubectl or list objects on a machine the tests share).
+const firstInterval = 10 * time.Millisecond
+
+// Eventually checks cond until it returns nil; when timeout passes first it fails the test
+// with what and cond's last error. Use it instead of a sleep: the deadline is generous and the
+// wait is as short as the system allows. Call it from the test's goroutine (it calls
+// t.Fatalf).
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
 	EventuallyOn(t, timeout, what, nil, cond)
@@ -23,7 +29,8 @@ func EventuallyOn(t testing.TB, timeout time.Duration, what string, wake <-chan 
 	t.Helper()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(Interval)
+	wait := firstInterval
+	tick := time.NewTimer(wait)
 	defer tick.Stop()
 	for {
 		err := cond()
@@ -31,8 +38,13 @@ func EventuallyOn(t testing.TB, timeout time.Duration, what string, wake <-chan 
 			return
 		}
 		select {
-		case <-wake:
+		case _, ok := <-wake:
+			if !ok {
+				wake = nil // closed: it will not say anything again
+			}
 		case <-tick.C:
+			wait = min(wait*3/2, Interval)
+			tick.Reset(wait)
 		case <-deadline.C:
 			if err = cond(); err == nil {
 				return
