@@ -22,6 +22,7 @@ import (
 
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/speaker"
 	"github.com/metalgate/metalgate/speaker/bgp"
 	"github.com/metalgate/metalgate/speaker/election"
@@ -243,9 +244,8 @@ func TestBGPStatusWriter(t *testing.T) {
 		t.Errorf("bad after the fix (-want +got):\n%s", diff)
 	}
 	// The Events reached the API server, on the BGPPeer, naming the field.
-	var evs eventsv1.EventList
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "the Events on BGPPeer bad reach the API server", func() error {
+		var evs eventsv1.EventList
 		must(admin.List(ctx, &evs, client.InNamespace(ns)))
 		var got []string
 		for _, ev := range evs.Items {
@@ -260,14 +260,11 @@ func TestBGPStatusWriter(t *testing.T) {
 			"Warning InvalidBGPPeer: node n1 cannot use this peer: " + badErr,
 		}
 		slices.Sort(wantEv)
-		if slices.Equal(got, wantEv) {
-			break
+		if !slices.Equal(got, wantEv) {
+			return fmt.Errorf("events on BGPPeer bad:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(wantEv, "\n"))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("events on BGPPeer bad:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(wantEv, "\n"))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// "good" no longer selects n2: n2 removes its entry, n1's stays.
 	nodes["n2"].w.SetWorld(world(nil, nil, "n1", "n2"))

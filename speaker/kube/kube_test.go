@@ -21,15 +21,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/speaker"
 	"github.com/metalgate/metalgate/speaker/config"
 	"github.com/metalgate/metalgate/speaker/kube"
@@ -53,32 +52,13 @@ func (s *single) Admit(nodes map[string][]netip.Addr) {
 	s.admitted = nodes
 }
 
-// startAPIServer starts a real kube-apiserver + etcd with metalgate's CRDs (stopped at the
-// end of the test) and returns its config, the scheme and an admin client. Without
-// KUBEBUILDER_ASSETS the test is skipped, saying so.
+// startAPIServer starts a real kube-apiserver + etcd with metalgate's CRDs (internal/testenv;
+// stopped at the end of the test) and returns its config, the scheme and an admin client.
+// Without KUBEBUILDER_ASSETS the test is skipped, saying so.
 func startAPIServer(t *testing.T) (*rest.Config, *runtime.Scheme, client.Client) {
 	t.Helper()
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("needs a real kube-apiserver + etcd: set KUBEBUILDER_ASSETS or run 'make test-integration'")
-	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		Scheme:                scheme,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	admin, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg, scheme, admin
+	env := testenv.Start(t, testenv.Options{CRDs: []string{testenv.MetalgateCRDs}})
+	return env.Config, env.Scheme, env.Client
 }
 
 // TestSpeakerWithLeastPrivilege runs the watcher as the speaker's ServiceAccount with exactly
@@ -158,13 +138,14 @@ func TestSpeakerWithLeastPrivilege(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 
 	want := netip.MustParseAddr("198.51.100.101")
-	if !eventually(20*time.Second, func() bool {
+	testenv.Eventually(t, 20*time.Second, "the speaker announces "+want.String(), func() error {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(announced) == 1 && announced[0] == want
-	}) {
-		t.Fatalf("speaker did not announce %s; announced %v", want, announced)
-	}
+		if len(announced) != 1 || announced[0] != want {
+			return fmt.Errorf("announced %v", announced)
+		}
+		return nil
+	})
 	// The membership admits the node of the speaker Pod, at the node's InternalIP.
 	mem.mu.Lock()
 	admitted := mem.admitted
@@ -172,20 +153,18 @@ func TestSpeakerWithLeastPrivilege(t *testing.T) {
 	if diff := cmp.Diff(map[string][]netip.Addr{"n1": {netip.MustParseAddr("198.51.100.11")}}, admitted, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 		t.Errorf("admitted members (-want +got):\n%s", diff)
 	}
-	if !eventually(10*time.Second, func() bool {
+	testenv.Eventually(t, 10*time.Second, "an AnnouncingL2 event on the Service", func() error {
 		var evs eventsv1.EventList
 		if err := admin.List(ctx, &evs, client.InNamespace("default")); err != nil {
-			return false
+			return err
 		}
 		for _, e := range evs.Items {
 			if e.Reason == kube.ReasonAnnouncingL2 && e.Regarding.Name == "web" && strings.Contains(e.Note, "198.51.100.101") {
-				return true
+				return nil
 			}
 		}
-		return false
-	}) {
-		t.Error("no AnnouncingL2 event on the Service")
-	}
+		return fmt.Errorf("none among %d events", len(evs.Items))
+	})
 
 	// Least privilege: the speaker's identity cannot write Services or their status.
 	c, err := client.New(sa, client.Options{Scheme: scheme})
@@ -207,29 +186,19 @@ func TestSpeakerWithLeastPrivilege(t *testing.T) {
 	notReady := false
 	es.Endpoints[0].Conditions.Ready = &notReady
 	must(admin.Update(ctx, &es))
-	if !eventually(20*time.Second, func() bool {
+	testenv.Eventually(t, 20*time.Second, "no announcement without a ready endpoint", func() error {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(announced) == 0
-	}) {
-		t.Errorf("still announcing %v without a ready endpoint", announced)
-	}
+		if len(announced) != 0 {
+			return fmt.Errorf("still announcing %v", announced)
+		}
+		return nil
+	})
 }
 
 type ctrlRunnable func(context.Context) error
 
 func (f ctrlRunnable) Start(ctx context.Context) error { return f(ctx) }
-
-func eventually(limit time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return cond()
-}
 
 // applyRBAC creates the objects of config/speaker/rbac.yaml.
 func applyRBAC(t *testing.T, c client.Client) {
