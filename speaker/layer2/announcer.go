@@ -141,77 +141,17 @@ func (a *Announcer) Announce(_ context.Context, _ any, desired []speaker.Announc
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	ifaces, listErr := a.opts.Interfaces()
-	next := table{}
-	var paramErr error
-	for _, d := range desired {
-		vip := d.VIP.Unmap()
-		p, ok := d.Params.(Params)
-		if !ok && d.Params != nil && paramErr == nil {
-			// A programming error; announce with automatic interfaces rather than not at all.
-			paramErr = fmt.Errorf("parameters of %s are a %T, not a layer2.Params", d.VIP, d.Params)
-		}
-		for _, name := range SelectInterfaces(ifaces, vip, p.Interfaces, a.opts.NodeIPs) {
-			if next[name] == nil {
-				next[name] = map[netip.Addr]bool{}
-			}
-			next[name][vip] = true
-		}
-	}
-	if listErr != nil {
-		// Without the interface list we cannot add anything, but we must still stop: keep only
-		// old pairs that are still desired.
-		next = table{}
-		want := map[netip.Addr]bool{}
-		for _, d := range desired {
-			want[d.VIP.Unmap()] = true
-		}
-		for name, vips := range *a.table.Load() {
-			for vip := range vips {
-				if want[vip] {
-					if next[name] == nil {
-						next[name] = map[netip.Addr]bool{}
-					}
-					next[name][vip] = true
-				}
-			}
-		}
-	}
+	next, paramErr := desiredTable(desired, ifaces, a.opts.NodeIPs)
 	prev := *a.table.Load()
+	if listErr != nil {
+		// Without the interface list we cannot add anything, but we must still stop.
+		next = keptTable(prev, desired)
+	}
 	a.table.Store(&next) // from here on, dropped addresses are not answered
 	errs := a.syncResponders(next)
-
-	type pair struct {
-		name string
-		vip  netip.Addr
-	}
-	var fresh []pair
-	for name, vips := range next {
-		for vip := range vips {
-			if !prev[name][vip] {
-				fresh = append(fresh, pair{name, vip})
-			}
-		}
-	}
-	if len(fresh) > 0 {
+	if fresh := freshPairs(prev, next); len(fresh) > 0 {
 		a.wg.Add(1)
-		go func() {
-			defer a.wg.Done()
-			for i := range a.opts.GratuitousCount {
-				if i > 0 {
-					select {
-					case <-a.ctx.Done():
-						return
-					case <-time.After(a.opts.GratuitousInterval):
-					}
-				}
-				for _, p := range fresh {
-					if !a.answers(p.name, p.vip) {
-						continue // lost it meanwhile: never advertise what we do not answer
-					}
-					a.sendGratuitous(p.name, p.vip)
-				}
-			}
-		}()
+		go a.gratuitousBursts(fresh)
 	}
 	if listErr != nil {
 		return fmt.Errorf("list interfaces: %w", listErr)
@@ -220,6 +160,92 @@ func (a *Announcer) Announce(_ context.Context, _ any, desired []speaker.Announc
 		return errs
 	}
 	return paramErr
+}
+
+// desiredTable is where each desired address is answered: on the interfaces its Params name,
+// or that SelectInterfaces picks among ifaces. Params that are not a layer2.Params are a
+// programming error, reported in paramErr; that address is announced with automatic
+// interfaces rather than not at all.
+func desiredTable(desired []speaker.Announcement, ifaces []Interface, nodeIPs []netip.Addr) (next table, paramErr error) {
+	next = table{}
+	for _, d := range desired {
+		vip := d.VIP.Unmap()
+		p, ok := d.Params.(Params)
+		if !ok && d.Params != nil && paramErr == nil {
+			paramErr = fmt.Errorf("parameters of %s are a %T, not a layer2.Params", d.VIP, d.Params)
+		}
+		for _, name := range SelectInterfaces(ifaces, vip, p.Interfaces, nodeIPs) {
+			next.add(name, vip)
+		}
+	}
+	return next, paramErr
+}
+
+// keptTable is prev without the addresses that are no longer desired: what may still be
+// answered when the interfaces cannot be listed.
+func keptTable(prev table, desired []speaker.Announcement) table {
+	next := table{}
+	want := map[netip.Addr]bool{}
+	for _, d := range desired {
+		want[d.VIP.Unmap()] = true
+	}
+	for name, vips := range prev {
+		for vip := range vips {
+			if want[vip] {
+				next.add(name, vip)
+			}
+		}
+	}
+	return next
+}
+
+// add makes name answer for vip.
+func (t table) add(name string, vip netip.Addr) {
+	if t[name] == nil {
+		t[name] = map[netip.Addr]bool{}
+	}
+	t[name][vip] = true
+}
+
+// ifacePair is one address on one interface.
+type ifacePair struct {
+	name string
+	vip  netip.Addr
+}
+
+// freshPairs are the (interface, address) pairs of next that prev did not have: the ones
+// that get a gratuitous burst.
+func freshPairs(prev, next table) []ifacePair {
+	var fresh []ifacePair
+	for name, vips := range next {
+		for vip := range vips {
+			if !prev[name][vip] {
+				fresh = append(fresh, ifacePair{name, vip})
+			}
+		}
+	}
+	return fresh
+}
+
+// gratuitousBursts sends GratuitousCount gratuitous ARPs or unsolicited NAs for each fresh
+// pair, GratuitousInterval apart, skipping pairs no longer answered; it calls a.wg.Done.
+func (a *Announcer) gratuitousBursts(fresh []ifacePair) {
+	defer a.wg.Done()
+	for i := range a.opts.GratuitousCount {
+		if i > 0 {
+			select {
+			case <-a.ctx.Done():
+				return
+			case <-time.After(a.opts.GratuitousInterval):
+			}
+		}
+		for _, p := range fresh {
+			if !a.answers(p.name, p.vip) {
+				continue // lost it meanwhile: never advertise what we do not answer
+			}
+			a.sendGratuitous(p.name, p.vip)
+		}
+	}
 }
 
 func (a *Announcer) sendGratuitous(name string, vip netip.Addr) {
