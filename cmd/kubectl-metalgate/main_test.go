@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,10 +22,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/proxy/dataplane"
 	"github.com/metalgate/metalgate/proxy/table"
 )
@@ -58,26 +57,20 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
-// apiServer starts a real kube-apiserver + etcd with metalgate's CRDs and those of crdDirs
-// (skipping the test without KUBEBUILDER_ASSETS), and returns a kubeconfig for it and the
-// plugin's env connected through that kubeconfig.
+// apiServer starts a real kube-apiserver + etcd (internal/testenv) with metalgate's CRDs and
+// those of crdDirs (skipping the test without KUBEBUILDER_ASSETS), and returns a kubeconfig for
+// it and the plugin's env connected through that kubeconfig.
 func apiServer(t *testing.T, crdDirs ...string) (string, *env) {
 	t.Helper()
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("needs a real kube-apiserver + etcd: set KUBEBUILDER_ASSETS or run 'make test-integration'")
+	dirs := []string{testenv.MetalgateCRDs}
+	for _, d := range crdDirs {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, abs)
 	}
-	testEnv := &envtest.Environment{
-		CRDDirectoryPaths:     append([]string{filepath.Join("..", "..", "config", "crd", "bases")}, crdDirs...),
-		ErrorIfCRDPathMissing: true,
-	}
-	if _, err := testEnv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = testEnv.Stop() })
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, testEnv.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := testenv.Start(t, testenv.Options{CRDs: dirs}).Kubeconfig
 	e, err := newEnv(options{kubeconfig: kubeconfig})
 	if err != nil {
 		t.Fatal(err)

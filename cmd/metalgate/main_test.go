@@ -3,12 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 func TestCommandLine(t *testing.T) {
@@ -68,27 +68,8 @@ func TestCommandLine(t *testing.T) {
 // API server, applies config/samples/ with the real kubectl, and checks what a user checks:
 // `kubectl get svc`, the pool's status and the metrics.
 func TestControllerGivesSamplesAddresses(t *testing.T) {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		t.Skip("needs a real kube-apiserver + etcd + kubectl: set KUBEBUILDER_ASSETS or run 'make test-integration'")
-	}
-	kubectlBin := filepath.Join(assets, "kubectl")
-	if _, err := os.Stat(kubectlBin); err != nil {
-		t.Fatalf("KUBEBUILDER_ASSETS has no kubectl: %v", err)
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16,fd00:10:96::/112")
-	if _, err := env.Start(); err != nil {
-		t.Fatalf("start API server: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	env := testenv.Start(t, testenv.Options{CRDs: []string{testenv.MetalgateCRDs}, DualStack: true})
+	kubectlBin, kubeconfig := env.Kubectl(t), env.Kubeconfig
 	kubectl := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(kubectlBin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
@@ -121,44 +102,44 @@ func TestControllerGivesSamplesAddresses(t *testing.T) {
 	kubectl("apply", "-f", filepath.Join("..", "..", "config", "samples"))
 
 	pool := netip.MustParsePrefix("100.64.0.0/16")
-	eventually(t, 30*time.Second, func() string {
+	testenv.Eventually(t, 30*time.Second, "every sample LoadBalancer Service gets an address from the pool", func() error {
 		out := kubectl("get", "svc", "-A", "-o", `jsonpath={range .items[?(@.spec.type=="LoadBalancer")]}{.metadata.name}={.status.loadBalancer.ingress[*].ip}{"\n"}{end}`)
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 			name, ip, _ := strings.Cut(line, "=")
 			if ip == "" {
-				return fmt.Sprintf("Service %s has no address yet", name)
+				return fmt.Errorf("service %s has no address yet", name)
 			}
 			a, err := netip.ParseAddr(strings.Fields(ip)[0])
 			if err != nil {
-				return fmt.Sprintf("Service %s shows %q", name, ip)
+				return fmt.Errorf("service %s shows %q", name, ip)
 			}
 			if a.Is4() && !pool.Contains(a) {
-				return fmt.Sprintf("Service %s got %s, outside %s", name, a, pool)
+				return fmt.Errorf("service %s got %s, outside %s", name, a, pool)
 			}
 		}
-		return ""
+		return nil
 	})
 	t.Log(kubectl("get", "svc", "-A"))
-	eventually(t, 30*time.Second, func() string {
+	testenv.Eventually(t, 30*time.Second, "the pool's status counts the address", func() error {
 		got := kubectl("get", "ipaddresspool", "-n", "metalgate-system", "default", "-o", "jsonpath={.status.assignedIPv4}/{.status.availableIPv4}")
 		if got != "1/65535" {
-			return "pool default status assigned/available = " + got + ", want 1/65535"
+			return fmt.Errorf("pool default status assigned/available = %s, want 1/65535", got)
 		}
-		return ""
+		return nil
 	})
 	t.Log(kubectl("get", "ipaddresspools", "-A"))
-	eventually(t, 30*time.Second, func() string {
+	testenv.Eventually(t, 30*time.Second, "the metrics count the address", func() error {
 		resp, err := http.Get("http://" + metricsAddr + "/metrics")
 		if err != nil {
-			return err.Error()
+			return err
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
 		want := `metalgate_pool_addresses_in_use{family="ipv4",pool="default"} 1`
 		if !strings.Contains(string(body), want) {
-			return "metrics lack " + want
+			return errors.New("metrics lack " + want)
 		}
-		return ""
+		return nil
 	})
 }
 
@@ -170,21 +151,6 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-func eventually(t *testing.T, timeout time.Duration, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		last := cond()
-		if last == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not true after %v: %s", timeout, last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 type syncBuffer struct {

@@ -6,19 +6,17 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/metalgate/metalgate/internal/testenv"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -124,28 +122,13 @@ func TestListenPorts(t *testing.T) {
 // a matched route answers 503 from the proxy, an unmatched request 404; the request reaching
 // a backend is TestGatewayProxyServesItsGateway in proxy/controlplane.)
 func TestProxyGatewayServes(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("needs a real kube-apiserver + etcd: set KUBEBUILDER_ASSETS or run 'make test-integration'")
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "gateway-api", "crds")}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start API server: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	if err := addGatewayTypes(scheme); err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := testenv.Start(t, testenv.Options{CRDs: []string{testenv.GatewayCRDs}, Scheme: scheme})
+	c, kubeconfig := env.Client, env.Kubeconfig
 	ctx := context.Background()
 	addr := freeAddr(t)
 	_, ps, _ := net.SplitHostPort(addr)
@@ -195,11 +178,11 @@ func TestProxyGatewayServes(t *testing.T) {
 	}
 	// The first table is in once an unrouted path answers 404 (before it, everything is
 	// 503 "no routing table yet").
-	eventually(t, 30*time.Second, func() string {
+	testenv.Eventually(t, 30*time.Second, "the proxy serves the Gateway's listener", func() error {
 		if code, body := get("/other"); code != http.StatusNotFound {
-			return fmt.Sprintf("GET /other on the listener port → %d %q, want 404", code, body)
+			return fmt.Errorf("GET /other on the listener port → %d %q, want 404", code, body)
 		}
-		return ""
+		return nil
 	})
 	if code, body := get("/api/x"); code != http.StatusServiceUnavailable || strings.Contains(body, "no routing table") {
 		t.Errorf("GET /api/x → %d %q, want 503 from the matched route (its Service has no endpoints)", code, body)

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 
@@ -17,9 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/metalgate/metalgate/internal/adminauth"
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 // TestGuardAgainstAPIServer runs the Guard against a real kube-apiserver (authorization mode
@@ -30,15 +29,7 @@ import (
 //   - "reader" is granted get on /metrics by a ClusterRole like metalgate-metrics-reader;
 //   - "stranger" is granted nothing; "gone" was deleted after its token was issued.
 func TestGuardAgainstAPIServer(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("needs a real kube-apiserver + etcd: set KUBEBUILDER_ASSETS or run 'make test-integration'")
-	}
-	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start envtest: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := testenv.Start(t, testenv.Options{}).Config
 	admin := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
 

@@ -10,20 +10,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 // TestEnsure runs against a real API server: the first call creates the Secret, replicas
 // starting together all get the one key, and a short key that a person put there is an
 // error naming the field, not silently replaced.
 func TestEnsure(t *testing.T) {
-	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Skipf("no API server (KUBEBUILDER_ASSETS, e.g. make test-integration): %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	cs := kubernetes.NewForConfigOrDie(cfg)
+	cs := kubernetes.NewForConfigOrDie(testenv.Start(t, testenv.Options{}).Config)
 	ctx := context.Background()
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
