@@ -187,88 +187,116 @@ func poolFindings(s clusterState) []finding {
 // publishes, who yields and why: the proxies' own arbitration rule).
 func ingressFindings(s clusterState, now time.Time) []finding {
 	cands, out := proxyCandidates(s)
-	classes := map[string]*networkingv1.IngressClass{}
-	var defaults []string
-	ours := map[string]bool{table.ControllerName: true} // controllers metalgate proxies serve
+	cv, classOut := classFindings(s)
+	out = append(out, classOut...)
+	vips := proxyVIPs(s.proxies, s.services)
+	for i := range s.ingresses {
+		out = append(out, oneIngressFindings(s, cv, &s.ingresses[i], cands, vips)...)
+	}
+	out = append(out, conflictFindings(s.conflicts, now)...)
+	return out
+}
+
+// classView is what the Ingress findings need to know of the IngressClasses.
+type classView struct {
+	classes  map[string]*networkingv1.IngressClass // by name
+	defaults []string                              // the default classes, sorted
+	ours     map[string]bool                       // controllers metalgate proxies serve
+	unserved map[string]bool                       // metalgate classes without any ready proxy
+}
+
+// classFindings: more than one default IngressClass, metalgate IngressClasses no running
+// proxy serves.
+func classFindings(s clusterState) (classView, []finding) {
+	var out []finding
+	cv := classView{
+		classes:  map[string]*networkingv1.IngressClass{},
+		ours:     map[string]bool{table.ControllerName: true},
+		unserved: map[string]bool{},
+	}
 	for _, p := range s.proxies {
-		ours[p.controller] = true
+		cv.ours[p.controller] = true
 	}
 	for i := range s.classes {
 		c := &s.classes[i]
-		classes[c.Name] = c
+		cv.classes[c.Name] = c
 		if c.Annotations[annotationDefaultClass] == "true" {
-			defaults = append(defaults, c.Name)
+			cv.defaults = append(cv.defaults, c.Name)
 		}
 	}
-	sort.Strings(defaults)
-	if len(defaults) > 1 {
-		out = append(out, finding{severityWarning, "IngressClass " + strings.Join(defaults, ", "), "more than one IngressClass is the default: new Ingresses without a class are rejected",
+	sort.Strings(cv.defaults)
+	if len(cv.defaults) > 1 {
+		out = append(out, finding{severityWarning, "IngressClass " + strings.Join(cv.defaults, ", "), "more than one IngressClass is the default: new Ingresses without a class are rejected",
 			"remove " + annotationDefaultClass + " from all but one"})
 	}
-	ready := func(controller, namespace string, classless bool) bool {
-		for _, p := range s.proxies {
-			if p.ready() && p.serves(controller, namespace) && (!classless || p.classless) {
-				return true
-			}
-		}
-		return false
-	}
-	unserved := map[string]bool{} // metalgate classes without any ready proxy
 	for _, c := range s.classes {
-		if !ours[c.Spec.Controller] || anyReady(s.proxies, c.Spec.Controller) {
+		if !cv.ours[c.Spec.Controller] || anyReady(s.proxies, c.Spec.Controller) {
 			continue
 		}
-		unserved[c.Name] = true
+		cv.unserved[c.Name] = true
 		out = append(out, finding{severityError, "IngressClass " + c.Name,
 			fmt.Sprintf("no ready metalgate proxy serves its controller %s: its Ingresses get no traffic", c.Spec.Controller),
 			"kubectl get pods -A -l app.kubernetes.io/component=proxy; deploy one with kubectl apply -k config/proxy (or config/proxy/namespaced)"})
 	}
-	vips := proxyVIPs(s.proxies, s.services)
-	for _, ing := range s.ingresses {
-		obj := "Ingress " + ing.Namespace + "/" + ing.Name
-		name, how := "", ""
-		switch {
-		case ing.Spec.IngressClassName != nil:
-			name, how = *ing.Spec.IngressClassName, "spec.ingressClassName"
-		case ing.Annotations[annotationIngressClass] != "":
-			name, how = ing.Annotations[annotationIngressClass], "annotation "+annotationIngressClass
-		case len(defaults) == 1:
-			name, how = defaults[0], "the default IngressClass"
-		default:
-			out = append(out, finding{severityWarning, obj, "no class and no default IngressClass: no IngressClass-based controller serves it",
-				"set spec.ingressClassName (kubectl get ingressclass)"})
-			continue
+	return cv, out
+}
+
+// oneIngressFindings: the Ingress's class (none, missing, served by no ready proxy), who of
+// several proxies publishes (arbitrationFindings), and addresses in its status that are no
+// metalgate proxy's VIP.
+func oneIngressFindings(s clusterState, cv classView, ing *networkingv1.Ingress, cands []controlplane.Candidate, vips map[string]bool) []finding {
+	var out []finding
+	obj := "Ingress " + ing.Namespace + "/" + ing.Name
+	name, how := "", ""
+	switch {
+	case ing.Spec.IngressClassName != nil:
+		name, how = *ing.Spec.IngressClassName, "spec.ingressClassName"
+	case ing.Annotations[annotationIngressClass] != "":
+		name, how = ing.Annotations[annotationIngressClass], "annotation "+annotationIngressClass
+	case len(cv.defaults) == 1:
+		name, how = cv.defaults[0], "the default IngressClass"
+	default:
+		return []finding{{severityWarning, obj, "no class and no default IngressClass: no IngressClass-based controller serves it",
+			"set spec.ingressClassName (kubectl get ingressclass)"}}
+	}
+	class := cv.classes[name]
+	if class == nil {
+		return []finding{{severityError, obj, fmt.Sprintf("its class %q (%s) names no IngressClass: no controller serves it", name, how),
+			"kubectl get ingressclass; set spec.ingressClassName to one of them"}}
+	}
+	controller := class.Spec.Controller
+	if !cv.ours[controller] {
+		return nil // another controller's Ingress
+	}
+	classless := ing.Spec.IngressClassName == nil && ing.Annotations[annotationIngressClass] == ""
+	if !cv.unserved[name] && !anyServes(s.proxies, controller, ing.Namespace, classless) {
+		msg := fmt.Sprintf("no ready metalgate proxy of class %s serves namespace %s", name, ing.Namespace)
+		if classless {
+			msg = fmt.Sprintf("it has no class and no ready metalgate proxy takes Ingresses without a class (--watch-ingress-without-class) in namespace %s", ing.Namespace)
 		}
-		class := classes[name]
-		if class == nil {
-			out = append(out, finding{severityError, obj, fmt.Sprintf("its class %q (%s) names no IngressClass: no controller serves it", name, how),
-				"kubectl get ingressclass; set spec.ingressClassName to one of them"})
-			continue
-		}
-		controller := class.Spec.Controller
-		if !ours[controller] {
-			continue // another controller's Ingress
-		}
-		classless := ing.Spec.IngressClassName == nil && ing.Annotations[annotationIngressClass] == ""
-		if !unserved[name] && !ready(controller, ing.Namespace, classless) {
-			msg := fmt.Sprintf("no ready metalgate proxy of class %s serves namespace %s", name, ing.Namespace)
-			if classless {
-				msg = fmt.Sprintf("it has no class and no ready metalgate proxy takes Ingresses without a class (--watch-ingress-without-class) in namespace %s", ing.Namespace)
-			}
-			out = append(out, finding{severityError, obj, msg,
-				"the proxies' --watch-namespace flags: kubectl get pods -A -l app.kubernetes.io/component=proxy -o yaml"})
-		}
-		out = append(out, arbitrationFindings(&ing, controller, classless, cands, vips)...)
-		for _, lb := range ing.Status.LoadBalancer.Ingress {
-			if lb.IP != "" && !vips[canonicalIP(lb.IP)] {
-				out = append(out, finding{severityError, obj,
-					fmt.Sprintf("status.loadBalancer holds %s, which is the VIP of no metalgate proxy Service (a node IP written by another controller?)", lb.IP),
-					fmt.Sprintf("kubectl get ingress -n %s %s -o yaml --show-managed-fields shows who wrote it", ing.Namespace, ing.Name)})
-			}
+		out = append(out, finding{severityError, obj, msg,
+			"the proxies' --watch-namespace flags: kubectl get pods -A -l app.kubernetes.io/component=proxy -o yaml"})
+	}
+	out = append(out, arbitrationFindings(ing, controller, classless, cands, vips)...)
+	for _, lb := range ing.Status.LoadBalancer.Ingress {
+		if lb.IP != "" && !vips[canonicalIP(lb.IP)] {
+			out = append(out, finding{severityError, obj,
+				fmt.Sprintf("status.loadBalancer holds %s, which is the VIP of no metalgate proxy Service (a node IP written by another controller?)", lb.IP),
+				fmt.Sprintf("kubectl get ingress -n %s %s -o yaml --show-managed-fields shows who wrote it", ing.Namespace, ing.Name)})
 		}
 	}
-	out = append(out, conflictFindings(s.conflicts, now)...)
 	return out
+}
+
+// anyServes reports whether a ready proxy serves controller's Ingresses in namespace (and,
+// for an Ingress without a class, takes those).
+func anyServes(proxies []proxyPod, controller, namespace string, classless bool) bool {
+	for _, p := range proxies {
+		if p.ready() && p.serves(controller, namespace) && (!classless || p.classless) {
+			return true
+		}
+	}
+	return false
 }
 
 func anyReady(proxies []proxyPod, controller string) bool {

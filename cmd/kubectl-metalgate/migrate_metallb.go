@@ -196,6 +196,14 @@ func fixBGPPeer(spec map[string]any, apiVersion, namespace string, rep *objectRe
 		delete(spec, "peerPort")
 		rep.add(changed, "spec.peerPort", "0 (MetalLB then dials 179) is left out: metalgate's default is 179 and it refuses 0")
 	}
+	fixBGPTimers(spec, apiVersion, rep)
+	return ""
+}
+
+// fixBGPTimers rewrites holdTime, keepaliveTime and connectTime to the duration form
+// metalgate accepts, leaves out what MetalLB v1beta1 reads as unset, and reports what it
+// cannot fix (the API server then refuses the object).
+func fixBGPTimers(spec map[string]any, apiVersion string, rep *objectReport) {
 	for _, f := range []string{"holdTime", "keepaliveTime", "connectTime"} {
 		raw, ok := spec[f]
 		if !ok {
@@ -221,7 +229,6 @@ func fixBGPPeer(spec map[string]any, apiVersion, namespace string, rep *objectRe
 			rep.add(unsupported, "spec."+f, "%q is out of metalgate's range (not negative, at most 6 digits a unit); kept as it is: the API server refuses the object until it is fixed", v)
 		}
 	}
-	return ""
 }
 
 // fixBFDProfile removes what metalgate's embedded BFD does not do: echo and passive mode (the
