@@ -47,34 +47,58 @@ func bgpPeerFromCRD(p *v1alpha1.BGPPeer, bfd map[string]*v1alpha1.BFDProfile, pa
 	if s.ASN == 0 {
 		return bgp.Peer{}, errors.New("spec.peerASN: must be set")
 	}
+	if err := peerAddresses(s, &out); err != nil {
+		return bgp.Peer{}, err
+	}
+	if s.VRFName != "" {
+		return bgp.Peer{}, errors.New("spec.vrf: VRFs are not supported by the BGP speaker")
+	}
+	if err := peerTimers(s, &out); err != nil {
+		return bgp.Peer{}, err
+	}
+	if s.BFDProfile != "" {
+		b, err := peerBFD(s, bfd)
+		if err != nil {
+			return bgp.Peer{}, err
+		}
+		out.BFD = b
+	}
+	return out, nil
+}
+
+// peerAddresses sets the peer's address and port, the source address and the router ID.
+func peerAddresses(s *v1alpha1.BGPPeerSpec, out *bgp.Peer) error {
 	addr, err := netip.ParseAddr(s.Address)
 	if err != nil {
-		return bgp.Peer{}, fmt.Errorf("spec.peerAddress: %w", err)
+		return fmt.Errorf("spec.peerAddress: %w", err)
 	}
 	out.Address = addr.Unmap()
 	if s.Port != nil {
 		if *s.Port == 0 {
-			return bgp.Peer{}, errors.New("spec.peerPort: must be between 1 and 65535")
+			return errors.New("spec.peerPort: must be between 1 and 65535")
 		}
 		out.Port = *s.Port
 	}
 	if s.SrcAddress != "" {
 		a, err := netip.ParseAddr(s.SrcAddress)
 		if err != nil {
-			return bgp.Peer{}, fmt.Errorf("spec.sourceAddress: %w", err)
+			return fmt.Errorf("spec.sourceAddress: %w", err)
 		}
 		out.SourceAddress = a.Unmap()
 	}
 	if s.RouterID != "" {
 		a, err := netip.ParseAddr(s.RouterID)
 		if err != nil || !a.Is4() {
-			return bgp.Peer{}, fmt.Errorf("spec.routerID: %q is not an IPv4 address", s.RouterID)
+			return fmt.Errorf("spec.routerID: %q is not an IPv4 address", s.RouterID)
 		}
 		out.RouterID = a
 	}
-	if s.VRFName != "" {
-		return bgp.Peer{}, errors.New("spec.vrf: VRFs are not supported by the BGP speaker")
-	}
+	return nil
+}
+
+// peerTimers sets the hold, keepalive and connect times: none negative, a hold time of 0 or
+// at least 3 s (RFC 4271 4.2), a keepalive shorter than the hold time.
+func peerTimers(s *v1alpha1.BGPPeerSpec, out *bgp.Peer) error {
 	for _, d := range []struct {
 		field string
 		in    *metav1.Duration
@@ -88,31 +112,33 @@ func bgpPeerFromCRD(p *v1alpha1.BGPPeer, bfd map[string]*v1alpha1.BFDProfile, pa
 			continue
 		}
 		if d.in.Duration < 0 {
-			return bgp.Peer{}, fmt.Errorf("%s: must not be negative", d.field)
+			return fmt.Errorf("%s: must not be negative", d.field)
 		}
 		*d.out = d.in.Duration
 	}
 	if out.HoldTime != 0 && out.HoldTime < 3*time.Second {
-		return bgp.Peer{}, errors.New("spec.holdTime: must be 0 or at least 3s")
+		return errors.New("spec.holdTime: must be 0 or at least 3s")
 	}
 	if out.HoldTime != 0 && out.KeepaliveTime >= out.HoldTime {
-		return bgp.Peer{}, errors.New("spec.keepaliveTime: must be less than holdTime")
+		return errors.New("spec.keepaliveTime: must be less than holdTime")
 	}
-	if s.BFDProfile != "" {
-		prof, ok := bfd[s.BFDProfile]
-		if !ok || prof == nil {
-			return bgp.Peer{}, fmt.Errorf("spec.bfdProfile: BFDProfile %q not found", s.BFDProfile)
-		}
-		b, err := bfdFromCRD(prof)
-		if err != nil {
-			return bgp.Peer{}, fmt.Errorf("spec.bfdProfile: BFDProfile %q: %w", s.BFDProfile, err)
-		}
-		if s.EBGPMultiHop {
-			return bgp.Peer{}, errors.New("spec.bfdProfile: BFD on a multi-hop session is not supported (the embedded BFD is single-hop only)")
-		}
-		out.BFD = b
+	return nil
+}
+
+// peerBFD is the BFD profile the peer names, from bfd (the namespace's BFDProfiles by name).
+func peerBFD(s *v1alpha1.BGPPeerSpec, bfd map[string]*v1alpha1.BFDProfile) (*bgp.BFDProfile, error) {
+	prof, ok := bfd[s.BFDProfile]
+	if !ok || prof == nil {
+		return nil, fmt.Errorf("spec.bfdProfile: BFDProfile %q not found", s.BFDProfile)
 	}
-	return out, nil
+	b, err := bfdFromCRD(prof)
+	if err != nil {
+		return nil, fmt.Errorf("spec.bfdProfile: BFDProfile %q: %w", s.BFDProfile, err)
+	}
+	if s.EBGPMultiHop {
+		return nil, errors.New("spec.bfdProfile: BFD on a multi-hop session is not supported (the embedded BFD is single-hop only)")
+	}
+	return b, nil
 }
 
 func bfdFromCRD(p *v1alpha1.BFDProfile) (*bgp.BFDProfile, error) {
