@@ -186,6 +186,11 @@ func (s *apiServer) required(t *testing.T, w workload, objs []*unstructured.Unst
 				for _, full := range r.Resources {
 					res, sub, _ := strings.Cut(full, "/")
 					namespaced, known := s.namespaced[g+"/"+full]
+					if !known && sub != "" {
+						// Discovery's preferred resources leave subresources out: a
+						// subresource lives where its resource does.
+						namespaced, known = s.namespaced[g+"/"+res]
+					}
 					if !known {
 						t.Fatalf("%s: the API server does not know %s/%s", w, g, full)
 					}

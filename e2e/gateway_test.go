@@ -106,6 +106,29 @@ func TestGateway(t *testing.T) {
 	}
 	t.Logf("Gateway %s/web has VIP %s, served by %s/%s (setup %s)", ns, vip, operatorNamespace, svcName, time.Since(start).Round(time.Millisecond))
 
+	// The controller wrote the route's status and the listener's count.
+	eventually(t, 30*time.Second, "HTTPRoute web Accepted and ResolvedRefs by metalgate; listener http attachedRoutes 1", func() error {
+		var hr gwv1.HTTPRoute
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &hr); err != nil {
+			return err
+		}
+		if len(hr.Status.Parents) != 1 || hr.Status.Parents[0].ControllerName != gateway.ControllerName {
+			return fmt.Errorf("status.parents %+v", hr.Status.Parents)
+		}
+		for _, typ := range []string{"Accepted", "ResolvedRefs"} {
+			if !meta.IsStatusConditionTrue(hr.Status.Parents[0].Conditions, typ) {
+				return fmt.Errorf("%s not true: %+v", typ, hr.Status.Parents[0].Conditions)
+			}
+		}
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(gw), gw); err != nil {
+			return err
+		}
+		if len(gw.Status.Listeners) != 1 || gw.Status.Listeners[0].AttachedRoutes != 1 {
+			return fmt.Errorf("listeners %+v", gw.Status.Listeners)
+		}
+		return nil
+	})
+
 	p := &proxyLab{l: l, ns: ns, vip: vip}
 	url := "http://" + vip.String()
 	for _, c := range []struct {

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/cmd/metalgate/internal/version"
@@ -122,6 +123,9 @@ func runController(ctx context.Context, opts controllerOptions) error {
 	}
 	if err := gwv1.Install(scheme); err != nil {
 		return fmt.Errorf("register Gateway API types: %w", err)
+	}
+	if err := gwv1beta1.Install(scheme); err != nil {
+		return fmt.Errorf("register Gateway API v1beta1 types (ReferenceGrant): %w", err)
 	}
 	leaseNS := opts.LeaderElectionNamespace
 	if _, err := os.Stat(inClusterNamespaceFile); leaseNS == "" && err != nil {

@@ -20,6 +20,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/metalgate/metalgate/api/contract"
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // Reconciler keeps, for each Gateway of an accepted metalgate GatewayClass, its LoadBalancer
@@ -63,6 +64,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if gc.Spec.ControllerName != ControllerName {
 		return ctrl.Result{}, r.cleanup(ctx, req.NamespacedName)
 	}
+	if !gw.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.cleanup(ctx, req.NamespacedName) // going: nothing attaches to it any more
+	}
 	plan := PlanGateway(&gw)
 	if ca := ClassAccepted(&gc); ca.Status != metav1.ConditionTrue {
 		plan.Accepted = cond(gwv1.GatewayConditionAccepted, false, gwv1.GatewayReasonInvalid,
@@ -80,6 +84,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 		}
 	} else if err := r.cleanup(ctx, req.NamespacedName); err != nil {
+		return ctrl.Result{}, err
+	}
+	var routes *table.GatewayStatus
+	var candidates []*gwv1.HTTPRoute
+	if plan.Accepted.Status == metav1.ConditionTrue {
+		var err error
+		if routes, candidates, err = r.routeStatus(ctx, &gw); err != nil {
+			return ctrl.Result{}, err
+		}
+		obs.AttachedRoutes = routes.AttachedRoutes
+	} else if err := r.forgetRoutes(ctx, req.NamespacedName); err != nil {
+		return ctrl.Result{}, err // a Gateway that is not accepted has no routes
+	}
+	if err := r.writeRouteStatuses(ctx, req.NamespacedName, routes, candidates); err != nil {
 		return ctrl.Result{}, err
 	}
 	st := Status(&gw, plan, obs, gw.Status, metav1.Now())
@@ -222,8 +240,11 @@ func eventTime(e *corev1.Event) time.Time {
 }
 
 // cleanup deletes the Services (and proxy Deployments) made for Gateway key, found by their
-// annotation.
+// annotation, and metalgate's parent statuses for it on HTTPRoutes.
 func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) error {
+	if err := r.forgetRoutes(ctx, key); err != nil {
+		return err
+	}
 	if r.Proxy.Image != "" {
 		if err := r.cleanupDeployments(ctx, key); err != nil {
 			return err

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,10 +15,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/controllers"
@@ -40,6 +43,10 @@ type Options struct {
 
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status;gateways/status,verbs=get;update;patch
+// Route status (routes.go): what the Gateways' proxies read, and the routes' status.
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;referencegrants,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=metalgate-system,resources=services,verbs=create;delete
 // +kubebuilder:rbac:groups="",namespace=metalgate-system,resources=events,verbs=list
 // +kubebuilder:rbac:groups=apps,namespace=metalgate-system,resources=deployments,verbs=get;list;watch;create;update;delete
@@ -56,15 +63,21 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 		opts.Namespace = controllers.DefaultNamespace
 	}
 	log := ctrl.LoggerFrom(ctx).WithName("gateway")
-	for _, kind := range []string{"GatewayClass", "Gateway"} {
-		_, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: gwv1.GroupName, Kind: kind}, gwv1.GroupVersion.Version)
+	for _, kind := range []struct{ kind, version string }{
+		{"GatewayClass", gwv1.GroupVersion.Version}, {"Gateway", gwv1.GroupVersion.Version},
+		{"HTTPRoute", gwv1.GroupVersion.Version}, {"ReferenceGrant", gwv1beta1.GroupVersion.Version},
+	} {
+		_, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: gwv1.GroupName, Kind: kind.kind}, kind.version)
 		if meta.IsNoMatchError(err) {
-			log.Info("Gateway API is not installed: Gateway controller disabled", "missing", kind)
+			log.Info("Gateway API is not installed: Gateway controller disabled", "missing", kind.kind+"/"+kind.version)
 			return false, nil
 		}
 		if err != nil {
-			return false, fmt.Errorf("look up %s in the API server: %w", kind, err)
+			return false, fmt.Errorf("look up %s in the API server: %w", kind.kind, err)
 		}
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &gwv1.HTTPRoute{}, indexBackend, routeBackends); err != nil {
+		return false, fmt.Errorf("index HTTPRoutes by backend: %w", err)
 	}
 	c := mgr.GetClient()
 	err = ctrl.NewControllerManagedBy(mgr).
@@ -100,16 +113,125 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 		// A class accepted (or changed hands) changes which of its Gateways are ours.
 		Watches(&gwv1.GatewayClass{}, handler.EnqueueRequestsFromMapFunc(
 			func(ctx context.Context, o client.Object) []ctrl.Request { return gatewaysOfClass(ctx, c, o.GetName()) })).
-		// The Services made for Gateways: a VIP assigned, and Services whose Gateway is gone.
-		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(serviceGateway),
-			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-				return o.GetNamespace() == opts.Namespace && o.GetAnnotations()[contract.AnnotationGateway] != ""
-			}))).
+		// The Services made for Gateways: a VIP assigned, and Services whose Gateway is gone;
+		// and a backend Service made or deleted changes its routes' ResolvedRefs.
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []ctrl.Request {
+			if o.GetNamespace() == opts.Namespace && o.GetAnnotations()[contract.AnnotationGateway] != "" {
+				return serviceGateway(ctx, o)
+			}
+			return gatewaysOfBackend(ctx, c, o)
+		}), builder.WithPredicates(serviceEvents(opts.Namespace))).
+		// Routes: the Gateways they name, and those whose status they hold.
+		Watches(&gwv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(routeGateways)).
+		// Grants and namespace labels decide which routes attach: every Gateway.
+		Watches(&gwv1beta1.ReferenceGrant{}, handler.EnqueueRequestsFromMapFunc(
+			func(ctx context.Context, _ client.Object) []ctrl.Request { return allGateways(ctx, c) })).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(
+			func(ctx context.Context, _ client.Object) []ctrl.Request { return allGateways(ctx, c) }),
+			builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Complete(r)
 	if err != nil {
 		return false, fmt.Errorf("set up Gateway controller: %w", err)
 	}
 	return true, nil
+}
+
+// indexBackend indexes HTTPRoutes by the Services their backendRefs name, "namespace/name".
+const indexBackend = "metalgate.io/httproute-backend"
+
+func routeBackends(o client.Object) []string {
+	hr, ok := o.(*gwv1.HTTPRoute)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, rule := range hr.Spec.Rules {
+		for _, b := range rule.BackendRefs {
+			ref := b.BackendObjectReference
+			if ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Service" {
+				continue
+			}
+			ns := hr.Namespace
+			if ref.Namespace != nil {
+				ns = string(*ref.Namespace)
+			}
+			if k := ns + "/" + string(ref.Name); !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// serviceEvents lets through the events of the Services made for Gateways (in namespace),
+// and the creation and deletion of any other Service (a backend appearing or going).
+func serviceEvents(namespace string) predicate.Funcs {
+	made := func(o client.Object) bool {
+		return o.GetNamespace() == namespace && o.GetAnnotations()[contract.AnnotationGateway] != ""
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return true },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return made(e.ObjectNew) },
+		GenericFunc: func(e event.GenericEvent) bool { return made(e.Object) },
+	}
+}
+
+// gatewaysOfBackend are the Gateways named by the routes whose backendRefs name Service o.
+func gatewaysOfBackend(ctx context.Context, c client.Reader, o client.Object) []ctrl.Request {
+	var list gwv1.HTTPRouteList
+	if err := c.List(ctx, &list, client.MatchingFields{indexBackend: o.GetNamespace() + "/" + o.GetName()}); err != nil {
+		return nil
+	}
+	var out []ctrl.Request
+	for i := range list.Items {
+		out = append(out, routeGateways(ctx, &list.Items[i])...)
+	}
+	return out
+}
+
+// routeGateways are the Gateways an HTTPRoute names in its parentRefs, and those metalgate
+// holds a parent status for (a parentRef removed: that status must go).
+func routeGateways(_ context.Context, o client.Object) []ctrl.Request {
+	hr, ok := o.(*gwv1.HTTPRoute)
+	if !ok {
+		return nil
+	}
+	var out []ctrl.Request
+	add := func(ref gwv1.ParentReference) {
+		if ref.Group != nil && *ref.Group != gwv1.GroupName || ref.Kind != nil && *ref.Kind != "Gateway" {
+			return
+		}
+		key := types.NamespacedName{Namespace: hr.Namespace, Name: string(ref.Name)}
+		if ref.Namespace != nil {
+			key.Namespace = string(*ref.Namespace)
+		}
+		if !slices.ContainsFunc(out, func(r ctrl.Request) bool { return r.NamespacedName == key }) {
+			out = append(out, ctrl.Request{NamespacedName: key})
+		}
+	}
+	for _, ref := range hr.Spec.ParentRefs {
+		add(ref)
+	}
+	for _, p := range hr.Status.Parents {
+		if p.ControllerName == ControllerName {
+			add(p.ParentRef)
+		}
+	}
+	return out
+}
+
+// allGateways is every Gateway (the reconciler leaves other controllers' alone).
+func allGateways(ctx context.Context, c client.Reader) []ctrl.Request {
+	var list gwv1.GatewayList
+	if err := c.List(ctx, &list); err != nil {
+		return nil
+	}
+	out := make([]ctrl.Request, len(list.Items))
+	for i, g := range list.Items {
+		out[i] = ctrl.Request{NamespacedName: types.NamespacedName{Namespace: g.Namespace, Name: g.Name}}
+	}
+	return out
 }
 
 func gatewaysOfClass(ctx context.Context, c client.Reader, class string) []ctrl.Request {

@@ -23,6 +23,9 @@ type Observed struct {
 	// Deployment of that name that is not this Gateway's), or "": served, or no proxy is
 	// made by this controller.
 	ProxyProblem string
+	// AttachedRoutes counts the routes attached to each listener, by name (the table's
+	// GatewayStatus); a listener not in it has none.
+	AttachedRoutes map[string]int32
 }
 
 // Status is the Gateway's status for plan and obs, keeping the transition times of the
@@ -54,7 +57,7 @@ func Status(gw *gwv1.Gateway, plan Plan, obs Observed, prev gwv1.GatewayStatus, 
 	setCondition(&st.Conditions, plan.Accepted, gen, now)
 	setCondition(&st.Conditions, programmed, gen, now)
 	for i, l := range plan.Listeners {
-		ls := gwv1.ListenerStatus{Name: l.Name, SupportedKinds: l.SupportedKinds, AttachedRoutes: 0}
+		ls := gwv1.ListenerStatus{Name: l.Name, SupportedKinds: l.SupportedKinds, AttachedRoutes: obs.AttachedRoutes[string(l.Name)]}
 		if j := slices.IndexFunc(prev.Listeners, func(p gwv1.ListenerStatus) bool { return p.Name == l.Name }); j >= 0 {
 			ls.Conditions = slices.Clone(prev.Listeners[j].Conditions)
 		}

@@ -1,0 +1,174 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"github.com/metalgate/metalgate/proxy/table"
+)
+
+// Route status is computed by the proxy's own table builder (proxy/table), from the same
+// objects the Gateway's proxy reads, so what the status says attached is what the proxy
+// routes; the controller writes it because it already writes the Gateway's status, on the
+// leader only, and the proxies stay read-only (config/rbac/gateway-proxy).
+
+// routeInput reads what table.Build needs for gw's routes: every HTTPRoute, ReferenceGrant,
+// Namespace and Service (from the manager's cache). EndpointSlices are not read: they change
+// what is routed, not whether a route is attached or its references resolve.
+func (r *Reconciler) routeInput(ctx context.Context, gw *gwv1.Gateway) (table.Input, error) {
+	in := table.Input{Gateway: gw}
+	var routes gwv1.HTTPRouteList
+	if err := r.Client.List(ctx, &routes); err != nil {
+		return in, fmt.Errorf("list HTTPRoutes: %w", err)
+	}
+	for i := range routes.Items {
+		in.HTTPRoutes = append(in.HTTPRoutes, &routes.Items[i])
+	}
+	var grants gwv1beta1.ReferenceGrantList
+	if err := r.Client.List(ctx, &grants); err != nil {
+		return in, fmt.Errorf("list ReferenceGrants: %w", err)
+	}
+	for i := range grants.Items {
+		in.ReferenceGrants = append(in.ReferenceGrants, &grants.Items[i])
+	}
+	var nss corev1.NamespaceList
+	if err := r.Client.List(ctx, &nss); err != nil {
+		return in, fmt.Errorf("list Namespaces: %w", err)
+	}
+	for i := range nss.Items {
+		in.Namespaces = append(in.Namespaces, &nss.Items[i])
+	}
+	var svcs corev1.ServiceList
+	if err := r.Client.List(ctx, &svcs); err != nil {
+		return in, fmt.Errorf("list Services: %w", err)
+	}
+	for i := range svcs.Items {
+		in.Services = append(in.Services, &svcs.Items[i])
+	}
+	return in, nil
+}
+
+// routeStatus builds gw's table and returns its status part, and the routes it read.
+func (r *Reconciler) routeStatus(ctx context.Context, gw *gwv1.Gateway) (*table.GatewayStatus, []*gwv1.HTTPRoute, error) {
+	in, err := r.routeInput(ctx, gw)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, _ := table.Build(in) // Problems are about Ingresses; a Gateway's are in its status
+	return t.Gateway, in.HTTPRoutes, nil
+}
+
+// writeRouteStatuses writes, on every HTTPRoute that names gw or holds a parent status of
+// metalgate's for it, the parent statuses st computed (none for a route that no longer names
+// it), leaving every other parent's entry as it is.
+func (r *Reconciler) writeRouteStatuses(ctx context.Context, gw types.NamespacedName, st *table.GatewayStatus, routes []*gwv1.HTTPRoute) error {
+	want := map[types.NamespacedName][]gwv1.RouteParentStatus{}
+	if st != nil {
+		for _, rs := range st.Routes {
+			want[rs.Route] = rs.Parents
+		}
+	}
+	now := metav1.Now()
+	for _, hr := range routes {
+		key := types.NamespacedName{Namespace: hr.Namespace, Name: hr.Name}
+		ours, named := want[key]
+		if !named && !slices.ContainsFunc(hr.Status.Parents, func(p gwv1.RouteParentStatus) bool { return isOurs(p, gw, hr.Namespace) }) {
+			continue
+		}
+		next := MergeRouteParents(hr.Status.Parents, gw, hr.Namespace, ours, now)
+		if equality.Semantic.DeepEqual(next, hr.Status.Parents) {
+			continue
+		}
+		updated := hr.DeepCopy()
+		updated.Status.Parents = next
+		if err := r.Client.Status().Update(ctx, updated); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("update status of HTTPRoute %s: %w", key, err)
+		}
+		ctrl.LoggerFrom(ctx).V(1).Info("wrote HTTPRoute status", "httproute", key.String(), "parents", len(ours))
+	}
+	return nil
+}
+
+// forgetRoutes removes metalgate's parent statuses for Gateway gw (deleted, or no longer
+// metalgate's) from every HTTPRoute.
+func (r *Reconciler) forgetRoutes(ctx context.Context, gw types.NamespacedName) error {
+	var list gwv1.HTTPRouteList
+	if err := r.Client.List(ctx, &list); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil
+		}
+		return fmt.Errorf("list HTTPRoutes: %w", err)
+	}
+	routes := make([]*gwv1.HTTPRoute, len(list.Items))
+	for i := range list.Items {
+		routes[i] = &list.Items[i]
+	}
+	return r.writeRouteStatuses(ctx, gw, nil, routes)
+}
+
+// isOurs says whether p is metalgate's parent status for Gateway gw (a parentRef of a route
+// in namespace routeNS).
+func isOurs(p gwv1.RouteParentStatus, gw types.NamespacedName, routeNS string) bool {
+	return p.ControllerName == ControllerName && refNames(p.ParentRef, gw, routeNS)
+}
+
+// refNames says whether parentRef ref of a route in namespace routeNS names Gateway gw.
+func refNames(ref gwv1.ParentReference, gw types.NamespacedName, routeNS string) bool {
+	if ref.Group != nil && *ref.Group != gwv1.GroupName || ref.Kind != nil && *ref.Kind != "Gateway" {
+		return false
+	}
+	ns := routeNS
+	if ref.Namespace != nil {
+		ns = string(*ref.Namespace)
+	}
+	return ns == gw.Namespace && string(ref.Name) == gw.Name
+}
+
+// MergeRouteParents is a route's status.parents with metalgate's entries for Gateway gw
+// replaced by ours (in their order), every other entry (other Gateways, other controllers)
+// kept in place. A condition that did not change keeps its lastTransitionTime; a new or
+// changed one gets now.
+func MergeRouteParents(prev []gwv1.RouteParentStatus, gw types.NamespacedName, routeNS string, ours []gwv1.RouteParentStatus, now metav1.Time) []gwv1.RouteParentStatus {
+	out := []gwv1.RouteParentStatus{} // status.parents is required: [] when none, never null
+	var old []gwv1.RouteParentStatus
+	for _, p := range prev {
+		if isOurs(p, gw, routeNS) {
+			old = append(old, p)
+			continue
+		}
+		out = append(out, p)
+	}
+	for _, p := range ours {
+		p = *p.DeepCopy()
+		var before []metav1.Condition
+		if i := slices.IndexFunc(old, func(o gwv1.RouteParentStatus) bool { return equality.Semantic.DeepEqual(o.ParentRef, p.ParentRef) }); i >= 0 {
+			before = old[i].Conditions
+		}
+		conds := slices.Clone(before)
+		for _, c := range p.Conditions {
+			c.LastTransitionTime = now
+			meta.SetStatusCondition(&conds, c)
+		}
+		// Only the conditions metalgate computes now: one it no longer sets goes.
+		conds = slices.DeleteFunc(conds, func(c metav1.Condition) bool {
+			return !slices.ContainsFunc(p.Conditions, func(n metav1.Condition) bool { return n.Type == c.Type })
+		})
+		p.Conditions = conds
+		out = append(out, p)
+	}
+	return out
+}
