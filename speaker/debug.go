@@ -10,9 +10,9 @@ import (
 	"github.com/metalgate/metalgate/api/contract"
 )
 
-// Announcements returns what this node announced at the end of the last Sync: layer-2 VIPs it
+// Announcements returns what this node announced at the end of the last sync: layer-2 VIPs it
 // owns after the election (and hold-down) with their interfaces, BGP VIPs with the peers they
-// are advertised to. Nothing before the first Sync and after Run returned.
+// are advertised to. Nothing before the first sync and after Run returned.
 func (s *Speaker) Announcements() contract.Announcements {
 	out := contract.Announcements{Node: s.opts.Node, Announcements: []contract.AnnouncementStatus{}}
 	if p := s.snapshot.Load(); p != nil {
@@ -40,7 +40,7 @@ func (s *Speaker) DebugHandler() http.Handler {
 	})
 }
 
-// updateSnapshot records what Sync made this node announce, in each mode that has an
+// updateSnapshot records what sync made this node announce, in each mode that has an
 // Announcer, with where it announces each address.
 func (s *Speaker) updateSnapshot(desired map[Mode][]Announcement) {
 	out := []contract.AnnouncementStatus{}

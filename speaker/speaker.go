@@ -86,9 +86,9 @@ type Speaker struct {
 	mu    sync.Mutex
 	world *World
 
-	snapshot atomic.Pointer[[]contract.AnnouncementStatus] // what the last Sync announced (Announcements)
+	snapshot atomic.Pointer[[]contract.AnnouncementStatus] // what the last sync announced (Announcements)
 
-	// Owned by the goroutine calling Sync.
+	// Owned by the goroutine calling sync.
 	state     State           // the last decision's (Decide)
 	announced map[string]bool // label sets of Announced set last time ("svc|vip|if|mode")
 	hadQuorum bool
@@ -172,7 +172,7 @@ func (s *Speaker) Run(ctx context.Context) error {
 		case <-s.trigger:
 		case <-t.C:
 		}
-		if err := s.Sync(ctx); err != nil {
+		if err := s.sync(ctx); err != nil {
 			s.m.Syncs.WithLabelValues("error").Inc()
 			s.log.Error(err, "Sync failed")
 			continue
@@ -221,7 +221,7 @@ func (s *Speaker) stop() error {
 
 // MayAnnounce reports whether this speaker has quorum right now (membership.Quorum over
 // Membership.Reachable, which is time-based). Layer 2 checks it before every answer
-// (layer2.Options.Gate), closing the window between losing quorum and the next Sync.
+// (layer2.Options.Gate), closing the window between losing quorum and the next sync.
 func (s *Speaker) MayAnnounce() bool {
 	s.mu.Lock()
 	w := s.world
@@ -232,10 +232,10 @@ func (s *Speaker) MayAnnounce() bool {
 	return membership.Quorum(s.opts.Node, s.opts.Membership.Reachable(), w.Speakers)
 }
 
-// Sync decides what this node announces now (Decide, pure) and applies it: hands each mode's
-// set to its Announcer, records takeovers and metrics. Exported for tests; Run calls it. Calls
-// must not overlap.
-func (s *Speaker) Sync(ctx context.Context) error {
+// sync decides what this node announces now (Decide, pure) and applies it: hands each mode's
+// set to its Announcer, records takeovers and metrics. Run calls it (tests through
+// export_test.go). Calls must not overlap.
+func (s *Speaker) sync(ctx context.Context) error {
 	s.mu.Lock()
 	w := s.world
 	s.mu.Unlock()

@@ -38,9 +38,9 @@ import (
 	"github.com/metalgate/metalgate/internal/adminauth"
 	"github.com/metalgate/metalgate/speaker"
 	"github.com/metalgate/metalgate/speaker/bgp"
+	"github.com/metalgate/metalgate/speaker/cluster"
 	"github.com/metalgate/metalgate/speaker/config"
 	"github.com/metalgate/metalgate/speaker/election"
-	"github.com/metalgate/metalgate/speaker/kube"
 	"github.com/metalgate/metalgate/speaker/layer2"
 	"github.com/metalgate/metalgate/speaker/membership"
 )
@@ -174,7 +174,7 @@ func runSpeaker(ctx context.Context, opts speakerOptions) error {
 }
 
 // runClusterSpeaker runs the speaker from the API server: the World is rebuilt on every change
-// (speaker/kube), both modes run (BGP unless --bgp=false or no IPv4 router ID), takeovers are
+// (speaker/cluster), both modes run (BGP unless --bgp=false or no IPv4 router ID), takeovers are
 // Events, and each node writes its entry of BGPPeer.status.
 func runClusterSpeaker(ctx context.Context, opts speakerOptions) error {
 	ref := &speakerRef{}
@@ -200,14 +200,14 @@ func runClusterSpeaker(ctx context.Context, opts speakerOptions) error {
 		announcers[speaker.ModeBGP] = bgp.NewAnnouncer(bs)
 	}
 	recorder := mgr.GetEventRecorder("metalgate-speaker")
-	sp, err := env.speaker(mem, keys, announcers, kube.TakeoverEvents(mgr.GetClient(), recorder, opts.NodeName))
+	sp, err := env.speaker(mem, keys, announcers, cluster.TakeoverEvents(mgr.GetClient(), recorder, opts.NodeName))
 	if err != nil {
 		return err
 	}
-	var bgpStatus *kube.BGPStatus
+	var bgpStatus *cluster.BGPStatus
 	if bs != nil {
 		// Each speaker writes its own node's entry of BGPPeer.status.nodes.
-		bgpStatus, err = kube.NewBGPStatus(kube.BGPStatusOptions{
+		bgpStatus, err = cluster.NewBGPStatus(cluster.BGPStatusOptions{
 			Node: opts.NodeName, Namespace: opts.Namespace, Client: mgr.GetClient(), Source: bs,
 			Recorder: recorder, Logger: env.log.WithName("bgp-status"), Registerer: env.reg,
 		})
@@ -220,7 +220,7 @@ func runClusterSpeaker(ctx context.Context, opts speakerOptions) error {
 		ref.status.Store(bgpStatus)
 	}
 	sel, _ := labels.Parse(opts.SpeakerSelector) // validated in newSpeakerManager
-	if err := kube.Setup(mgr, &kube.Reconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Speaker: sp, BGPStatus: bgpStatus, Opts: kube.Options{
+	if err := cluster.Setup(mgr, &cluster.Reconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Speaker: sp, BGPStatus: bgpStatus, Opts: cluster.Options{
 		Namespace: opts.Namespace, SpeakerSelector: sel,
 		Build: config.Options{LBClass: opts.LBClass, MemberlistPort: opts.MemberlistPort, Node: opts.NodeName},
 	}}); err != nil {
@@ -269,7 +269,7 @@ func runStaticSpeaker(ctx context.Context, opts speakerOptions) error {
 // Until they exist it does nothing, answers "no" and 503.
 type speakerRef struct {
 	sp     atomic.Pointer[speaker.Speaker]
-	status atomic.Pointer[kube.BGPStatus]
+	status atomic.Pointer[cluster.BGPStatus]
 }
 
 func (r *speakerRef) membershipChanged() {
@@ -415,7 +415,7 @@ func newSpeakerManager(ctx context.Context, opts *speakerOptions, debug http.Han
 			ExtraHandlers:  map[string]http.Handler{contract.DebugAnnouncementsPath: debug},
 			FilterProvider: adminauth.FilterProvider(adminGuardOptions(nil, metrics.Registry, logr.FromContextOrDiscard(ctx)))},
 		HealthProbeBindAddress: opts.HealthAddr,
-		Cache:                  kube.CacheOptions(kube.Options{Namespace: opts.Namespace, SpeakerSelector: sel}),
+		Cache:                  cluster.CacheOptions(cluster.Options{Namespace: opts.Namespace, SpeakerSelector: sel}),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("create manager: %w", err)

@@ -1,4 +1,4 @@
-package kube
+package cluster
 
 import (
 	"context"
@@ -84,7 +84,7 @@ type BGPStatus struct {
 	mu    sync.Mutex
 	world *speaker.World
 
-	// Owned by the goroutine running Sync.
+	// Owned by the goroutine running sync.
 	applied   map[string]applied // by BGPPeer name: the last apply, against cache lag
 	warned    map[string]string  // by BGPPeer name: the error of the last Warning Event
 	invalidOn map[string]bool    // peers with metalgate_bgp_peer_invalid set
@@ -172,7 +172,7 @@ func (b *BGPStatus) Start(ctx context.Context) error {
 			}
 		}
 		last = time.Now()
-		if err := b.Sync(ctx); err != nil {
+		if err := b.sync(ctx); err != nil {
 			gap = min(2*gap, maxRetryGap)
 			b.log.Error(err, "Writing BGPPeer status failed", "retryIn", gap.String())
 			continue
@@ -184,8 +184,8 @@ func (b *BGPStatus) Start(ctx context.Context) error {
 // maxRetryGap bounds the backoff between failed passes.
 const maxRetryGap = 30 * time.Second
 
-// Sync makes one pass. Exported for tests; Start calls it. Calls must not overlap.
-func (b *BGPStatus) Sync(ctx context.Context) error {
+// sync makes one pass. Start calls it (tests through export_test.go). Calls must not overlap.
+func (b *BGPStatus) sync(ctx context.Context) error {
 	b.mu.Lock()
 	w := b.world
 	b.mu.Unlock()

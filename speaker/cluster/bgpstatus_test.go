@@ -1,4 +1,4 @@
-package kube_test
+package cluster_test
 
 import (
 	"errors"
@@ -25,8 +25,8 @@ import (
 	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/speaker"
 	"github.com/metalgate/metalgate/speaker/bgp"
+	"github.com/metalgate/metalgate/speaker/cluster"
 	"github.com/metalgate/metalgate/speaker/election"
-	"github.com/metalgate/metalgate/speaker/kube"
 )
 
 // fakeSessions is a PeerStatusSource the test sets.
@@ -105,14 +105,14 @@ func TestBGPStatusWriter(t *testing.T) {
 	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	clock := func() time.Time { return now }
 	type node struct {
-		w   *kube.BGPStatus
+		w   *cluster.BGPStatus
 		src *fakeSessions
 		rec *countingRecorder
 	}
 	nodes := map[string]*node{}
 	for _, name := range []string{"n1", "n2", "n3"} {
 		n := &node{src: &fakeSessions{}, rec: &countingRecorder{EventRecorder: bc.NewRecorder(scheme, "metalgate-speaker"), counts: map[string]int{}}}
-		n.w, err = kube.NewBGPStatus(kube.BGPStatusOptions{Node: name, Namespace: ns, Client: c, Source: n.src, Recorder: n.rec, Now: clock})
+		n.w, err = cluster.NewBGPStatus(cluster.BGPStatusOptions{Node: name, Namespace: ns, Client: c, Source: n.src, Recorder: n.rec, Now: clock})
 		must(err)
 		nodes[name] = n
 	}

@@ -1,4 +1,4 @@
-package kube_test
+package cluster_test
 
 import (
 	"context"
@@ -30,8 +30,8 @@ import (
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/speaker"
+	"github.com/metalgate/metalgate/speaker/cluster"
 	"github.com/metalgate/metalgate/speaker/config"
-	"github.com/metalgate/metalgate/speaker/kube"
 )
 
 const ns = "metalgate-system"
@@ -110,8 +110,8 @@ func TestSpeakerWithLeastPrivilege(t *testing.T) {
 	sa := rest.CopyConfig(cfg)
 	sa.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":metalgate-speaker"}
 	sel := labels.SelectorFromSet(labels.Set{"app.kubernetes.io/component": "speaker"})
-	opts := kube.Options{Namespace: ns, SpeakerSelector: sel, Build: config.Options{LBClass: "metalgate.io/metalgate", MemberlistPort: 7946}}
-	mgr, err := ctrl.NewManager(sa, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Cache: kube.CacheOptions(opts)})
+	opts := cluster.Options{Namespace: ns, SpeakerSelector: sel, Build: config.Options{LBClass: "metalgate.io/metalgate", MemberlistPort: 7946}}
+	mgr, err := ctrl.NewManager(sa, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Cache: cluster.CacheOptions(opts)})
 	must(err)
 	var mu sync.Mutex
 	var announced []netip.Addr
@@ -127,10 +127,10 @@ func TestSpeakerWithLeastPrivilege(t *testing.T) {
 			}
 			return nil
 		})},
-		OnTakeover: kube.TakeoverEvents(mgr.GetClient(), mgr.GetEventRecorder("metalgate-speaker"), "n1"),
+		OnTakeover: cluster.TakeoverEvents(mgr.GetClient(), mgr.GetEventRecorder("metalgate-speaker"), "n1"),
 	})
 	must(err)
-	must(kube.Setup(mgr, &kube.Reconciler{Client: mgr.GetClient(), Speaker: sp, Opts: opts}))
+	must(cluster.Setup(mgr, &cluster.Reconciler{Client: mgr.GetClient(), Speaker: sp, Opts: opts}))
 	must(mgr.Add(ctrlRunnable(sp.Run)))
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -159,7 +159,7 @@ func TestSpeakerWithLeastPrivilege(t *testing.T) {
 			return err
 		}
 		for _, e := range evs.Items {
-			if e.Reason == kube.ReasonAnnouncingL2 && e.Regarding.Name == "web" && strings.Contains(e.Note, "198.51.100.101") {
+			if e.Reason == cluster.ReasonAnnouncingL2 && e.Regarding.Name == "web" && strings.Contains(e.Note, "198.51.100.101") {
 				return nil
 			}
 		}
