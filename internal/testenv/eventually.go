@@ -1,13 +1,17 @@
 package testenv
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
 
-// Interval is how often Holds checks its condition, and the longest Eventually waits between
-// two checks.
+// Interval is the longest Eventually waits between two checks.
 const Interval = 100 * time.Millisecond
+
+// HoldsInterval is how often Holds checks its condition: often enough that a violation that
+// lasts a moment is seen.
+const HoldsInterval = 20 * time.Millisecond
 
 // firstInterval is Eventually's first wait between checks; each later wait is half as long
 // again, up to Interval: what settles at once is seen at once, and a long wait does not spin
@@ -54,7 +58,7 @@ func EventuallyOn(t testing.TB, timeout time.Duration, what string, wake <-chan 
 	}
 }
 
-// Holds checks cond every Interval for d and fails the test with what and cond's error the
+// Holds checks cond every HoldsInterval for d and fails the test with what and cond's error the
 // first time it does not return nil. It is for "nothing happens within d": waiting the whole
 // of d is the behaviour under test, and a violation at any moment in it is caught.
 func Holds(t testing.TB, d time.Duration, what string, cond func() error) {
@@ -67,7 +71,7 @@ func Holds(t testing.TB, d time.Duration, what string, cond func() error) {
 		if !time.Now().Before(deadline) {
 			return
 		}
-		time.Sleep(min(Interval, time.Until(deadline)))
+		time.Sleep(min(HoldsInterval, time.Until(deadline)))
 	}
 }
 
@@ -83,3 +87,16 @@ func Receive[T any](t testing.TB, timeout time.Duration, what string, ch <-chan 
 	}
 	panic("unreachable")
 }
+
+// True adapts a yes/no condition for Eventually and Holds: its error says only "false", so
+// prefer a cond that says what it saw when there is something to say.
+func True(cond func() bool) func() error {
+	return func() error {
+		if !cond() {
+			return errFalse
+		}
+		return nil
+	}
+}
+
+var errFalse = errors.New("false")

@@ -50,6 +50,8 @@ func TestEventually(t *testing.T) {
 		}},
 		{name: "never true names what and the last error", cond: func() error { return errors.New("still 2 replicas") },
 			wantFail: "pool drained: not so after 100ms: still 2 replicas"},
+		{name: "a yes/no condition", cond: True(func() bool { return calls.Add(1) >= 2 })},
+		{name: "a yes/no condition never true", cond: True(func() bool { return false }), wantFail: "pool drained: not so after 100ms: false"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
