@@ -2,12 +2,14 @@ package speaker_test
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/speaker"
 	"github.com/metalgate/metalgate/speaker/bgp"
 	"github.com/metalgate/metalgate/speaker/election"
@@ -131,13 +133,12 @@ func TestBGPShutdownKeepsRoutes(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- sp.Run(ctx) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(sp.Announcements().Announcements) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the BGP VIP was never announced")
+	testenv.Eventually(t, 5*time.Second, "the BGP VIP announced", func() error {
+		if len(sp.Announcements().Announcements) == 0 {
+			return errors.New("nothing announced")
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

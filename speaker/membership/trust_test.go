@@ -15,6 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 // pair starts speakers "a" and "b" on base+1 and base+2, admits {a, b, c} with c at base+3 (a
@@ -95,28 +97,16 @@ func refused(m *Membership, r Refusal) float64 {
 	return testutil.ToFloat64(m.metrics.Refused.WithLabelValues(string(r)))
 }
 
-// poll waits until cond holds, checking every 10ms.
+// poll waits until cond holds.
 func poll(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, limit, what, testenv.True(cond))
 }
 
-// holds checks cond every 10ms for d: an attack must not succeed at any moment.
+// holds checks cond throughout d: an attack must not succeed at any moment.
 func holds(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if !cond() {
-			t.Fatalf("%s: broken", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Holds(t, d, what, testenv.True(cond))
 }
 
 func names(live map[string]bool) []string { return slices.Sorted(maps.Keys(live)) }
