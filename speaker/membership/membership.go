@@ -133,38 +133,12 @@ func New(opts Options) (*Membership, error) {
 	}
 	c := Config(opts.Name)
 	c.BindAddr, c.AdvertiseAddr = opts.BindAddr, opts.BindAddr
-	switch {
-	case opts.BindPort == 0:
-		c.BindPort = 7946
-	case opts.BindPort < 0:
-		c.BindPort = 0
-	default:
-		c.BindPort = opts.BindPort
-	}
+	c.BindPort = bindPort(opts.BindPort)
 	lg := opts.Logger
 	if lg.GetSink() == nil {
 		lg = logr.Discard()
 	}
-	if opts.Metrics == nil {
-		opts.Metrics = NewMetrics(nil)
-	}
-	if opts.RefusalLogInterval == 0 {
-		opts.RefusalLogInterval = 10 * time.Second
-	}
-	m := &Membership{
-		name: opts.Name, onChange: opts.OnChange, every: opts.PingInterval, window: opts.FenceWindow,
-		metrics: opts.Metrics, refused: newRefusalLog(lg, opts.Metrics, opts.RefusalLogInterval),
-		stop: make(chan struct{}), done: make(chan struct{}),
-		members: map[string]netip.AddrPort{}, peers: map[string]*peer{}, reachable: map[string]bool{},
-	}
-	if m.every == 0 {
-		m.every = 50 * time.Millisecond
-	}
-	if m.window == 0 {
-		m.window = 250 * time.Millisecond
-	}
-	m.adm = &admission{self: opts.Name, selfAddr: selfAddr.Unmap(), refuse: m.refused.refuse}
-	m.adm.set(nil)
+	m := newMembership(opts, lg, selfAddr)
 
 	dk := deriveAll(opts.Keys)
 	if m.ring, err = memberlist.NewKeyring(dk.memberlist[1:], dk.memberlist[0]); err != nil {
@@ -201,6 +175,45 @@ func New(opts Options) (*Membership, error) {
 	m.ml = ml
 	go m.pingLoop()
 	return m, nil
+}
+
+// bindPort is the port memberlist binds: Options.BindPort, 7946 when 0, and any free port
+// (0 to the kernel) when negative.
+func bindPort(p int) int {
+	switch {
+	case p == 0:
+		return 7946
+	case p < 0:
+		return 0
+	default:
+		return p
+	}
+}
+
+// newMembership is the Membership of opts, with the defaults of Options applied, before
+// memberlist runs.
+func newMembership(opts Options, lg logr.Logger, selfAddr netip.Addr) *Membership {
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(nil)
+	}
+	if opts.RefusalLogInterval == 0 {
+		opts.RefusalLogInterval = 10 * time.Second
+	}
+	m := &Membership{
+		name: opts.Name, onChange: opts.OnChange, every: opts.PingInterval, window: opts.FenceWindow,
+		metrics: opts.Metrics, refused: newRefusalLog(lg, opts.Metrics, opts.RefusalLogInterval),
+		stop: make(chan struct{}), done: make(chan struct{}),
+		members: map[string]netip.AddrPort{}, peers: map[string]*peer{}, reachable: map[string]bool{},
+	}
+	if m.every == 0 {
+		m.every = 50 * time.Millisecond
+	}
+	if m.window == 0 {
+		m.window = 250 * time.Millisecond
+	}
+	m.adm = &admission{self: opts.Name, selfAddr: selfAddr.Unmap(), refuse: m.refused.refuse}
+	m.adm.set(nil)
+	return m
 }
 
 // netTransport opens memberlist's UDP and TCP listeners. With port 0 the kernel picks the TCP
