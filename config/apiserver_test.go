@@ -6,12 +6,9 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,8 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 // apiServer is a real kube-apiserver + etcd (envtest, RBAC authorizer on) with the CRDs of
@@ -35,34 +33,15 @@ type apiServer struct {
 	namespaced map[string]bool
 }
 
-// startAPIServer starts one, or skips the test without KUBEBUILDER_ASSETS.
+// startAPIServer starts one (internal/testenv), or skips the test without KUBEBUILDER_ASSETS.
 func startAPIServer(t *testing.T) *apiServer {
 	t.Helper()
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		t.Skip(skipMessage)
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{"crd/bases", "gateway-api/crds"}, ErrorIfCRDPathMissing: true}
-	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
-		// envtest's 20s is not enough on a loaded machine (2 cores shared with labs and builds:
-		// kube-apiserver took longer than that five times in a row at load average 30).
-		env.ControlPlaneStartTimeout = 3 * time.Minute
-	}
-	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16,fd00:10:96::/112")
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start envtest (KUBEBUILDER_ASSETS=%s): %v", assets, err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	cs, err := kubernetes.NewForConfig(cfg)
+	env := testenv.Start(t, testenv.Options{CRDs: []string{testenv.MetalgateCRDs, testenv.GatewayCRDs}, DualStack: true})
+	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &apiServer{kubectl: filepath.Join(assets, "kubectl"), cs: cs, namespaced: map[string]bool{}}
-	s.kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(s.kubeconfig, env.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	s := &apiServer{kubeconfig: env.Kubeconfig, kubectl: env.Kubectl(t), cs: cs, namespaced: map[string]bool{}}
 	lists, err := cs.Discovery().ServerPreferredResources()
 	if err != nil {
 		t.Fatalf("discovery: %v", err)
