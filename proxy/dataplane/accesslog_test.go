@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"fmt"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 // TestAccessLogClient: the access log's client is the address the rules judge — the
@@ -52,26 +55,22 @@ func TestAccessLogClient(t *testing.T) {
 				if resp.StatusCode != 200 {
 					t.Fatalf("status %d", resp.StatusCode)
 				}
-				deadline := time.Now().Add(5 * time.Second)
-				for {
+				var found string
+				testenv.Eventually(t, 5*time.Second, "an access log line", func() error {
 					mu.Lock()
-					var found string
+					defer mu.Unlock()
 					for _, l := range lines {
 						if strings.Contains(l, `"msg"="request"`) || strings.Contains(l, `"requestID"`) {
 							found = l
 						}
 					}
-					mu.Unlock()
-					if found != "" {
-						if !strings.Contains(found, tc.want) || !strings.Contains(found, `"peer"="127.0.0.1:`) {
-							t.Fatalf("access log %s: want %s and the connection as peer", found, tc.want)
-						}
-						return
+					if found == "" {
+						return fmt.Errorf("none in %v", lines)
 					}
-					if time.Now().After(deadline) {
-						t.Fatalf("no access log line in %v", lines)
-					}
-					time.Sleep(10 * time.Millisecond)
+					return nil
+				})
+				if !strings.Contains(found, tc.want) || !strings.Contains(found, `"peer"="127.0.0.1:`) {
+					t.Fatalf("access log %s: want %s and the connection as peer", found, tc.want)
 				}
 			})
 		})

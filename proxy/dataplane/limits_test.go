@@ -16,20 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
-)
 
-// waitFor fails t unless ch yields within d.
-func waitFor[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(d):
-		t.Fatalf("%s: nothing after %v", what, d)
-		var zero T
-		return zero
-	}
-}
+	"github.com/metalgate/metalgate/internal/testenv"
+)
 
 // hijackBackend answers every request with head, then reads its connection until the proxy
 // closes it, and reports that on closed.
@@ -69,7 +58,7 @@ func TestClientAbortReleasesBackend(t *testing.T) {
 			t.Fatalf("first part: %v", err)
 		}
 		c.Close()
-		waitFor(t, closed, 2*time.Second, "backend connection closed after the client left")
+		testenv.Receive(t, 2*time.Second, "backend connection closed after the client left", closed)
 	})
 }
 
@@ -107,7 +96,7 @@ func TestStalledClientBody(t *testing.T) {
 		if resp.StatusCode != http.StatusRequestTimeout || time.Since(start) > 3*time.Second {
 			t.Errorf("status %d after %v, want 408 after about 200ms", resp.StatusCode, time.Since(start))
 		}
-		if s := waitFor(t, got, 3*time.Second, "backend's read of the body"); strings.HasPrefix(s, "complete") {
+		if s := testenv.Receive(t, 3*time.Second, "backend's read of the body", got); strings.HasPrefix(s, "complete") {
 			t.Errorf("backend saw %q", s)
 		}
 		if n := testutil.ToFloat64(opts.Metrics.LimitHits.WithLabelValues(limitClientBody)); n != 1 {
@@ -150,9 +139,9 @@ func TestSlowReader(t *testing.T) {
 		_ = c.(*net.TCPConn).SetReadBuffer(4096)
 		_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: s.test\r\n\r\n")
 		// and never read
-		waitFor(t, failed, 10*time.Second, "backend write failing after the client stopped reading")
+		testenv.Receive(t, 10*time.Second, "backend write failing after the client stopped reading", failed)
 		sends := opts.Metrics.LimitHits.WithLabelValues(limitSendTimeout)
-		pollUntil(t, 2*time.Second, func() bool { return testutil.ToFloat64(sends) >= 1 }, "send_timeout counted")
+		testenv.Eventually(t, 2*time.Second, "send_timeout counted", testenv.True(func() bool { return testutil.ToFloat64(sends) >= 1 }))
 	})
 }
 
@@ -187,7 +176,7 @@ func TestHTTP2WriteTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 		// and never read
-		waitFor(t, failed, 10*time.Second, "backend write failing after the HTTP/2 client stopped reading")
+		testenv.Receive(t, 10*time.Second, "backend write failing after the HTTP/2 client stopped reading", failed)
 	})
 }
 
@@ -221,7 +210,7 @@ func TestMaxConnections(t *testing.T) {
 				}
 				// The server counts a connection when it accepts it: wait for both.
 				open := opts.Metrics.ClientConnections.WithLabelValues("http")
-				pollUntil(t, 2*time.Second, func() bool { return testutil.ToFloat64(open) == 2 }, "2 connections open")
+				testenv.Eventually(t, 2*time.Second, "2 connections open", testenv.True(func() bool { return testutil.ToFloat64(open) == 2 }))
 				extra, err := net.Dial("tcp", addr)
 				if err != nil {
 					t.Fatal(err)
@@ -235,24 +224,12 @@ func TestMaxConnections(t *testing.T) {
 					t.Errorf("%s counted %v times", tc.wantLimit, n)
 				}
 				held[0].Close()
-				pollUntil(t, 2*time.Second, func() bool { return testutil.ToFloat64(open) == 1 }, "a place freed")
+				testenv.Eventually(t, 2*time.Second, "a place freed", testenv.True(func() bool { return testutil.ToFloat64(open) == 1 }))
 				resp, _ := get(t, &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}, "http://"+addr+"/", map[string]string{"Host": "m.test"})
 				if resp.StatusCode != 200 {
 					t.Errorf("after a place freed: status %d", resp.StatusCode)
 				}
 			})
 		})
-	}
-}
-
-// pollUntil fails t unless cond holds within d.
-func pollUntil(t *testing.T, d time.Duration, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v", what, d)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -262,15 +263,15 @@ func TestRetriesAndPassiveHealth(t *testing.T) {
 		back := &http.Server{Handler: echoHandler("back")}
 		go func() { _ = back.Serve(l) }()
 		defer back.Close()
-		time.Sleep(350 * time.Millisecond) // the ejection time; nothing to wait on but the clock
+		// After the ejection time (350ms) it is back in rotation.
 		seen := map[string]int{}
-		for i := 0; i < 10; i++ {
+		testenv.Eventually(t, 10*time.Second, "the recovered endpoint gets traffic again", func() error {
 			_, e := get(t, http.DefaultClient, "http://"+addr+"/", map[string]string{"Host": "r.test"})
-			seen[e.Backend]++
-		}
-		if seen["back"] == 0 {
-			t.Errorf("the recovered endpoint got no traffic: %v", seen)
-		}
+			if seen[e.Backend]++; seen["back"] == 0 {
+				return fmt.Errorf("answered by %v", seen)
+			}
+			return nil
+		})
 	})
 }
 
@@ -441,6 +442,15 @@ func TestStaleKeepAlive(t *testing.T) {
 	forEachPath(t, func(t *testing.T, opts Options) {
 		be := httptest.NewUnstartedServer(echoHandler("a"))
 		be.Config.IdleTimeout = 20 * time.Millisecond
+		closed := make(chan struct{}, 16)
+		be.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+			if s == http.StateClosed {
+				select {
+				case closed <- struct{}{}:
+				default: // enough said: never block the backend
+				}
+			}
+		}
 		be.Start()
 		defer be.Close()
 		tab := buildTable(t, route{host: "k.test", path: "/", endpoints: []string{hostport(be)}})
@@ -448,9 +458,11 @@ func TestStaleKeepAlive(t *testing.T) {
 		for i := 0; i < 5; i++ {
 			resp, _ := get(t, http.DefaultClient, "http://"+addr+"/", map[string]string{"Host": "k.test"})
 			if resp.StatusCode != 200 {
-				t.Fatalf("request %d after an idle pause: %d", i, resp.StatusCode)
+				t.Fatalf("request %d after the backend closed the idle connection: %d", i, resp.StatusCode)
 			}
-			time.Sleep(60 * time.Millisecond) // longer than the backend's idle timeout
+			// The backend closes the pooled connection after its idle timeout: the next request
+			// finds it stale.
+			testenv.Receive(t, 10*time.Second, "the backend closes the idle connection", closed)
 		}
 	})
 }
