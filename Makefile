@@ -140,6 +140,10 @@ bench: ## Allocator benchmarks: table, then RESULT alloc_last1k_over_first1k=<ra
 bench-alloc-api: kube-bin build ## Allocation through a real kube-apiserver: 300 and 3,000 pending Services, then 3,000 created live; uniqueness checked; RESULT alloc_services_per_s=… . BENCH_ALLOC_ARGS: more flags.
 	go run ./e2e/cmd/benchalloc -controller $(BIN)/metalgate $(BENCH_ALLOC_ARGS)
 
+.PHONY: bench-scale
+bench-scale: kube-bin ## Scale (root): 10,000 LB Services + 10,000 Ingresses + 100,000 endpoints; controller/speaker/proxy RSS, proxy start → ready, endpoint change → routed p99; RESULT controller_rss_mib=… . SERVICES=1000: a quick run.
+	hack/bench-scale.sh
+
 .PHONY: bench-failover
 bench-failover: ## Layer-2 failover (root): SIGKILL the owner, time until the client sees the new MAC; RESULT l2_failover_median_ms_v4=… _v6=….
 	speaker/bench/bench-failover.sh
