@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 func labPeer(src string) Peer {
@@ -27,16 +29,10 @@ func ads(prefixes ...string) []Advertisement {
 	return out
 }
 
-// waitFor polls cond every 20ms until it holds or timeout passes.
+// waitFor waits until cond holds (testenv.Eventually).
 func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, timeout, what, testenv.True(cond))
 }
 
 func (l *lab) waitRoute(t testing.TB, prefix, src string) {

@@ -19,6 +19,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 // The FRR lab: three network namespaces joined by a bridge, so that a node
@@ -222,16 +224,10 @@ func newLab(t testing.TB) *lab {
 
 func waitFile(t testing.TB, path string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not appear", path)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, path+" appears", func() error {
+		_, err := os.Stat(path)
+		return err
+	})
 }
 
 // stopFRR kills the daemons by pidfile.
