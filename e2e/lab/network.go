@@ -36,120 +36,144 @@ var sysctlsBeforeLinks = []string{
 // netUp creates the namespaces, the segment and the user link. It expects none of them to
 // exist (Up tears a broken lab down first).
 func (c Config) netUp(ctx context.Context) error {
-	ip := func(args ...string) error {
-		_, err := run(ctx, append([]string{"ip"}, args...)...)
-		return err
-	}
-	inNS := func(ns string, args ...string) error {
-		_, err := run(ctx, append([]string{"ip", "netns", "exec", ns}, args...)...)
-		return err
-	}
-	for _, ns := range c.namespaces() {
-		if err := ip("netns", "add", ns); err != nil {
-			return fmt.Errorf("create namespace: %w", err)
-		}
-		if err := inNS(ns, append([]string{"sysctl", "-qw"}, sysctlsBeforeLinks...)...); err != nil {
-			return fmt.Errorf("sysctls of %s: %w", ns, err)
-		}
-		if err := ip("-n", ns, "link", "set", "lo", "up"); err != nil {
+	for _, step := range []func(context.Context) error{c.namespacesUp, c.segmentUp, c.routesUp, addRootBlackholes, c.userLinkUp} {
+		if err := step(ctx); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// ipCmd runs ip with args.
+func ipCmd(ctx context.Context, args ...string) error {
+	_, err := run(ctx, append([]string{"ip"}, args...)...)
+	return err
+}
+
+// inNS runs a command in the network namespace ns.
+func inNS(ctx context.Context, ns string, args ...string) error {
+	_, err := run(ctx, append([]string{"ip", "netns", "exec", ns}, args...)...)
+	return err
+}
+
+// ipSteps runs ip once per entry of steps, in order; what names the failing step.
+func ipSteps(ctx context.Context, what string, steps [][]string) error {
+	for _, s := range steps {
+		if err := ipCmd(ctx, s...); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	return nil
+}
+
+// namespacesUp creates every namespace of the lab with the sysctls new links inherit and
+// loopback up.
+func (c Config) namespacesUp(ctx context.Context) error {
+	for _, ns := range c.namespaces() {
+		if err := ipCmd(ctx, "netns", "add", ns); err != nil {
+			return fmt.Errorf("create namespace: %w", err)
+		}
+		if err := inNS(ctx, ns, append([]string{"sysctl", "-qw"}, sysctlsBeforeLinks...)...); err != nil {
+			return fmt.Errorf("sysctls of %s: %w", ns, err)
+		}
+		if err := ipCmd(ctx, "-n", ns, "link", "set", "lo", "up"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// segmentUp builds the one layer-2 segment: a bridge in its own namespace and every host's
+// eth0 on it, with the host's MAC and addresses.
+func (c Config) segmentUp(ctx context.Context) error {
 	br := c.bridgeNS()
 	// The bridge's namespace must not run bridged frames through its (empty) netfilter.
-	if err := inNS(br, "sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=0",
+	if err := inNS(ctx, br, "sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=0",
 		"net.bridge.bridge-nf-call-ip6tables=0", "net.bridge.bridge-nf-call-arptables=0"); err != nil {
 		return fmt.Errorf("bridge netfilter sysctls: %w", err)
 	}
-	if err := ip("-n", br, "link", "add", "br0", "type", "bridge", "stp_state", "0", "mcast_snooping", "0"); err != nil {
+	if err := ipCmd(ctx, "-n", br, "link", "add", "br0", "type", "bridge", "stp_state", "0", "mcast_snooping", "0"); err != nil {
 		return fmt.Errorf("create bridge: %w", err)
 	}
-	if err := ip("-n", br, "link", "set", "br0", "up"); err != nil {
+	if err := ipCmd(ctx, "-n", br, "link", "set", "br0", "up"); err != nil {
 		return err
 	}
 	for _, h := range Hosts() {
 		ns := c.Namespace(h.Name)
 		port := "v-" + h.Name
-		steps := [][]string{
+		if err := ipSteps(ctx, "attach "+h.Name, [][]string{
 			{"-n", br, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns},
 			{"-n", br, "link", "set", port, "master", "br0", "up"},
 			{"-n", ns, "link", "set", "eth0", "address", h.MAC, "up"},
 			{"-n", ns, "addr", "add", h.IPv4.String() + "/24", "dev", "eth0"},
 			{"-n", ns, "addr", "add", h.IPv6.String() + "/64", "dev", "eth0", "nodad"},
-		}
-		for _, s := range steps {
-			if err := ip(s...); err != nil {
-				return fmt.Errorf("attach %s: %w", h.Name, err)
-			}
+		}); err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
-	// Nodes: forward for their pods; never answer ARP for an address that is not on the asking
-	// interface (VIPs) nor use one as ARP source, or every node answers for every VIP.
+// routesUp makes the pod ranges reachable: nodes forward for their pods and route to each
+// other's; router and control plane reach every pod range directly; the client goes through
+// the router (its default route), like a laptop.
+func (c Config) routesUp(ctx context.Context) error {
+	// Nodes: never answer ARP for an address that is not on the asking interface (VIPs) nor
+	// use one as ARP source, or every node answers for every VIP.
 	nodes := Nodes()
 	for _, n := range nodes {
 		ns := c.Namespace(n.Name)
-		if err := inNS(ns, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1",
+		if err := inNS(ctx, ns, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1",
 			"net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.all.arp_announce=2"); err != nil {
 			return fmt.Errorf("sysctls of %s: %w", n.Name, err)
 		}
 		for _, o := range nodes {
-			if o.Name == n.Name {
-				continue
-			}
-			if err := ip("-n", ns, "route", "add", o.PodCIDRv4.String(), "via", o.IPv4.String()); err != nil {
-				return err
-			}
-			if err := ip("-n", ns, "-6", "route", "add", o.PodCIDRv6.String(), "via", o.IPv6.String()); err != nil {
-				return err
+			if o.Name != n.Name {
+				if err := c.podRoutes(ctx, ns, o); err != nil {
+					return err
+				}
 			}
 		}
 		if err := c.defaultRoutesVia(ctx, ns, Router); err != nil {
 			return err
 		}
 	}
-	// Router and control plane reach every pod range directly; the client goes through the
-	// router (its default route), like a laptop.
 	for _, h := range []Host{Router, ControlPlane} {
 		for _, n := range nodes {
-			if err := ip("-n", c.Namespace(h.Name), "route", "add", n.PodCIDRv4.String(), "via", n.IPv4.String()); err != nil {
-				return err
-			}
-			if err := ip("-n", c.Namespace(h.Name), "-6", "route", "add", n.PodCIDRv6.String(), "via", n.IPv6.String()); err != nil {
+			if err := c.podRoutes(ctx, c.Namespace(h.Name), n); err != nil {
 				return err
 			}
 		}
 	}
-	if err := inNS(c.Namespace(Router.Name), "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1",
+	if err := inNS(ctx, c.Namespace(Router.Name), "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1",
 		"net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.eth0.send_redirects=0"); err != nil {
 		return fmt.Errorf("router sysctls: %w", err)
 	}
-	if err := c.defaultRoutesVia(ctx, c.Namespace(Client.Name), Router); err != nil {
-		return err
-	}
+	return c.defaultRoutesVia(ctx, c.Namespace(Client.Name), Router)
+}
 
-	if err := addRootBlackholes(ctx); err != nil {
+// podRoutes routes node n's pod ranges (both families) via n, in namespace ns.
+func (c Config) podRoutes(ctx context.Context, ns string, n Node) error {
+	if err := ipCmd(ctx, "-n", ns, "route", "add", n.PodCIDRv4.String(), "via", n.IPv4.String()); err != nil {
 		return err
 	}
-	// The user link: root namespace <-> control plane only. The control plane does not
-	// forward, so the root namespace reaches the API server and nothing else of the lab.
+	return ipCmd(ctx, "-n", ns, "-6", "route", "add", n.PodCIDRv6.String(), "via", n.IPv6.String())
+}
+
+// userLinkUp makes the user link: root namespace <-> control plane only. The control plane
+// does not forward, so the root namespace reaches the API server and nothing else of the lab.
+func (c Config) userLinkUp(ctx context.Context) error {
 	cp := c.Namespace(ControlPlane.Name)
-	if err := inNS(cp, "sysctl", "-qw", "net.ipv4.ip_forward=0", "net.ipv6.conf.all.forwarding=0"); err != nil {
+	if err := inNS(ctx, cp, "sysctl", "-qw", "net.ipv4.ip_forward=0", "net.ipv6.conf.all.forwarding=0"); err != nil {
 		return err
 	}
-	steps := [][]string{
+	return ipSteps(ctx, "user link", [][]string{
 		{"link", "add", c.userLink(), "type", "veth", "peer", "name", "api0", "netns", cp},
 		{"-n", cp, "addr", "add", c.UserAPIAddr().String() + "/64", "dev", "api0", "nodad"},
 		{"-n", cp, "link", "set", "api0", "up"},
 		{"addr", "add", c.userRootAddr().String() + "/64", "dev", c.userLink(), "nodad"},
 		{"link", "set", c.userLink(), "up"},
-	}
-	for _, s := range steps {
-		if err := ip(s...); err != nil {
-			return fmt.Errorf("user link: %w", err)
-		}
-	}
-	return nil
+	})
 }
 
 // rootBlackholes are the lab's ranges that the root namespace must never send anywhere: a

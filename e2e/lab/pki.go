@@ -50,57 +50,11 @@ func (c Config) writePKI() error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("pki: %w", err)
 	}
-	now := time.Now().Add(-time.Hour)
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := newLabCA(dir, c.Prefix, time.Now().Add(-time.Hour))
 	if err != nil {
-		return fmt.Errorf("pki: %w", err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "metalgate-lab-ca " + c.Prefix},
-		NotBefore:             now,
-		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
-	if err != nil {
-		return fmt.Errorf("pki: CA: %w", err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	if err := writeCertKey(filepath.Join(dir, "ca"), caDER, caKey); err != nil {
 		return err
 	}
-	serial := int64(2)
-	issue := func(name string, tmpl *x509.Certificate) error {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return err
-		}
-		tmpl.SerialNumber = big.NewInt(serial)
-		serial++
-		tmpl.NotBefore, tmpl.NotAfter = now, now.Add(5*365*24*time.Hour)
-		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, key.Public(), caKey)
-		if err != nil {
-			return fmt.Errorf("pki: %s: %w", name, err)
-		}
-		return writeCertKey(filepath.Join(dir, name), der, key)
-	}
-	var ips []net.IP
-	for _, a := range []string{ControlPlane.IPv4.String(), ControlPlane.IPv6.String(), c.UserAPIAddr().String(),
-		APIServiceIP.String(), "2001:db8:2::1", "127.0.0.1", "::1"} {
-		ips = append(ips, net.ParseIP(a))
-	}
-	err = issue("apiserver", &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "kube-apiserver"},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames: []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc",
-			"kubernetes.default.svc.cluster.local", "localhost"},
-		IPAddresses: ips,
-	})
-	if err != nil {
+	if err := ca.issue("apiserver", c.apiServerCertificate()); err != nil {
 		return err
 	}
 	for _, id := range c.identities() {
@@ -108,7 +62,7 @@ func (c Config) writePKI() error {
 		if id.Group != "" {
 			subj.Organization = []string{id.Group}
 		}
-		if err := issue(id.File, &x509.Certificate{Subject: subj, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		if err := ca.issue(id.File, &x509.Certificate{Subject: subj, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 			return err
 		}
 		server := c.APIServerURL()
@@ -119,7 +73,86 @@ func (c Config) writePKI() error {
 			return err
 		}
 	}
-	// Service-account tokens are signed with RSA (the API server's default algorithm).
+	if err := writeServiceAccountKey(dir); err != nil {
+		return err
+	}
+	// The user's kubeconfig, at a stable path: the admin identity over the user link.
+	return c.writeKubeconfig(c.KubeconfigPath(), c.APIServerURL(), "admin")
+}
+
+// labCA is the lab's certificate authority, written to dir/ca.{crt,key}; issue signs with it.
+type labCA struct {
+	dir    string
+	now    time.Time // NotBefore of everything it signs
+	cert   *x509.Certificate
+	key    *ecdsa.PrivateKey
+	serial int64 // of the next certificate
+}
+
+// newLabCA creates a CA valid from now for 10 years and writes it to dir.
+func newLabCA(dir, prefix string, now time.Time) (*labCA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("pki: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "metalgate-lab-ca " + prefix},
+		NotBefore:             now,
+		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, fmt.Errorf("pki: CA: %w", err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	if err := writeCertKey(filepath.Join(dir, "ca"), der, key); err != nil {
+		return nil, err
+	}
+	return &labCA{dir: dir, now: now, cert: cert, key: key, serial: 2}, nil
+}
+
+// issue signs tmpl (valid 5 years, for digital signatures) for a new key and writes both to
+// dir/name.{crt,key}.
+func (ca *labCA) issue(name string, tmpl *x509.Certificate) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl.SerialNumber = big.NewInt(ca.serial)
+	ca.serial++
+	tmpl.NotBefore, tmpl.NotAfter = ca.now, ca.now.Add(5*365*24*time.Hour)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
+	if err != nil {
+		return fmt.Errorf("pki: %s: %w", name, err)
+	}
+	return writeCertKey(filepath.Join(ca.dir, name), der, key)
+}
+
+// apiServerCertificate is the template of the API server's serving certificate: every name
+// and address it is reached by, from the segment, the user link, the cluster and loopback.
+func (c Config) apiServerCertificate() *x509.Certificate {
+	var ips []net.IP
+	for _, a := range []string{ControlPlane.IPv4.String(), ControlPlane.IPv6.String(), c.UserAPIAddr().String(),
+		APIServiceIP.String(), "2001:db8:2::1", "127.0.0.1", "::1"} {
+		ips = append(ips, net.ParseIP(a))
+	}
+	return &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kube-apiserver"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames: []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc",
+			"kubernetes.default.svc.cluster.local", "localhost"},
+		IPAddresses: ips,
+	}
+}
+
+// writeServiceAccountKey writes the key pair that signs service-account tokens (RSA, the API
+// server's default algorithm) to dir/sa.{pub,key}.
+func writeServiceAccountKey(dir string) error {
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return fmt.Errorf("pki: service-account key: %w", err)
@@ -131,11 +164,7 @@ func (c Config) writePKI() error {
 	if err := writePEM(filepath.Join(dir, "sa.pub"), "PUBLIC KEY", pub); err != nil {
 		return err
 	}
-	if err := writePEM(filepath.Join(dir, "sa.key"), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey)); err != nil {
-		return err
-	}
-	// The user's kubeconfig, at a stable path: the admin identity over the user link.
-	return c.writeKubeconfig(c.KubeconfigPath(), c.APIServerURL(), "admin")
+	return writePEM(filepath.Join(dir, "sa.key"), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey))
 }
 
 // writeKubeconfig writes a kubeconfig with absolute paths to the CA and the client pair.

@@ -136,6 +136,17 @@ func Up(ctx context.Context, c Config, out io.Writer) error {
 		}
 	}
 
+	if err := c.build(ctx, p); err != nil {
+		return err
+	}
+	p.step("lab %q is up", c.Prefix)
+	c.printUsage(out)
+	return nil
+}
+
+// build builds the lab where none is: directories and PKI, network, control plane, nodes and
+// router; it returns when the nodes are Ready, with the lab's state written.
+func (c Config) build(ctx context.Context, p progress) error {
 	if err := c.saveSysctls(); err != nil {
 		return err
 	}
@@ -152,31 +163,9 @@ func Up(ctx context.Context, c Config, out io.Writer) error {
 	if err := c.netUp(ctx); err != nil {
 		return err
 	}
-	p.step("control plane: etcd, kube-apiserver")
-	cp := c.controlPlaneDaemons()
-	for _, d := range cp[:2] {
-		if err := c.start(ctx, d); err != nil {
-			return err
-		}
-	}
-	cs, err := c.clientset()
+	cs, err := c.controlPlaneUp(ctx, p)
 	if err != nil {
 		return err
-	}
-	if err := waitFor(ctx, 90*time.Second, "kube-apiserver /readyz", func() error {
-		if c.exited(cp[1]) {
-			return stopWaiting{fmt.Errorf("kube-apiserver exited:\n%s", c.daemonReport(cp[1], "exited"))}
-		}
-		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err
-	}); err != nil {
-		return err
-	}
-	p.step("control plane: kube-controller-manager, kube-scheduler")
-	for _, d := range cp[2:] {
-		if err := c.start(ctx, d); err != nil {
-			return err
-		}
 	}
 	p.step("nodes: own mount namespaces (views of /var/lib, /var/log), containerd, image import, kubelet, kube-proxy (n3: nftables mode)")
 	if err := c.prepareMountNSDir(); err != nil {
@@ -199,12 +188,39 @@ func Up(ctx context.Context, c Config, out io.Writer) error {
 	}); err != nil {
 		return err
 	}
-	if err := c.writeState(); err != nil {
-		return err
+	return c.writeState()
+}
+
+// controlPlaneUp starts etcd and kube-apiserver, waits until the API server is ready, then
+// starts kube-controller-manager and kube-scheduler. It returns a client of the API server.
+func (c Config) controlPlaneUp(ctx context.Context, p progress) (*kubernetes.Clientset, error) {
+	p.step("control plane: etcd, kube-apiserver")
+	cp := c.controlPlaneDaemons()
+	for _, d := range cp[:2] {
+		if err := c.start(ctx, d); err != nil {
+			return nil, err
+		}
 	}
-	p.step("lab %q is up", c.Prefix)
-	c.printUsage(out)
-	return nil
+	cs, err := c.clientset()
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, 90*time.Second, "kube-apiserver /readyz", func() error {
+		if c.exited(cp[1]) {
+			return stopWaiting{fmt.Errorf("kube-apiserver exited:\n%s", c.daemonReport(cp[1], "exited"))}
+		}
+		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	p.step("control plane: kube-controller-manager, kube-scheduler")
+	for _, d := range cp[2:] {
+		if err := c.start(ctx, d); err != nil {
+			return nil, err
+		}
+	}
+	return cs, nil
 }
 
 // forNodes runs f for every node concurrently and joins the errors.
