@@ -287,7 +287,10 @@ func closeBody(req *http.Request) {
 }
 
 // exchange writes the request on c and reads the response head. sent reports whether any
-// response byte (a 1xx included) had come back when it failed.
+// response byte (a 1xx included) had come back when it failed. It is one function because
+// it is one state machine over one connection (cancel watch, write, 1xx loop, head limits,
+// framing checks) whose error paths share the deferred cleanup; hack/mutations.py pins
+// several of its lines.
 func (t *h1Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request, head func(*bufio.Writer) error,
 	got1xx func(int, http.Header) error, read time.Duration) (resp *http.Response, sent bool, err error) {
 	// A cancel closes the connection: whatever is in progress (write, head, body) ends at

@@ -129,6 +129,9 @@ type Options struct {
 	Metrics *Metrics
 }
 
+// defaults fills in every unset option (each default is documented on its field) and refuses
+// values out of range. It is long because it is a flat list, one line or case per option, in
+// the order of the fields; split, the defaults would no longer read beside each other.
 func (o *Options) defaults() error {
 	def := func(d *time.Duration, v time.Duration) {
 		switch {
