@@ -116,7 +116,8 @@ func TestFRR(t *testing.T) {
 		p := labPeer(srcMD5)
 		p.Password = "wrong"
 		h := startHelper(t, helperConfig{RouterID: srcMD5, Peers: []Peer{p}, Ads: ads("100.64.0.13/32")})
-		// Several connect attempts (1s apart) must all fail.
+		// Several connect attempts (1s apart) must all fail: the 5s window is the behaviour
+		// under test; it looks every 200ms (each look runs vtysh).
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 			if s := l.neighborState(t, srcMD5); s == "Established" {
 				t.Fatal("session established with a wrong password")

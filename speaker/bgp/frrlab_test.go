@@ -242,6 +242,8 @@ func (l *lab) stopFRR(t testing.TB) {
 			continue
 		}
 		syscall.Kill(pid, syscall.SIGTERM)
+		// Up to 2s to exit before SIGKILL (cleanup; the daemons are not our children, so
+		// there is no Wait: polling the pid is the only way to see them go).
 		for i := 0; i < 100 && syscall.Kill(pid, 0) == nil; i++ {
 			time.Sleep(20 * time.Millisecond)
 		}

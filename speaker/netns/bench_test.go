@@ -46,7 +46,7 @@ func TestBenchFailover(t *testing.T) {
 			if _, ok := obs.WaitMAC(fam.vip, settle, 20*time.Second, func(m string) bool { return m == netnslab.NodeMAC(owner) }); !ok {
 				t.Fatalf("%s run %d: owner n%d not seen; sightings since: %v\n%s", fam.name, run, owner, obs.Since(fam.vip, settle), l.Log(owner))
 			}
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(500 * time.Millisecond) // measure from a steady state (a benchmark's setup)
 			start := time.Now()
 			l.Signal(owner, syscall.SIGKILL)
 			s, ok := obs.WaitMAC(fam.vip, start, 10*time.Second, func(m string) bool { return m != netnslab.NodeMAC(owner) })
@@ -63,7 +63,7 @@ func TestBenchFailover(t *testing.T) {
 			if _, ok := obs.WaitMAC(fam.vip, back, 20*time.Second, func(m string) bool { return m == netnslab.NodeMAC(owner) }); !ok {
 				t.Fatalf("%s run %d: n%d did not take its address back\n%s", fam.name, run, owner, l.Log(owner))
 			}
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // the next run starts from a steady state (a benchmark's setup)
 		}
 		slices.Sort(took)
 		med := took[len(took)/2]
@@ -99,7 +99,7 @@ func TestScaleTenThousandVIPs(t *testing.T) {
 			t.Fatalf("speaker never announced %d addresses\n%s", count, l.Log(1))
 		}
 		ready := time.Since(start)
-		time.Sleep(2 * time.Second) // gratuitous bursts done
+		time.Sleep(2 * time.Second) // gratuitous bursts done: RSS and latency are measured at rest
 		rss := vmRSS(l.PID(1))
 		lat := arpLatency(t, l.NS("c"), vips[:count], 500)
 		slices.Sort(lat)

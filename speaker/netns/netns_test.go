@@ -3,7 +3,6 @@ package netns
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/metalgate/metalgate/internal/netnslab"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -13,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metalgate/metalgate/internal/netnslab"
+	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/speaker/election"
 )
 
@@ -126,13 +127,19 @@ func TestFailoverSendsGratuitousBurst(t *testing.T) {
 	// Capture only the next owner's gratuitous ARP (sender IP = target IP, broadcast).
 	td := exec.Command("ip", "netns", "exec", l.NS("c"), "tcpdump", "-l", "-n", "-e", "-i", "eth0", "-c", "3",
 		"arp and ether src "+netnslab.NodeMAC(next)+" and ether dst ff:ff:ff:ff:ff:ff and arp[14:4] = arp[24:4]")
-	var buf strings.Builder
+	var buf testenv.Buffer
 	td.Stdout, td.Stderr = &buf, &buf
 	if err := td.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = td.Process.Kill(); _ = td.Wait() })
-	time.Sleep(time.Second) // tcpdump is listening
+	// tcpdump says "listening on eth0, …" on stderr once its capture and filter are in place.
+	testenv.Eventually(t, 10*time.Second, "tcpdump listening", func() error {
+		if out := buf.String(); !strings.Contains(out, "listening on") {
+			return fmt.Errorf("tcpdump said %q", out)
+		}
+		return nil
+	})
 
 	start := time.Now()
 	l.Signal(owner, syscall.SIGKILL)
@@ -228,6 +235,9 @@ func TestPartitionedOwnerStopsAnswering(t *testing.T) {
 	if _, ok := obs.WaitMAC(vip4, healed, 15*time.Second, func(m string) bool { return m == netnslab.NodeMAC(owner) }); !ok {
 		t.Fatalf("n%d did not take its address back after healing; sightings %v", owner, obs.Since(vip4, healed))
 	}
+	// A grace of 500ms for replies already in flight from the node that gave the address
+	// back, then a 1s window in which exactly one MAC may answer: both are the behaviour
+	// under test ("from then on"), not waits for a result.
 	time.Sleep(500 * time.Millisecond)
 	probe := time.Now()
 	time.Sleep(time.Second)
@@ -287,7 +297,7 @@ func TestRespondersSurviveLinkFlap(t *testing.T) {
 		}
 	}
 	l.Run("ip", "-n", l.NodeNS(1), "link", "set", "eth0", "down")
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // the flap: how long the link stays down is the scenario
 	l.Run("ip", "-n", l.NodeNS(1), "link", "set", "eth0", "up")
 	up := time.Now()
 	for _, vip := range []netip.Addr{vip4, vip6} {

@@ -274,6 +274,7 @@ func TestRogueMember(t *testing.T) {
 			defer wg.Done()
 			for time.Since(start) < 4*time.Second {
 				_, _ = ml.Join(seeds) // and memberlist gossips and probes whatever it learned
+				// The attack's pace: rejoin 5 times a second for 4s.
 				time.Sleep(200 * time.Millisecond)
 			}
 		}()
@@ -286,7 +287,7 @@ func TestRogueMember(t *testing.T) {
 		f.send(l, deadMsg(ownerName, "rogue", inc))
 		f.send(l, deadMsg(ownerName, ownerName, inc)) // "left"
 		f.send(l, aliveMsg(ownerName, netip.MustParseAddr(RogueV4), netnslab.MemberlistPort, inc+1))
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the attack's pace: a steady stream of forgeries for 4s
 	}
 	wg.Wait()
 	close(stop)
