@@ -89,74 +89,16 @@ func controllerCommand(ctx context.Context, args []string, stderr io.Writer) err
 // runController runs the controller manager until ctx ends.
 func runController(ctx context.Context, opts controllerOptions) error {
 	logger := logr.FromContextOrDiscard(ctx)
-	if opts.ServiceWorkers < 1 {
-		return fmt.Errorf("--concurrent-service-syncs %d: want at least 1", opts.ServiceWorkers)
+	if err := opts.check(); err != nil {
+		return err
 	}
-	if opts.QPS == 0 {
-		return fmt.Errorf("--kube-api-qps 0: want a positive rate, or a negative one for no client-side limit")
-	}
-	if opts.QPS > 0 && opts.Burst < 1 {
-		return fmt.Errorf("--kube-api-burst %d: want at least 1 with a positive --kube-api-qps", opts.Burst)
-	}
-	cfg, err := restConfig(opts.Kubeconfig)
+	cfg, leCfg, err := controllerClientConfigs(opts)
 	if err != nil {
 		return err
 	}
-	cfg.UserAgent = "metalgate-controller/" + version.Version
-	// Leader election keeps a bucket of its own, so a burst of allocations never delays a
-	// renewal (a late renewal loses the Lease).
-	leCfg := rest.CopyConfig(cfg)
-	leCfg.QPS, leCfg.Burst = 5, 10
-	// One bucket for every client of the manager: client-go otherwise gives each resource's
-	// client its own, and --kube-api-qps would limit Services, claims and Events separately.
-	cfg.QPS, cfg.Burst = float32(opts.QPS), opts.Burst
-	if opts.QPS > 0 {
-		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(float32(opts.QPS), opts.Burst)
-	}
-
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("register Kubernetes types: %w", err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("register metalgate types: %w", err)
-	}
-	if err := gwv1.Install(scheme); err != nil {
-		return fmt.Errorf("register Gateway API types: %w", err)
-	}
-	if err := gwv1beta1.Install(scheme); err != nil {
-		return fmt.Errorf("register Gateway API v1beta1 types (ReferenceGrant): %w", err)
-	}
-	leaseNS := opts.LeaderElectionNamespace
-	if _, err := os.Stat(inClusterNamespaceFile); leaseNS == "" && err != nil {
-		leaseNS = "default" // out of cluster: the namespace every cluster has
-	}
-	renew, lease, retry := 10*time.Second, 15*time.Second, 2*time.Second
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
-		Logger: logger,
-		// /metrics answers loopback and bearer tokens authorised for it (Prometheus).
-		Metrics: metricsserver.Options{BindAddress: opts.MetricsAddr,
-			FilterProvider: adminauth.FilterProvider(adminGuardOptions(nil, metrics.Registry, logger))},
-		HealthProbeBindAddress:        opts.HealthAddr,
-		Cache:                         controllers.CacheOptions(opts.Namespace),
-		LeaderElection:                opts.LeaderElect,
-		LeaderElectionID:              opts.LeaderElectionID,
-		LeaderElectionNamespace:       leaseNS,
-		LeaderElectionReleaseOnCancel: true,
-		LeaderElectionConfig:          leCfg,
-		LeaseDuration:                 &lease,
-		RenewDeadline:                 &renew,
-		RetryPeriod:                   &retry,
-	})
+	mgr, err := newControllerManager(cfg, leCfg, opts, logger)
 	if err != nil {
-		return fmt.Errorf("create manager: %w", err)
-	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return fmt.Errorf("add healthz: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
-		return fmt.Errorf("add readyz: %w", err)
+		return err
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -184,6 +126,103 @@ func runController(ctx context.Context, opts controllerOptions) error {
 		return fmt.Errorf("run manager: %w", err)
 	}
 	return nil
+}
+
+// check refuses flag values the controller cannot run with.
+func (opts controllerOptions) check() error {
+	if opts.ServiceWorkers < 1 {
+		return fmt.Errorf("--concurrent-service-syncs %d: want at least 1", opts.ServiceWorkers)
+	}
+	if opts.QPS == 0 {
+		return fmt.Errorf("--kube-api-qps 0: want a positive rate, or a negative one for no client-side limit")
+	}
+	if opts.QPS > 0 && opts.Burst < 1 {
+		return fmt.Errorf("--kube-api-burst %d: want at least 1 with a positive --kube-api-qps", opts.Burst)
+	}
+	return nil
+}
+
+// controllerClientConfigs are the client configurations of the manager (cfg, rate-limited by
+// --kube-api-qps/--kube-api-burst as one bucket) and of leader election (leCfg, a bucket of
+// its own).
+func controllerClientConfigs(opts controllerOptions) (cfg, leCfg *rest.Config, err error) {
+	cfg, err = restConfig(opts.Kubeconfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.UserAgent = "metalgate-controller/" + version.Version
+	// Leader election keeps a bucket of its own, so a burst of allocations never delays a
+	// renewal (a late renewal loses the Lease).
+	leCfg = rest.CopyConfig(cfg)
+	leCfg.QPS, leCfg.Burst = 5, 10
+	// One bucket for every client of the manager: client-go otherwise gives each resource's
+	// client its own, and --kube-api-qps would limit Services, claims and Events separately.
+	cfg.QPS, cfg.Burst = float32(opts.QPS), opts.Burst
+	if opts.QPS > 0 {
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(float32(opts.QPS), opts.Burst)
+	}
+	return cfg, leCfg, nil
+}
+
+// controllerScheme has the types the controller reads and writes: Kubernetes', metalgate's
+// and Gateway API's (v1, and v1beta1 for ReferenceGrant).
+func controllerScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("register Kubernetes types: %w", err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("register metalgate types: %w", err)
+	}
+	if err := gwv1.Install(scheme); err != nil {
+		return nil, fmt.Errorf("register Gateway API types: %w", err)
+	}
+	if err := gwv1beta1.Install(scheme); err != nil {
+		return nil, fmt.Errorf("register Gateway API v1beta1 types (ReferenceGrant): %w", err)
+	}
+	return scheme, nil
+}
+
+// newControllerManager is the manager of the controller: its metrics and probe endpoints,
+// cache and leader election (a Lease in --leader-election-namespace, else the Pod's, else
+// "default" out of cluster).
+func newControllerManager(cfg, leCfg *rest.Config, opts controllerOptions, logger logr.Logger) (ctrl.Manager, error) {
+	scheme, err := controllerScheme()
+	if err != nil {
+		return nil, err
+	}
+	leaseNS := opts.LeaderElectionNamespace
+	if _, err := os.Stat(inClusterNamespaceFile); leaseNS == "" && err != nil {
+		leaseNS = "default" // out of cluster: the namespace every cluster has
+	}
+	renew, lease, retry := 10*time.Second, 15*time.Second, 2*time.Second
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		Logger: logger,
+		// /metrics answers loopback and bearer tokens authorised for it (Prometheus).
+		Metrics: metricsserver.Options{BindAddress: opts.MetricsAddr,
+			FilterProvider: adminauth.FilterProvider(adminGuardOptions(nil, metrics.Registry, logger))},
+		HealthProbeBindAddress:        opts.HealthAddr,
+		Cache:                         controllers.CacheOptions(opts.Namespace),
+		LeaderElection:                opts.LeaderElect,
+		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionNamespace:       leaseNS,
+		LeaderElectionReleaseOnCancel: true,
+		LeaderElectionConfig:          leCfg,
+		LeaseDuration:                 &lease,
+		RenewDeadline:                 &renew,
+		RetryPeriod:                   &retry,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add healthz: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add readyz: %w", err)
+	}
+	return mgr, nil
 }
 
 // inClusterNamespaceFile names the Pod's namespace when running in a cluster.
