@@ -110,7 +110,7 @@ func TestMemberlistKeyEnsurerWaitsForNamespace(t *testing.T) {
 	admin := kubernetes.NewForConfigOrDie(cfg)
 	ns := fmt.Sprintf("late-namespace-%d", time.Now().UnixNano()%100000)
 	e := &controllers.MemberlistKeyEnsurer{Secrets: admin.CoreV1(), Namespace: ns, Name: controllers.MemberlistKeySecret,
-		Log: bufferedLogger(t), Backoff: 20 * time.Millisecond}
+		Log: testenv.Logger(t, "controller"), Backoff: 20 * time.Millisecond}
 	done := make(chan error, 1)
 	go func() { done <- e.Start(ctx) }()
 
@@ -145,7 +145,7 @@ func TestMemberlistKeyEnsurerWaitsForNamespace(t *testing.T) {
 	// Stopped while still failing: Start returns nil (a missing namespace never stops the manager).
 	stopCtx, stop := context.WithCancel(ctx)
 	e2 := &controllers.MemberlistKeyEnsurer{Secrets: admin.CoreV1(), Namespace: ns + "-never", Name: controllers.MemberlistKeySecret,
-		Log: bufferedLogger(t), Backoff: 20 * time.Millisecond}
+		Log: testenv.Logger(t, "controller"), Backoff: 20 * time.Millisecond}
 	go func() { done <- e2.Start(stopCtx) }()
 	stop()
 	if err := <-done; err != nil {

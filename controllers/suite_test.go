@@ -7,13 +7,11 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -67,7 +65,7 @@ func startController(t *testing.T) (stop func()) {
 func startControllerWith(t *testing.T, cfg *rest.Config, opts controllers.Options) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	ctx = logr.NewContext(ctx, bufferedLogger(t))
+	ctx = logr.NewContext(ctx, testenv.Logger(t, "controller"))
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -100,25 +98,6 @@ func startControllerWith(t *testing.T, cfg *rest.Config, opts controllers.Option
 	}
 	t.Cleanup(stop)
 	return stop
-}
-
-// bufferedLogger collects the controller's logs and prints them only if the test fails. (testr
-// would panic: the manager logs from its goroutines after the test function returns.)
-func bufferedLogger(t *testing.T) logr.Logger {
-	var mu sync.Mutex
-	var buf strings.Builder
-	t.Cleanup(func() {
-		if t.Failed() {
-			mu.Lock()
-			defer mu.Unlock()
-			t.Logf("controller log:\n%s", buf.String())
-		}
-	})
-	return funcr.New(func(prefix, args string) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(&buf, "%s %s %s\n", time.Now().Format("15:04:05.000"), prefix, args)
-	}, funcr.Options{Verbosity: 1})
 }
 
 // namespace creates a namespace for one test and deletes its Services at the end.

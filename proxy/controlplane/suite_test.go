@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -102,7 +101,7 @@ func startProxy(t *testing.T, ns string, mutate func(*controlplane.Options)) *pr
 func startProxyWith(t *testing.T, ns string, mutate func(*controlplane.Options), manager func(*ctrl.Options)) *proxy {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	log := bufferedLogger(t)
+	log := testenv.Logger(t, "proxy")
 	ctx = logr.NewContext(ctx, log)
 	dp, err := dataplane.New(dataplane.Options{Logger: log, DialContext: podDialer})
 	if err != nil {
@@ -156,23 +155,6 @@ func startProxyWith(t *testing.T, ns string, mutate func(*controlplane.Options),
 	t.Cleanup(stop)
 	testenv.Eventually(t, 20*time.Second, "control plane ready", cp.Ready)
 	return &proxy{addr: ln.Addr().String(), metrics: m, cp: cp, dp: dp, stop: stop}
-}
-
-func bufferedLogger(t *testing.T) logr.Logger {
-	var mu sync.Mutex
-	var buf strings.Builder
-	t.Cleanup(func() {
-		if t.Failed() {
-			mu.Lock()
-			defer mu.Unlock()
-			t.Logf("proxy log:\n%s", buf.String())
-		}
-	})
-	return funcr.New(func(prefix, args string) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(&buf, "%s %s %s\n", time.Now().Format("15:04:05.000"), prefix, args)
-	}, funcr.Options{Verbosity: 1})
 }
 
 var nsCounter atomic.Int32
