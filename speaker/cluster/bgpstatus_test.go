@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,7 +83,6 @@ func TestBGPStatusWriter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	applyRBAC(t, admin)
 	for _, name := range []string{"good", "bad", "other"} {
 		must(admin.Create(ctx, &v1alpha1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},

@@ -52,12 +52,15 @@ func (s *single) Admit(nodes map[string][]netip.Addr) {
 	s.admitted = nodes
 }
 
-// startAPIServer starts a real kube-apiserver + etcd with metalgate's CRDs (internal/testenv;
-// stopped at the end of the test) and returns its config, the scheme and an admin client.
-// Without KUBEBUILDER_ASSETS the test is skipped, saying so.
+// startAPIServer starts a real kube-apiserver + etcd with metalgate's CRDs and the namespace
+// ns (internal/testenv; stopped at the end of the test) and returns its config, the scheme and
+// an admin client. Without KUBEBUILDER_ASSETS the test is skipped, saying so.
 func startAPIServer(t *testing.T) (*rest.Config, *runtime.Scheme, client.Client) {
 	t.Helper()
 	env := testenv.Start(t, testenv.Options{CRDs: []string{testenv.MetalgateCRDs}})
+	if err := env.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
 	return env.Config, env.Scheme, env.Client
 }
 
@@ -73,7 +76,6 @@ func TestSpeakerWithLeastPrivilege(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	must(admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}))
 	applyRBAC(t, admin)
 
