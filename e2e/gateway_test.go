@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +37,9 @@ const gatewayPool = "198.51.100.208/29"
 // metalgate-gateway-proxy ServiceAccount (config/rbac/gateway-proxy: nothing else is granted);
 // the speakers announce the VIP; from the client's network namespace, curl to the VIP is
 // routed by the HTTPRoute's matches to two echo backends, with its header filter applied, and
-// a host the route does not name gets 404. The Gateway is Programmed with exactly that VIP
+// a host the route does not name gets 404; over HTTPS the listener's own certificate (a TLS
+// Secret of the Gateway's namespace) verifies against the test CA, and a server name no HTTPS
+// listener covers gets no handshake. The Gateway is Programmed with exactly that VIP
 // only once the proxy is available. Deleting the Gateway removes its Service and Deployment.
 func TestGateway(t *testing.T) {
 	start := time.Now()
@@ -58,15 +62,20 @@ func TestGateway(t *testing.T) {
 		t.Fatalf("create GatewayClass: %v", err)
 	}
 	t.Cleanup(func() { _ = cl.Delete(context.Background(), class) })
+	host := "web." + ns + ".test"
+	caPEM := gatewayCertificate(t, cl, ns, "web-tls", host)
 	gw := &gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Annotations: map[string]string{contract.AnnotationAddressPool: pool.Name}},
 		Spec: gwv1.GatewaySpec{GatewayClassName: gwv1.ObjectName(class.Name),
-			Listeners: []gwv1.Listener{{Name: "http", Protocol: gwv1.HTTPProtocolType, Port: 80}}},
+			Listeners: []gwv1.Listener{
+				{Name: "http", Protocol: gwv1.HTTPProtocolType, Port: 80},
+				{Name: "https", Protocol: gwv1.HTTPSProtocolType, Port: 443, Hostname: ptrTo(gwv1.Hostname(host)),
+					TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "web-tls"}}}},
+			}},
 	}
 	if err := cl.Create(ctx, gw); err != nil {
 		t.Fatalf("create Gateway: %v", err)
 	}
-	host := "web." + ns + ".test"
 	if err := cl.Create(ctx, gatewayRoute(ns, host)); err != nil {
 		t.Fatalf("create HTTPRoute: %v", err)
 	}
@@ -107,7 +116,7 @@ func TestGateway(t *testing.T) {
 	t.Logf("Gateway %s/web has VIP %s, served by %s/%s (setup %s)", ns, vip, operatorNamespace, svcName, time.Since(start).Round(time.Millisecond))
 
 	// The controller wrote the route's status and the listener's count.
-	eventually(t, 30*time.Second, "HTTPRoute web Accepted and ResolvedRefs by metalgate; listener http attachedRoutes 1", func() error {
+	eventually(t, 30*time.Second, "HTTPRoute web Accepted and ResolvedRefs by metalgate; listeners http and https attachedRoutes 1", func() error {
 		var hr gwv1.HTTPRoute
 		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &hr); err != nil {
 			return err
@@ -123,7 +132,7 @@ func TestGateway(t *testing.T) {
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(gw), gw); err != nil {
 			return err
 		}
-		if len(gw.Status.Listeners) != 1 || gw.Status.Listeners[0].AttachedRoutes != 1 {
+		if len(gw.Status.Listeners) != 2 || gw.Status.Listeners[0].AttachedRoutes != 1 || gw.Status.Listeners[1].AttachedRoutes != 1 {
 			return fmt.Errorf("listeners %+v", gw.Status.Listeners)
 		}
 		return nil
@@ -165,6 +174,22 @@ func TestGateway(t *testing.T) {
 		if !strings.HasPrefix(info, "404 ") {
 			t.Errorf("%s: %q, want 404 from the proxy: %s", c.what, info, shortErr(body))
 		}
+	}
+
+	// HTTPS: the listener's own certificate (chain verified against the test CA), the same
+	// routes; a server name no HTTPS listener covers gets no handshake at all.
+	eventually(t, 30*time.Second, "curl --cacert <test CA> https://"+host+"/alpha/x reaches alpha", func() error {
+		body, info, err := p.curl(ctx, "--cacert", caPEM, "--resolve", host+":443:"+vip.String(), "https://"+host+"/alpha/x")
+		if err != nil {
+			return err
+		}
+		_, err = p.expectEcho(body, info, "alpha", host, "/alpha/x")
+		return err
+	})
+	other := "other." + ns + ".test"
+	if _, _, err := p.curl(ctx, "-k", "--resolve", other+":443:"+vip.String(), "https://"+other+"/alpha/x"); err == nil ||
+		!strings.Contains(err.Error(), "exit status 35") {
+		t.Errorf("TLS to %s (no listener for it): %v, want curl exit 35 (handshake refused)", other, err)
 	}
 
 	// Deleting the Gateway takes its Service (and so its VIP) and its proxy with it.
@@ -211,6 +236,30 @@ func gatewayRoute(ns, host string) *gwv1.HTTPRoute {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// gatewayCertificate makes a test CA, a TLS Secret name in ns with its certificate for host,
+// and returns the path of the CA's PEM file (for curl --cacert).
+func gatewayCertificate(t *testing.T, cl client.Client, ns, name, host string) string {
+	t.Helper()
+	ca, err := newPEMCA("metalgate e2e gateway CA " + ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caPEM, ca.certPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, _, err := ca.issue(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM}}
+	if err := cl.Create(context.Background(), sec); err != nil {
+		t.Fatalf("create Secret: %v", err)
+	}
+	return caPEM
+}
 
 // gatewayClient is a lab client that also knows Gateway API's types.
 func gatewayClient(t *testing.T, l *lab.Lab) client.Client {

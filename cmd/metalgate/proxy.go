@@ -163,7 +163,7 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.PublicHTTPPort, "public-http-port", 80, "Port clients connect to for plain HTTP (the Service port), sent as X-Forwarded-Port.")
 	fs.IntVar(&o.PublicHTTPSPort, "public-https-port", 443, "Port clients connect to for HTTPS (the Service port), sent as X-Forwarded-Port.")
 	fs.StringVar(&o.AffinityKeySecret, "affinity-key-secret", "", "namespace/name of a Secret whose key \"key\" signs affinity cookies, created with a random key when missing, so that every replica names endpoints alike. Default: <pod namespace>/metalgate-proxy-affinity; \"-\" for a random key per process.")
-	fs.StringVar(&o.Gateway, "gateway", "", "Serve this one Gateway (namespace/name): its HTTP listeners' ports and its HTTPRoutes, no Ingress. --http-bind-address and --https-bind-address are not used; HTTPS listeners are not served yet.")
+	fs.StringVar(&o.Gateway, "gateway", "", "Serve this one Gateway (namespace/name): its HTTP and HTTPS listeners' ports (TLS with each listener's certificateRefs) and its HTTPRoutes, no Ingress. --http-bind-address and --https-bind-address are not used.")
 	fs.StringVar(&o.StaticConfig, "static-config", "", "Development: serve the Ingresses, Services and EndpointSlices in this YAML file; no API server.")
 	fs.Float64Var(&o.QPS, "kube-api-qps", 50, "Requests per second to the API server (client-side limit).")
 	fs.IntVar(&o.Burst, "kube-api-burst", 100, "Burst of requests to the API server (client-side limit).")
@@ -347,7 +347,7 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 	}
 	var httpLn, httpsLn net.Listener
 	if opts.Gateway != "" {
-		if httpLn, err = listenGateway(ctx, opts, logger); err != nil {
+		if httpLn, httpsLn, err = listenGateway(ctx, opts, logger); err != nil {
 			return err
 		}
 	} else {

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,58 +60,82 @@ func (o *proxyOptions) gatewayMode() (types.NamespacedName, error) {
 	return ref, nil
 }
 
-// gatewayPorts are the distinct ports of gw's HTTP listeners, sorted, and a description of
-// each listener this proxy does not serve (HTTPS: certificateRefs are not read yet; TLS, TCP,
-// UDP: not HTTP).
-func gatewayPorts(gw *gatewayv1.Gateway) (ports []int32, skipped []string) {
-	seen := map[int32]bool{}
+// gatewayPorts are the distinct ports of gw's HTTP and of its HTTPS listeners, sorted, and a
+// description of each listener this proxy does not serve: TLS, TCP and UDP ones (not HTTP),
+// and those on a port where listeners of both HTTP and HTTPS are (the controller reports
+// them ProtocolConflict).
+func gatewayPorts(gw *gatewayv1.Gateway) (httpPorts, httpsPorts []int32, skipped []string) {
+	protos := map[int32]map[gatewayv1.ProtocolType]bool{}
 	for _, l := range gw.Spec.Listeners {
-		if l.Protocol != gatewayv1.HTTPProtocolType {
-			skipped = append(skipped, fmt.Sprintf("listener %q (%s, port %d)", l.Name, l.Protocol, l.Port))
-			continue
+		if protos[l.Port] == nil {
+			protos[l.Port] = map[gatewayv1.ProtocolType]bool{}
 		}
-		if !seen[l.Port] {
-			seen[l.Port] = true
-			ports = append(ports, l.Port)
+		protos[l.Port][l.Protocol] = true
+	}
+	for _, l := range gw.Spec.Listeners {
+		switch {
+		case l.Protocol != gatewayv1.HTTPProtocolType && l.Protocol != gatewayv1.HTTPSProtocolType:
+			skipped = append(skipped, fmt.Sprintf("listener %q (%s, port %d): not HTTP", l.Name, l.Protocol, l.Port))
+		case len(protos[l.Port]) > 1:
+			skipped = append(skipped, fmt.Sprintf("listener %q (%s, port %d): the port has listeners of other protocols", l.Name, l.Protocol, l.Port))
+		case l.Protocol == gatewayv1.HTTPProtocolType && !slices.Contains(httpPorts, int32(l.Port)):
+			httpPorts = append(httpPorts, int32(l.Port))
+		case l.Protocol == gatewayv1.HTTPSProtocolType && !slices.Contains(httpsPorts, int32(l.Port)):
+			httpsPorts = append(httpsPorts, int32(l.Port))
 		}
 	}
-	sort.Slice(ports, func(i, j int) bool { return ports[i] < ports[j] })
-	return ports, skipped
+	slices.Sort(httpPorts)
+	slices.Sort(httpsPorts)
+	return httpPorts, httpsPorts, skipped
 }
 
-// listenGateway reads the Gateway once and listens on each of its HTTP listener ports: the
-// controller's Deployment (controllers/gateway/proxy_deployment.go) exposes exactly those
-// ports, and a change of the listeners' ports changes its pod template, so the pods that
-// serve the new ports are new processes. Routes, hostnames and backends are followed live.
-func listenGateway(ctx context.Context, opts proxyOptions, logger logr.Logger) (net.Listener, error) {
+// listenGateway reads the Gateway once and listens on each of its HTTP and HTTPS listener
+// ports (nil for a kind it has none of): the controller's Deployment
+// (controllers/gateway/proxy_deployment.go) exposes exactly those ports, and a change of the
+// listeners' ports changes its pod template, so the pods that serve the new ports are new
+// processes. Routes, hostnames, certificates and backends are followed live.
+func listenGateway(ctx context.Context, opts proxyOptions, logger logr.Logger) (httpLn, httpsLn net.Listener, err error) {
 	ref, err := opts.gatewayMode()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg, err := restConfig(opts.Kubeconfig)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	scheme := runtime.NewScheme()
 	if err := addGatewayTypes(scheme); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		return nil, fmt.Errorf("client for --gateway: %w", err)
+		return nil, nil, fmt.Errorf("client for --gateway: %w", err)
 	}
 	var gw gatewayv1.Gateway
 	if err := c.Get(ctx, ref, &gw); err != nil {
-		return nil, fmt.Errorf("--gateway %s: %w", ref, err)
+		return nil, nil, fmt.Errorf("--gateway %s: %w", ref, err)
 	}
-	ports, skipped := gatewayPorts(&gw)
+	httpPorts, httpsPorts, skipped := gatewayPorts(&gw)
 	for _, s := range skipped {
-		logger.Info("Gateway listener not served: this proxy serves HTTP listeners only (HTTPS certificateRefs are not read yet)", "gateway", ref.String(), "listener", s)
+		logger.Info("Gateway listener not served", "gateway", ref.String(), "listener", s)
 	}
-	if len(ports) == 0 {
-		return nil, fmt.Errorf("--gateway %s: no HTTP listener to serve", ref)
+	if len(httpPorts)+len(httpsPorts) == 0 {
+		return nil, nil, fmt.Errorf("--gateway %s: no HTTP or HTTPS listener to serve", ref)
 	}
-	return listenPorts("", ports)
+	if len(httpPorts) > 0 {
+		if httpLn, err = listenPorts("", httpPorts); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(httpsPorts) > 0 {
+		if httpsLn, err = listenPorts("", httpsPorts); err != nil {
+			if httpLn != nil {
+				_ = httpLn.Close()
+			}
+			return nil, nil, err
+		}
+	}
+	return httpLn, httpsLn, nil
 }
 
 // listenPorts listens on host:port for each port and merges the listeners into one.

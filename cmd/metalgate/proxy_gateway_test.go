@@ -56,13 +56,24 @@ func TestGatewayPorts(t *testing.T) {
 	}
 	gw := &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "gw"}, Spec: gatewayv1.GatewaySpec{Listeners: []gatewayv1.Listener{
 		l("b", 8080, gatewayv1.HTTPProtocolType), l("secure", 443, gatewayv1.HTTPSProtocolType), l("a", 80, gatewayv1.HTTPProtocolType),
-		l("a2", 8080, gatewayv1.HTTPProtocolType), l("tcp", 9000, gatewayv1.TCPProtocolType)}}}
-	ports, skipped := gatewayPorts(gw)
-	if got := fmtInts(ports); got != "80 8080" {
-		t.Errorf("ports %v, want [80 8080]", ports)
+		l("a2", 8080, gatewayv1.HTTPProtocolType), l("tcp", 9000, gatewayv1.TCPProtocolType), l("secure2", 8443, gatewayv1.HTTPSProtocolType),
+		l("mixed-http", 9443, gatewayv1.HTTPProtocolType), l("mixed-https", 9443, gatewayv1.HTTPSProtocolType)}}}
+	httpPorts, httpsPorts, skipped := gatewayPorts(gw)
+	if got := fmtInts(httpPorts); got != "80 8080" {
+		t.Errorf("HTTP ports %v, want [80 8080]", httpPorts)
 	}
-	if len(skipped) != 2 || !strings.Contains(skipped[0], `"secure" (HTTPS, port 443)`) || !strings.Contains(skipped[1], `"tcp" (TCP, port 9000)`) {
-		t.Errorf("skipped %q, want the HTTPS and TCP listeners named", skipped)
+	if got := fmtInts(httpsPorts); got != "443 8443" {
+		t.Errorf("HTTPS ports %v, want [443 8443]", httpsPorts)
+	}
+	want := []string{`"tcp" (TCP, port 9000): not HTTP`, `"mixed-http" (HTTP, port 9443): the port has listeners of other protocols`,
+		`"mixed-https" (HTTPS, port 9443): the port has listeners of other protocols`}
+	if len(skipped) != len(want) {
+		t.Fatalf("skipped %q, want %d", skipped, len(want))
+	}
+	for i, w := range want {
+		if !strings.Contains(skipped[i], w) {
+			t.Errorf("skipped[%d] = %q, want it to say %q", i, skipped[i], w)
+		}
 	}
 }
 

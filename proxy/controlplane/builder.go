@@ -71,6 +71,9 @@ type builder struct {
 	built     chan struct{}
 	snapshots chan table.Input // to the status publisher (latest only)
 	reported  map[types.NamespacedName]string
+	// certProblems is the last logged set of a Gateway's HTTPS listeners without a
+	// certificate (reportGateway).
+	certProblems string
 	// elected is closed when this replica leads; only the leader emits events, so N
 	// replicas do not report each problem N times.
 	elected <-chan struct{}
@@ -197,6 +200,7 @@ func (b *builder) rebuild(ctx context.Context, log logr.Logger) {
 	}
 	log.V(1).Info("table swapped", "ingresses", t.Ingresses, "backends", len(t.Backends), "problems", len(problems), "took", done.Sub(start))
 	b.report(in, problems)
+	b.reportGateway(t)
 	select { // hand the latest snapshot to the status publisher, dropping an unread one
 	case <-b.snapshots:
 	default:

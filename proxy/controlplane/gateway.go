@@ -3,6 +3,8 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -25,7 +27,7 @@ const (
 	KindNamespace      = "Namespace"
 )
 
-// gatewayWatched are the kinds of a Gateway proxy: no Ingress, IngressClass or Secret.
+// gatewayWatched are the kinds of a Gateway proxy: no Ingress or IngressClass.
 var gatewayWatched = []watchedKind{
 	{KindGateway, &gatewayv1.Gateway{}, func() client.ObjectList { return &gatewayv1.GatewayList{} }},
 	{KindHTTPRoute, &gatewayv1.HTTPRoute{}, func() client.ObjectList { return &gatewayv1.HTTPRouteList{} }},
@@ -33,6 +35,8 @@ var gatewayWatched = []watchedKind{
 	{KindNamespace, &corev1.Namespace{}, func() client.ObjectList { return &corev1.NamespaceList{} }},
 	{KindService, &corev1.Service{}, func() client.ObjectList { return &corev1.ServiceList{} }},
 	{KindEndpointSlice, &discoveryv1.EndpointSlice{}, func() client.ObjectList { return &discoveryv1.EndpointSliceList{} }},
+	// The HTTPS listeners' certificateRefs (their data kept only for TLS and Opaque Secrets).
+	{KindSecret, &corev1.Secret{}, func() client.ObjectList { return &corev1.SecretList{} }},
 }
 
 // kinds are the kinds this proxy watches: a Gateway proxy's or an Ingress proxy's.
@@ -81,5 +85,35 @@ func (b *builder) gatewaySnapshot(ctx context.Context) (table.Input, error) {
 	if err := b.listBackends(ctx, &in); err != nil {
 		return in, err
 	}
+	var secrets corev1.SecretList
+	if err := b.cache.List(ctx, &secrets, nocopy); err != nil {
+		return in, fmt.Errorf("list Secrets: %w", err)
+	}
+	for i := range secrets.Items {
+		in.Secrets = append(in.Secrets, &secrets.Items[i])
+	}
 	return in, nil
+}
+
+// reportGateway logs, when they change, the HTTPS listeners of a Gateway table that have no
+// certificate (their hosts get no TLS handshake) and those that have one again.
+func (b *builder) reportGateway(t *table.Table) {
+	if t.Gateway == nil {
+		return
+	}
+	var msgs []string
+	for l, p := range t.Gateway.CertificateProblems {
+		msgs = append(msgs, l+": "+p)
+	}
+	sort.Strings(msgs)
+	sig := strings.Join(msgs, "\n")
+	if sig == b.certProblems {
+		return
+	}
+	b.certProblems = sig
+	if len(msgs) == 0 {
+		b.opts.Logger.Info("every HTTPS listener of the Gateway has a certificate", "gateway", b.opts.Gateway.String())
+		return
+	}
+	b.opts.Logger.Info("HTTPS listeners without a certificate: their hosts get no TLS handshake", "gateway", b.opts.Gateway.String(), "listeners", msgs)
 }

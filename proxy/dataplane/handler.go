@@ -60,7 +60,7 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 		http.Error(w, "bad request path: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if r.TLS != nil && !s.sameCertificate(rt.table, r.TLS.ServerName, r.Host) {
+	if r.TLS != nil && !s.sameCertificate(rt.table, r, r.TLS.ServerName, r.Host) {
 		// RFC 9110 §15.5.20: the connection's certificate is not the host's, so this
 		// connection must not serve it (HTTP/2 coalescing, or a client that sent another SNI).
 		s.limitHit(limitMisdirected)
@@ -160,12 +160,23 @@ func (s *Server) normalize(r *http.Request) error {
 
 // sameCertificate reports whether the certificate served for the TLS server name sni is the
 // one host would get: a request may use a connection only if it was made for its host.
-func (s *Server) sameCertificate(t *table.Table, sni, host string) bool {
+func (s *Server) sameCertificate(t *table.Table, r *http.Request, sni, host string) bool {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
 	if strings.EqualFold(strings.TrimSuffix(sni, "."), strings.TrimSuffix(host, ".")) {
 		return true
+	}
+	if t.Gateway != nil {
+		// A Gateway's listeners each have their own certificate: the host must be one the
+		// handshake's listener covers with that same certificate.
+		a, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+		ap, err := netip.ParseAddrPort(addrString(a))
+		if err != nil {
+			return false
+		}
+		c := t.GatewayCertificate(int32(ap.Port()), host)
+		return c != nil && c == t.GatewayCertificate(int32(ap.Port()), sni)
 	}
 	return s.certificate(t, sni) == s.certificate(t, host)
 }

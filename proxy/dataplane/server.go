@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -191,7 +192,17 @@ func (s *Server) TLSConfig() *tls.Config {
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			if r := s.current.Load(); r != nil && hello.ServerName != "" {
+			r := s.current.Load()
+			if r != nil && r.table.Gateway != nil {
+				// A Gateway's HTTPS listener: its own certificate for the name on the port
+				// the connection came to, or no handshake (never a default certificate).
+				port := localPort(hello.Conn)
+				if c := r.table.GatewayCertificate(port, hello.ServerName); c != nil {
+					return c, nil
+				}
+				return nil, fmt.Errorf("no HTTPS listener of this Gateway on port %d has a certificate for server name %q", port, hello.ServerName)
+			}
+			if r != nil && hello.ServerName != "" {
 				if c := r.table.Certificate(hello.ServerName); c != nil {
 					return c, nil
 				}
@@ -199,6 +210,18 @@ func (s *Server) TLSConfig() *tls.Config {
 			return s.defCert, nil
 		},
 	}
+}
+
+// localPort is the local port of conn (the listener port it was accepted on), 0 when unknown.
+func localPort(conn net.Conn) int32 {
+	if conn == nil {
+		return 0
+	}
+	ap, err := netip.ParseAddrPort(addrString(conn.LocalAddr()))
+	if err != nil {
+		return 0
+	}
+	return int32(ap.Port())
 }
 
 // HTTPServer returns an http.Server for the proxy handler; tls selects the HTTPS settings.

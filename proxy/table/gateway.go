@@ -1,6 +1,7 @@
 package table
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -61,6 +62,9 @@ type GatewayStatus struct {
 	// Routes holds the parent statuses metalgate owns on each HTTPRoute with a parentRef
 	// naming the Gateway, sorted by namespace/name.
 	Routes []RouteStatus
+	// CertificateProblems says, per HTTPS listener name, why it has no certificate (its
+	// certificateRefs name no usable Secret); a listener served with one is not listed.
+	CertificateProblems map[string]string
 }
 
 // RouteStatus is one HTTPRoute's parent statuses for the table's Gateway: one per parentRef
@@ -82,6 +86,10 @@ type gwListener struct {
 	name     string
 	hostname string               // "" for any host
 	hosts    map[string][]gwEntry // by effective hostname: exact, "*.suffix", or "" for any
+	// https: an HTTPS listener (TLS terminated here). cert is its certificate, nil when its
+	// certificateRefs resolve to none (then its hosts get no TLS handshake at all).
+	https bool
+	cert  *tls.Certificate
 }
 
 type gwEntry struct {
@@ -127,6 +135,70 @@ func (t *Table) Match(port int32, r *http.Request) *Route {
 		return nil // the most specific listener answers alone
 	}
 	return nil
+}
+
+// GatewayCertificate returns the certificate of a Gateway table's HTTPS listener on local port
+// port for TLS server name serverName: the listener whose hostname covers it most
+// specifically, as Match picks listeners; with no server name, the listener without a
+// hostname. nil when that listener is not HTTPS or has no certificate, or none covers the
+// name: the handshake then fails — a Gateway never answers with a certificate of another
+// listener, nor with a default one.
+func (t *Table) GatewayCertificate(port int32, serverName string) *tls.Certificate {
+	if t.gateway == nil {
+		return nil
+	}
+	host := normalizeHost(serverName)
+	for _, l := range t.gateway.ports[port] {
+		if host == "" && l.hostname != "" || !hostnameMatches(l.hostname, host) {
+			continue
+		}
+		if !l.https {
+			return nil
+		}
+		return l.cert
+	}
+	return nil
+}
+
+// listenerCertificate is an HTTPS listener's certificate: the first of its certificateRefs
+// that names a TLS Secret of the Gateway's own namespace holding a valid key pair, or why none
+// does. Secrets of other namespaces are refused (ReferenceGrant for certificates is not
+// supported yet; the controller reports RefNotPermitted on the listener).
+func (b *builder) listenerCertificate(gw *gatewayv1.Gateway, l gatewayv1.Listener) (*tls.Certificate, string) {
+	if l.TLS == nil || len(l.TLS.CertificateRefs) == 0 {
+		return nil, "no certificateRefs"
+	}
+	if l.TLS.Mode != nil && *l.TLS.Mode != gatewayv1.TLSModeTerminate {
+		return nil, fmt.Sprintf("TLS mode %s is not supported", *l.TLS.Mode)
+	}
+	var problems []string
+	for _, ref := range l.TLS.CertificateRefs {
+		name := types.NamespacedName{Namespace: gw.Namespace, Name: string(ref.Name)}
+		switch {
+		case ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Secret":
+			problems = append(problems, fmt.Sprintf("%s is not a core Secret", ref.Name))
+			continue
+		case ref.Namespace != nil && string(*ref.Namespace) != gw.Namespace:
+			problems = append(problems, fmt.Sprintf("Secret %s/%s is in another namespace", *ref.Namespace, ref.Name))
+			continue
+		}
+		sec := b.secrets[name]
+		if sec == nil {
+			problems = append(problems, fmt.Sprintf("Secret %s not found", name))
+			continue
+		}
+		if sec.Type != corev1.SecretTypeTLS {
+			problems = append(problems, fmt.Sprintf("Secret %s is of type %q, not %s", name, sec.Type, corev1.SecretTypeTLS))
+			continue
+		}
+		cert, err := tls.X509KeyPair(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("Secret %s: %v", name, err))
+			continue
+		}
+		return &cert, ""
+	}
+	return nil, strings.Join(problems, "; ")
 }
 
 // hostnameMatches reports whether a listener or route hostname ("" any, "*.s" any host under
@@ -180,7 +252,7 @@ type gatewayRule struct {
 // buildGateway compiles the HTTPRoutes attached to Input.Gateway (Ingresses are not read).
 func (b *builder) buildGateway() {
 	gw := b.in.Gateway
-	st := &GatewayStatus{AttachedRoutes: map[string]int32{}}
+	st := &GatewayStatus{AttachedRoutes: map[string]int32{}, CertificateProblems: map[string]string{}}
 	gt := &gatewayTable{ports: map[int32][]*gwListener{}}
 	listeners := make([]*gwListener, len(gw.Spec.Listeners))
 	for i, l := range gw.Spec.Listeners {
@@ -190,6 +262,13 @@ func (b *builder) buildGateway() {
 			h = strings.ToLower(string(*l.Hostname))
 		}
 		listeners[i] = &gwListener{name: string(l.Name), hostname: h, hosts: map[string][]gwEntry{}}
+		if l.Protocol == gatewayv1.HTTPSProtocolType {
+			listeners[i].https = true
+			listeners[i].cert, st.CertificateProblems[string(l.Name)] = b.listenerCertificate(gw, l)
+			if st.CertificateProblems[string(l.Name)] == "" {
+				delete(st.CertificateProblems, string(l.Name))
+			}
+		}
 		gt.ports[l.Port] = append(gt.ports[l.Port], listeners[i])
 	}
 	for _, ls := range gt.ports {
