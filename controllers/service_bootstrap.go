@@ -38,32 +38,13 @@ func (r *ServiceReconciler) bootstrap(ctx context.Context) error {
 	if err := r.APIReader.List(ctx, &services); err != nil {
 		return fmt.Errorf("bootstrap: list Services: %w", err)
 	}
-	byKey := map[string]*corev1.Service{}
-	for i := range services.Items {
-		s := &services.Items[i]
-		byKey[serviceKey(s.Namespace, s.Name)] = s
-	}
-
-	held := map[string][]netip.Addr{}
-	stale := 0
-	for _, c := range claims.Items {
-		addr, err := netip.ParseAddr(c.Spec.Address)
-		if err != nil {
-			continue
-		}
-		for _, h := range c.Spec.Holders {
-			key := serviceKey(h.Namespace, h.Name)
-			svc := byKey[key]
-			if svc == nil || svc.UID != h.UID || !r.ours(svc) {
-				if err := r.dropHolder(ctx, c.Name, key); err != nil {
-					return fmt.Errorf("bootstrap: drop stale holder %s of %s: %w", key, c.Name, err)
-				}
-				stale++
-				continue
-			}
-			held[key] = append(held[key], addr.Unmap())
+	plan := planBootstrap(claims.Items, services.Items, r.LBClass)
+	for _, h := range plan.stale {
+		if err := r.dropHolder(ctx, h.claim, h.key); err != nil {
+			return fmt.Errorf("bootstrap: drop stale holder %s of %s: %w", h.key, h.claim, err)
 		}
 	}
+	held, byKey, stale := plan.held, plan.services, len(plan.stale)
 	keys := make([]string, 0, len(held))
 	for k := range held {
 		keys = append(keys, k)
@@ -87,4 +68,44 @@ func (r *ServiceReconciler) bootstrap(ctx context.Context) error {
 	logger.Info("learned existing assignments", "claims", len(claims.Items), "restored", restored, "staleHolders", stale)
 	r.bootstrapped = true
 	return nil
+}
+
+// bootstrapPlan is what bootstrap learns from the claims and Services it read.
+type bootstrapPlan struct {
+	// held are the addresses each live holder's claims hold, by Service key, in claim order.
+	held map[string][]netip.Addr
+	// services are the Services read, by key.
+	services map[string]*corev1.Service
+	// stale are the holders to drop, in claim order: their Service is gone, was replaced (other
+	// UID) or is not one this controller serves.
+	stale []staleHolder
+}
+
+// staleHolder is the holder key of the claim named claim.
+type staleHolder struct{ claim, key string }
+
+// planBootstrap sorts every holder of every claim into held or stale (pure). A claim whose
+// address does not parse is left alone.
+func planBootstrap(claims []v1alpha1.IPAddressClaim, services []corev1.Service, lbClass string) bootstrapPlan {
+	p := bootstrapPlan{held: map[string][]netip.Addr{}, services: map[string]*corev1.Service{}}
+	for i := range services {
+		s := &services[i]
+		p.services[serviceKey(s.Namespace, s.Name)] = s
+	}
+	for _, c := range claims {
+		addr, err := netip.ParseAddr(c.Spec.Address)
+		if err != nil {
+			continue
+		}
+		for _, h := range c.Spec.Holders {
+			key := serviceKey(h.Namespace, h.Name)
+			svc := p.services[key]
+			if svc == nil || svc.UID != h.UID || !servedBy(svc, lbClass) {
+				p.stale = append(p.stale, staleHolder{claim: c.Name, key: key})
+				continue
+			}
+			p.held[key] = append(p.held[key], addr.Unmap())
+		}
+	}
+	return p
 }
