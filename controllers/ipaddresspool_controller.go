@@ -62,50 +62,72 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 		return ctrl.Result{}, fmt.Errorf("get IPAddressPool: %w", err)
 	}
+	st, known := r.Alloc.Stats(pool.Name)
+	if known {
+		r.exportMetrics(pool.Name, st)
+	}
+	status, overlap := desiredPoolStatus(&pool, r.pools.invalidReason(pool.Name), st, known, r.Alloc.Overlaps())
+	if equality.Semantic.DeepEqual(status, &pool.Status) {
+		return ctrl.Result{RequeueAfter: poolResync}, nil
+	}
+	return r.writeStatus(ctx, &pool, status, overlap)
+}
+
+// desiredPoolStatus is the status pool should show (pure): Valid unless the allocator left
+// it out (invalid), the counts of st when the allocator knows the pool, and Overlapping when
+// overlaps involve it. overlap is that condition.
+func desiredPoolStatus(pool *v1alpha1.IPAddressPool, invalid error, st allocator.PoolStats, known bool, overlaps []allocator.Overlap) (*v1alpha1.IPAddressPoolStatus, metav1.Condition) {
 	status := pool.Status.DeepCopy()
 	status.Conditions = slicesClone(pool.Status.Conditions)
 
 	valid := metav1.Condition{Type: v1alpha1.ConditionValid, Status: metav1.ConditionTrue, Reason: "Valid",
 		Message: "the allocator uses this pool", ObservedGeneration: pool.Generation}
-	if err := r.pools.invalidReason(pool.Name); err != nil {
-		valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, "Invalid", err.Error()
+	if invalid != nil {
+		valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, "Invalid", invalid.Error()
 	}
 	meta.SetStatusCondition(&status.Conditions, valid)
 
-	if st, ok := r.Alloc.Stats(pool.Name); ok {
+	if known {
 		status.AssignedIPv4, status.AssignedIPv6 = st.AssignedV4, st.AssignedV6
 		status.AvailableIPv4, status.AvailableIPv6 = st.AvailableV4, st.AvailableV6
-		r.Metrics.InUse.WithLabelValues(pool.Name, "ipv4").Set(float64(st.AssignedV4))
-		r.Metrics.InUse.WithLabelValues(pool.Name, "ipv6").Set(float64(st.AssignedV6))
-		r.Metrics.Usable.WithLabelValues(pool.Name, "ipv4").Set(float64(st.AssignedV4) + float64(st.AvailableV4))
-		r.Metrics.Usable.WithLabelValues(pool.Name, "ipv6").Set(float64(st.AssignedV6) + float64(st.AvailableV6))
 	}
 
 	overlap := metav1.Condition{Type: v1alpha1.ConditionOverlap, Status: metav1.ConditionFalse, Reason: "NoOverlap",
 		Message: "no other pool has any of these addresses", ObservedGeneration: pool.Generation}
-	if msgs := overlapsOf(r.Alloc.Overlaps(), pool.Name); len(msgs) > 0 {
+	if msgs := overlapsOf(overlaps, pool.Name); len(msgs) > 0 {
 		overlap.Status, overlap.Reason = metav1.ConditionTrue, "Overlapping"
 		overlap.Message = "addresses also in " + strings.Join(msgs, "; ") +
 			": an address in several pools is assigned from the first by priority, then name"
 	}
-	wasOverlapping := meta.IsStatusConditionTrue(pool.Status.Conditions, v1alpha1.ConditionOverlap)
 	meta.SetStatusCondition(&status.Conditions, overlap)
+	return status, overlap
+}
 
-	if !equality.Semantic.DeepEqual(status, &pool.Status) {
-		now := time.Now()
-		if equality.Semantic.DeepEqual(status.Conditions, pool.Status.Conditions) {
-			if wait := r.throttle.wait(pool.Name, now, poolStatusInterval); wait > 0 {
-				return ctrl.Result{RequeueAfter: wait}, nil
-			}
+// exportMetrics sets the pool's in-use and usable gauges per family.
+func (r *PoolReconciler) exportMetrics(name string, st allocator.PoolStats) {
+	r.Metrics.InUse.WithLabelValues(name, "ipv4").Set(float64(st.AssignedV4))
+	r.Metrics.InUse.WithLabelValues(name, "ipv6").Set(float64(st.AssignedV6))
+	r.Metrics.Usable.WithLabelValues(name, "ipv4").Set(float64(st.AssignedV4) + float64(st.AvailableV4))
+	r.Metrics.Usable.WithLabelValues(name, "ipv6").Set(float64(st.AssignedV6) + float64(st.AvailableV6))
+}
+
+// writeStatus writes status to pool, at most once per poolStatusInterval when only the counts
+// changed, and records a Warning when the pool starts overlapping another.
+func (r *PoolReconciler) writeStatus(ctx context.Context, pool *v1alpha1.IPAddressPool, status *v1alpha1.IPAddressPoolStatus, overlap metav1.Condition) (ctrl.Result, error) {
+	now := time.Now()
+	if equality.Semantic.DeepEqual(status.Conditions, pool.Status.Conditions) {
+		if wait := r.throttle.wait(pool.Name, now, poolStatusInterval); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
 		}
-		r.throttle.wrote(pool.Name, now)
-		pool.Status = *status
-		if err := r.Client.Status().Update(ctx, &pool); err != nil {
-			return ctrl.Result{}, fmt.Errorf("update IPAddressPool status: %w", err)
-		}
-		if overlap.Status == metav1.ConditionTrue && !wasOverlapping {
-			r.Recorder.Eventf(&pool, nil, corev1.EventTypeWarning, contract.ReasonPoolOverlap, "Validate", "%s", overlap.Message)
-		}
+	}
+	r.throttle.wrote(pool.Name, now)
+	wasOverlapping := meta.IsStatusConditionTrue(pool.Status.Conditions, v1alpha1.ConditionOverlap)
+	pool.Status = *status
+	if err := r.Client.Status().Update(ctx, pool); err != nil {
+		return ctrl.Result{}, fmt.Errorf("update IPAddressPool status: %w", err)
+	}
+	if overlap.Status == metav1.ConditionTrue && !wasOverlapping {
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, contract.ReasonPoolOverlap, "Validate", "%s", overlap.Message)
 	}
 	return ctrl.Result{RequeueAfter: poolResync}, nil
 }
