@@ -161,7 +161,7 @@ func TestProxyGatewayServes(t *testing.T) {
 		}
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	var logs syncBuffer
+	var logs testenv.Buffer
 	done := make(chan int)
 	go func() {
 		done <- run(rctx, []string{"proxy", "--kubeconfig", kubeconfig, "--gateway=infra/gw", "--admin-bind-address", "0",
