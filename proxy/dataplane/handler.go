@@ -94,7 +94,9 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 		if limit > 0 {
 			body = http.MaxBytesReader(w, body, limit)
 		}
-		r.Body = &clientBody{ReadCloser: body, a: a, rc: http.NewResponseController(w), timeout: s.opts.ClientBodyTimeout, s: s}
+		a.body = &clientBody{ReadCloser: body, a: a, rc: http.NewResponseController(w), timeout: s.opts.ClientBodyTimeout, s: s,
+			reading: make(chan struct{}, 1)}
+		r.Body = a.body
 	}
 	be := route.Backend
 	if c := route.Canary; c != nil && canaryChosen(r, &c.CanaryRule) {
@@ -277,9 +279,13 @@ type clientBody struct {
 	timeout time.Duration
 	s       *Server
 	armed   bool
+	// reading holds a token while a Read is in flight (settle waits for it).
+	reading chan struct{}
 }
 
 func (b *clientBody) Read(p []byte) (int, error) {
+	b.reading <- struct{}{}
+	defer func() { <-b.reading }()
 	if b.timeout > 0 {
 		_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
 		b.armed = true
@@ -287,13 +293,27 @@ func (b *clientBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err != nil {
 		b.disarm()
-		if err != io.EOF && b.a.bodyErr.CompareAndSwap(nil, &err) {
+		// Counted before it is published: whoever answers for it sees the count (one
+		// goroutine reads a body, so the first error is counted once).
+		if err != io.EOF && b.a.bodyErr.Load() == nil {
 			if isTimeout(err) {
 				b.s.limitHit(limitClientBody)
 			}
+			b.a.bodyErr.CompareAndSwap(nil, &err)
 		}
 	}
 	return n, err
+}
+
+// settle waits, at most limit, for a Read in flight to return (and record its error).
+func (b *clientBody) settle(limit time.Duration) {
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case b.reading <- struct{}{}:
+		<-b.reading
+	case <-t.C:
+	}
 }
 
 func (b *clientBody) Close() error {

@@ -38,6 +38,8 @@ type attempt struct {
 	// bodyErr is the client's request body's failure (malformed, too large, too slow), set
 	// by the goroutine that writes the body to the backend.
 	bodyErr atomic.Pointer[error]
+	// body is the client's request body while it is forwarded (nil without one).
+	body *clientBody
 }
 
 type attemptKey struct{}
@@ -231,6 +233,13 @@ func (s *Server) failed(w http.ResponseWriter, r *http.Request, a *attempt, err 
 	}
 	code := http.StatusBadGateway
 	var mbe *http.MaxBytesError
+	if a != nil && a.body != nil && a.bodyErr.Load() == nil && r.Context().Err() != nil {
+		// The server cancels the request's context when a read of the client's connection
+		// fails, before that read's error reaches the body's reader: the round trip can end
+		// on the cancellation first. Let the read in flight record its error, so a stalled
+		// or broken body is still answered as the client's fault.
+		a.body.settle(time.Second)
+	}
 	switch {
 	case a != nil && a.bodyErr.Load() != nil:
 		err = *a.bodyErr.Load()
