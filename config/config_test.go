@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-const skipMessage = "needs a real kube-apiserver + etcd: set KUBEBUILDER_ASSETS or run 'make test-integration'"
 
 // docs splits a multi-document YAML file.
 func docs(t *testing.T, path string) [][]byte {
