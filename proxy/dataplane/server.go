@@ -55,35 +55,10 @@ type Server struct {
 	reencodeQueries bool
 }
 
-// New returns a data plane with no table: every request gets 503 until the first Swap.
-func New(opts Options) (*Server, error) {
-	if err := opts.defaults(); err != nil {
-		return nil, err
-	}
-	s := &Server{opts: opts, registry: balancer.NewRegistry(), defCert: opts.DefaultCertificate,
-		reencodeQueries: strings.Contains(os.Getenv("GODEBUG"), "urlmaxqueryparams"),
-		paths:           pathPolicy{slashes: opts.EscapedSlashes, mergeSlashes: !opts.KeepDuplicateSlashes},
-		httpPort:        strconv.Itoa(opts.PublicHTTPPort), httpsPort: strconv.Itoa(opts.PublicHTTPSPort),
-		affinityKey: opts.AffinityKey,
-		limits:      newLimiters(),
-		auth:        newBasicAuth(),
-	}
-	if opts.ServerHeader != "-" {
-		s.serverHeader = []string{opts.ServerHeader}
-	}
-	if len(s.affinityKey) == 0 {
-		s.affinityKey = make([]byte, 32)
-		if _, err := rand.Read(s.affinityKey); err != nil {
-			return nil, fmt.Errorf("generate affinity cookie key: %w", err)
-		}
-	}
-	if s.defCert == nil {
-		c, err := SelfSignedCertificate("metalgate-proxy-default")
-		if err != nil {
-			return nil, err
-		}
-		s.defCert = c
-	}
+// transports sets up the forwarding transports of s: its own HTTP/1.1 transport (h1), HTTP/2
+// without TLS (h2c), HTTP/2 over TLS per destination (tls), and, for tests, the standard
+// library's HTTP/1.1 (std).
+func (s *Server) transports(opts Options) {
 	// The h1 transport bounds each dial itself (ConnectTimeout, or the route's); http.Transport
 	// (h2c backends) gets a dialer with the timeout.
 	dial, dialTimed := opts.DialContext, opts.DialContext
@@ -126,6 +101,38 @@ func New(opts Options) (*Server, error) {
 		responseTimeout: opts.ResponseHeaderTimeout, readTimeout: opts.UpstreamReadTimeout,
 		maxHeaderBytes: opts.MaxResponseHeaderBytes, max1xx: opts.Max1xxResponses,
 		discarded: s.discarded, idle: map[string][]*h1Conn{}}
+}
+
+// New returns a data plane with no table: every request gets 503 until the first Swap.
+func New(opts Options) (*Server, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, registry: balancer.NewRegistry(), defCert: opts.DefaultCertificate,
+		reencodeQueries: strings.Contains(os.Getenv("GODEBUG"), "urlmaxqueryparams"),
+		paths:           pathPolicy{slashes: opts.EscapedSlashes, mergeSlashes: !opts.KeepDuplicateSlashes},
+		httpPort:        strconv.Itoa(opts.PublicHTTPPort), httpsPort: strconv.Itoa(opts.PublicHTTPSPort),
+		affinityKey: opts.AffinityKey,
+		limits:      newLimiters(),
+		auth:        newBasicAuth(),
+	}
+	if opts.ServerHeader != "-" {
+		s.serverHeader = []string{opts.ServerHeader}
+	}
+	if len(s.affinityKey) == 0 {
+		s.affinityKey = make([]byte, 32)
+		if _, err := rand.Read(s.affinityKey); err != nil {
+			return nil, fmt.Errorf("generate affinity cookie key: %w", err)
+		}
+	}
+	if s.defCert == nil {
+		c, err := SelfSignedCertificate("metalgate-proxy-default")
+		if err != nil {
+			return nil, err
+		}
+		s.defCert = c
+	}
+	s.transports(opts)
 	s.proxy = &httputil.ReverseProxy{
 		Rewrite:        s.rewrite,
 		Transport:      (*upstream)(s),
