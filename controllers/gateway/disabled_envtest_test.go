@@ -2,14 +2,13 @@ package gateway_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/metalgate/metalgate/controllers/gateway"
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 // TestSetupWithoutGatewayAPI: on an API server without the Gateway API CRDs, Setup registers
@@ -17,17 +16,7 @@ import (
 // a test that installs only metalgate's CRDs keeps working).
 func TestSetupWithoutGatewayAPI(t *testing.T) {
 	needAPIServer(t)
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		Scheme:                scheme,
-	}
-	env.ControlPlaneStartTimeout = cfgStartTimeout
-	c, err := env.Start()
-	if err != nil {
-		t.Fatalf("start a second envtest: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	c := testenv.Start(t, testenv.Options{CRDs: []string{testenv.MetalgateCRDs}, Scheme: scheme}).Config
 	mgr, err := ctrl.NewManager(c, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/controllers"
 	"github.com/metalgate/metalgate/controllers/gateway"
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 const wait = 30 * time.Second
@@ -434,18 +435,17 @@ func TestGatewayStatusOnlyByLeader(t *testing.T) {
 		o.LeaderElectionReleaseOnCancel = true
 	})
 	// Not leading: for a few seconds (many retry periods) nothing is written.
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
+	testenv.Holds(t, 3*time.Second, "a controller that is not the leader writes nothing", func() error {
 		got := getGateway(t, ns, "led")
 		var gotClass gwv1.GatewayClass
 		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(gc), &gotClass); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if got.ResourceVersion != g.ResourceVersion || gotClass.ResourceVersion != gc.ResourceVersion || len(gatewayServices(t, ns, "led")) != 0 {
-			t.Fatalf("a controller that is not the leader wrote: Gateway %+v, class %+v", got.Status, gotClass.Status)
+			return fmt.Errorf("it wrote: Gateway %+v, class %+v", got.Status, gotClass.Status)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	// The other holder goes away: the controller leads and programs the Gateway.
 	if err := k8sClient.Delete(context.Background(), lease); err != nil {
 		t.Fatal(err)

@@ -2,17 +2,15 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +20,6 @@ import (
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
@@ -31,71 +28,37 @@ import (
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/controllers"
 	"github.com/metalgate/metalgate/controllers/gateway"
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
-// The tests in this package run against a real kube-apiserver and etcd started by envtest from
-// KUBEBUILDER_ASSETS, with metalgate's CRDs and the Gateway API CRDs that config/ installs.
-// Without it, every test says it is skipped and why.
+// The tests in this package run against a real kube-apiserver and etcd (internal/testenv,
+// from KUBEBUILDER_ASSETS), with metalgate's CRDs and the Gateway API CRDs that config/
+// installs, and dual-stack Service ranges. Without it, every test says it is skipped and why.
 
 var (
+	kube      *testenv.Env // nil without KUBEBUILDER_ASSETS: needAPIServer skips
 	cfg       *rest.Config
 	k8sClient client.Client
 	scheme    = runtime.NewScheme()
-	skipWhy   string
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		skipWhy = "needs a real kube-apiserver + etcd: set KUBEBUILDER_ASSETS or run 'make test-integration'"
-		os.Exit(m.Run())
-	}
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
 	_ = gwv1.Install(scheme)
 	_ = gwv1beta1.Install(scheme)
-	env := &envtest.Environment{
-		CRDDirectoryPaths: []string{
-			filepath.Join("..", "..", "config", "crd", "bases"),
-			filepath.Join("..", "..", "config", "gateway-api", "crds"),
-		},
-		ErrorIfCRDPathMissing: true,
-		Scheme:                scheme,
-	}
-	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
-		env.ControlPlaneStartTimeout = cfgStartTimeout
-	}
-	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16,fd00:10:96::/112")
-	var err error
-	if cfg, err = env.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "start envtest:", err)
-		os.Exit(1)
-	}
-	cfg.QPS, cfg.Burst = 500, 1000
-	if k8sClient, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, "client:", err)
-		os.Exit(1)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllers.DefaultNamespace}}
-	if err := k8sClient.Create(context.Background(), ns); err != nil {
-		fmt.Fprintln(os.Stderr, "create namespace:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop envtest:", err)
-	}
-	os.Exit(code)
+	opts := testenv.Options{CRDs: []string{testenv.MetalgateCRDs, testenv.GatewayCRDs}, DualStack: true, Scheme: scheme}
+	os.Exit(testenv.Main(m, opts, func(e *testenv.Env) error {
+		kube, cfg, k8sClient = e, e.Config, e.Client
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllers.DefaultNamespace}}
+		if err := k8sClient.Create(context.Background(), ns); err != nil {
+			return fmt.Errorf("create namespace: %w", err)
+		}
+		return nil
+	}))
 }
 
-// cfgStartTimeout: envtest's 20 s is not enough on a loaded 2-core machine.
-const cfgStartTimeout = 3 * time.Minute
-
-func needAPIServer(t *testing.T) {
-	t.Helper()
-	if skipWhy != "" {
-		t.Skip(skipWhy)
-	}
-}
+func needAPIServer(t *testing.T) { t.Helper(); kube.Need(t) }
 
 // startController runs one controller manager — the Service allocator and the Gateway
 // controllers, as `metalgate controller` does — until the returned stop function is called
@@ -109,7 +72,7 @@ func startController(t *testing.T, elect func(*ctrl.Options)) (stop func()) {
 func startControllerWith(t *testing.T, elect func(*ctrl.Options), gwOpts gateway.Options) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	ctx = logr.NewContext(ctx, bufferedLogger(t))
+	ctx = logr.NewContext(ctx, testenv.Logger(t, "controller"))
 	opts := ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -152,24 +115,6 @@ func startControllerWith(t *testing.T, elect func(*ctrl.Options), gwOpts gateway
 	}
 	t.Cleanup(stop)
 	return stop
-}
-
-// bufferedLogger collects the controller's logs and prints them only if the test fails.
-func bufferedLogger(t *testing.T) logr.Logger {
-	var mu sync.Mutex
-	var buf strings.Builder
-	t.Cleanup(func() {
-		if t.Failed() {
-			mu.Lock()
-			defer mu.Unlock()
-			t.Logf("controller log:\n%s", buf.String())
-		}
-	})
-	return funcr.New(func(prefix, args string) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(&buf, "%s %s %s\n", time.Now().Format("15:04:05.000"), prefix, args)
-	}, funcr.Options{Verbosity: 1})
 }
 
 // namespace creates a namespace for one test.
@@ -247,21 +192,15 @@ func newGateway(t *testing.T, ns, name, class string, opts ...gwOpt) *gwv1.Gatew
 	return g
 }
 
-// eventually polls cond every 50ms until it returns "" or the deadline passes; then it fails
-// with the last reason.
+// eventually is testenv.Eventually for conditions that say what they saw ("" for true).
 func eventually(t *testing.T, timeout time.Duration, cond func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		if last = cond(); last == "" {
-			return
+	testenv.Eventually(t, timeout, "condition", func() error {
+		if why := cond(); why != "" {
+			return errors.New(why)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not true after %v: %s", timeout, last)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func getGateway(t *testing.T, ns, name string) *gwv1.Gateway {
