@@ -81,22 +81,8 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 		return
 	}
 	rewritePath(r, route)
-	limit := route.Options.MaxBodyBytes
-	if limit == 0 {
-		limit = s.opts.MaxBodyBytes
-	}
-	if r.Body != nil && r.Body != http.NoBody {
-		if limit > 0 && r.ContentLength > limit {
-			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-			return
-		}
-		body := r.Body
-		if limit > 0 {
-			body = http.MaxBytesReader(w, body, limit)
-		}
-		a.body = &clientBody{ReadCloser: body, a: a, rc: http.NewResponseController(w), timeout: s.opts.ClientBodyTimeout, s: s,
-			reading: make(chan struct{}, 1)}
-		r.Body = a.body
+	if !s.limitBody(w, r, route, a) {
+		return
 	}
 	be := route.Backend
 	if c := route.Canary; c != nil && canaryChosen(r, &c.CanaryRule) {
@@ -115,6 +101,48 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 		a.reqID = newRequestID()
 	}
 	w.reqID = a.reqID
+	balanceBy(r, p, a)
+	if s.takesDirectPath(r, p) {
+		s.forwardDirect(w, r, a)
+		return
+	}
+	if strings.EqualFold(r.Header.Get("Upgrade"), "h2c") {
+		// An h2c upgrade through the proxy would be a tunnel to the backend in which the
+		// client sends any request it likes, past routing ("h2c smuggling"): forward the
+		// request without the upgrade.
+		r.Header.Del("Upgrade")
+	}
+	s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), attemptKey{}, a)))
+}
+
+// limitBody applies the route's body limit (else the server's): a request that declares a
+// larger body is answered 413 and limitBody returns false; any other body is wrapped so that
+// reading past the limit fails and a stalled client is noticed (clientBody).
+func (s *Server) limitBody(w *responseWriter, r *http.Request, route *table.Route, a *attempt) bool {
+	limit := route.Options.MaxBodyBytes
+	if limit == 0 {
+		limit = s.opts.MaxBodyBytes
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	if limit > 0 && r.ContentLength > limit {
+		http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+		return false
+	}
+	body := r.Body
+	if limit > 0 {
+		body = http.MaxBytesReader(w, body, limit)
+	}
+	a.body = &clientBody{ReadCloser: body, a: a, rc: http.NewResponseController(w), timeout: s.opts.ClientBodyTimeout, s: s,
+		reading: make(chan struct{}, 1)}
+	r.Body = a.body
+	return true
+}
+
+// balanceBy sets what the balancer of p hashes for r (a.key: a header, a cookie or the
+// client address) and the endpoint an affinity cookie pins (a.pinned).
+func balanceBy(r *http.Request, p *pool, a *attempt) {
 	bal := p.backend.Balance
 	switch bal.HashBy {
 	case table.HashByHeader:
@@ -131,17 +159,6 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 			a.pinned = p.byCookie[c.Value]
 		}
 	}
-	if s.takesDirectPath(r, p) {
-		s.forwardDirect(w, r, a)
-		return
-	}
-	if strings.EqualFold(r.Header.Get("Upgrade"), "h2c") {
-		// An h2c upgrade through the proxy would be a tunnel to the backend in which the
-		// client sends any request it likes, past routing ("h2c smuggling"): forward the
-		// request without the upgrade.
-		r.Header.Del("Upgrade")
-	}
-	s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), attemptKey{}, a)))
 }
 
 // normalize rewrites r's path to its normalised form (path.go), which routing and both
