@@ -312,12 +312,14 @@ func (b *bench) startAPIServer() error {
 // startNetns creates the node namespace (eth0 on a veth pair to the client namespace, the
 // backends' /16 on lo) and the relay to the API server inside it.
 func (b *bench) startNetns() error {
-	b.nsNode, b.nsCli = b.o.Prefix+"scale-n", b.o.Prefix+"scale-c"
-	for _, ns := range []string{b.nsNode, b.nsCli} {
+	node, cli := b.o.Prefix+"scale-n", b.o.Prefix+"scale-c"
+	for _, ns := range []string{node, cli} {
 		if _, err := os.Stat(filepath.Join("/run/netns", ns)); err == nil {
-			return fmt.Errorf("network namespace %s exists (a previous run?): ip netns del %s", ns, ns)
+			return fmt.Errorf("network namespace %s exists (another run, or a previous one's leftover: ip netns del %s)", ns, ns)
 		}
 	}
+	// Set only now: cleanup deletes b.nsNode and b.nsCli, never another run's namespaces.
+	b.nsNode, b.nsCli = node, cli
 	cmds := [][]string{
 		{"ip", "netns", "add", b.nsNode},
 		{"ip", "netns", "add", b.nsCli},
