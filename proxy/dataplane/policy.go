@@ -52,6 +52,11 @@ func (s *Server) answer(w *responseWriter, r *http.Request, route *table.Route, 
 		http.Redirect(w, r, rd.URL, rd.Code)
 		return true
 	}
+	if rr := p.RequestRedirect; rr != nil {
+		w.Header().Set("Location", redirectLocation(r, route, rr))
+		w.WriteHeader(rr.Code)
+		return true
+	}
 	if p.HTTPSRedirect != 0 && (!p.HTTPSOnlyTLS || route.TLS) && s.forwarded(r, a).proto != "https" {
 		host := r.Host
 		if h, _, err := net.SplitHostPort(host); err == nil {
@@ -147,6 +152,64 @@ func corsHeaders(h http.Header, c *table.CORS, origin string) {
 	}
 }
 
+// redirectLocation is the Location of a RequestRedirect for r, which route matched: each part
+// the request's own unless rr sets it; the port left out when it is the scheme's well-known
+// one (Gateway API: no port for http on 80 or https on 443).
+func redirectLocation(r *http.Request, route *table.Route, rr *table.RequestRedirect) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	host, port := strings.TrimSuffix(strings.TrimPrefix(r.Host, "["), "]"), ""
+	if h, p, err := net.SplitHostPort(r.Host); err == nil {
+		host, port = h, p
+	}
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+			port = strconv.Itoa(int(ap.Port())) // the listener's port
+		}
+	}
+	if rr.Scheme != "" {
+		scheme, port = rr.Scheme, "" // the new scheme's well-known port
+	}
+	if rr.Host != "" {
+		host = rr.Host
+	}
+	if rr.Port != 0 {
+		port = strconv.Itoa(rr.Port)
+	}
+	if scheme == "http" && port == "80" || scheme == "https" && port == "443" {
+		port = ""
+	}
+	if port != "" {
+		host = net.JoinHostPort(host, port)
+	} else if strings.Contains(host, ":") {
+		host = "[" + host + "]" // an IPv6 literal
+	}
+	u := url.URL{Scheme: scheme, Host: host, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	switch {
+	case rr.FullPath != nil:
+		u.Path, u.RawPath = *rr.FullPath, ""
+	case rr.PrefixPath != nil:
+		u.Path, u.RawPath = replacePrefix(route, *rr.PrefixPath, r.URL.Path), ""
+	}
+	return u.String()
+}
+
+// replacePrefix is path with the prefix route matched replaced by target (an Exact route's
+// whole path is the prefix).
+func replacePrefix(route *table.Route, target, path string) string {
+	if route.PathType == "Exact" {
+		return target
+	}
+	rest := strings.TrimPrefix(path, strings.TrimRight(route.Path, "/"))
+	out := strings.TrimRight(target, "/") + rest
+	if out == "" || out[0] != '/' {
+		out = "/" + out
+	}
+	return out
+}
+
 // rewritePath applies the route's rewrite to r's path (the query is kept): the matched prefix
 // replaced by the target, or with a regex route the whole path replaced by the target with
 // $1…$9 from the route's groups.
@@ -167,12 +230,7 @@ func rewritePath(r *http.Request, route *table.Route) {
 	case route.PathType == "Exact":
 		out = rw.Target
 	default:
-		prefix := strings.TrimRight(route.Path, "/")
-		rest := strings.TrimPrefix(path, prefix)
-		out = strings.TrimRight(rw.Target, "/") + rest
-		if out == "" || out[0] != '/' {
-			out = "/" + out
-		}
+		out = replacePrefix(route, rw.Target, path)
 	}
 	r.URL.Path, r.URL.RawPath = out, ""
 }

@@ -519,7 +519,7 @@ func (b *builder) compileHTTPRoute(hr *gatewayv1.HTTPRoute, id types.NamespacedN
 			case gatewayv1.HTTPRouteFilterResponseHeaderModifier:
 				opts.Policy.ResponseHeaders, why = headerEdits(f.ResponseHeaderModifier)
 			case gatewayv1.HTTPRouteFilterRequestRedirect:
-				opts.Policy.HTTPSRedirect, why = httpsRedirect(f.RequestRedirect)
+				opts.Policy.RequestRedirect, why = requestRedirect(f.RequestRedirect)
 			case gatewayv1.HTTPRouteFilterURLRewrite:
 				why = urlRewrite(f.URLRewrite, &opts.Policy, &fullPath)
 			default:
@@ -652,27 +652,43 @@ func headerEdits(f *gatewayv1.HTTPHeaderFilter) (HeaderEdits, string) {
 	return e, ""
 }
 
-// httpsRedirect maps a RequestRedirect onto what the data plane serves today: the redirect
-// of plain-HTTP requests to https:// on the same host and path (Policy.HTTPSRedirect).
-// Hostname, port and path redirects need a redirect that keeps the request's other parts,
-// which the data plane does not have yet.
-func httpsRedirect(f *gatewayv1.HTTPRequestRedirectFilter) (int, string) {
+// requestRedirect maps a RequestRedirect filter onto Policy.RequestRedirect.
+func requestRedirect(f *gatewayv1.HTTPRequestRedirectFilter) (*RequestRedirect, string) {
 	if f == nil {
-		return 0, "the filter's settings are missing"
+		return nil, "the filter's settings are missing"
 	}
-	if f.Scheme == nil || *f.Scheme != "https" || f.Hostname != nil || f.Port != nil || f.Path != nil {
-		return 0, "requestRedirect: only scheme https (with statusCode) is supported yet; hostname, port and path redirects are not"
-	}
-	code := http.StatusFound
+	rr := &RequestRedirect{Code: http.StatusFound}
 	if f.StatusCode != nil {
-		code = *f.StatusCode
+		rr.Code = *f.StatusCode
 	}
-	switch code {
+	switch rr.Code {
 	case 301, 302, 303, 307, 308:
 	default:
-		return 0, fmt.Sprintf("requestRedirect.statusCode %d is not a redirect", code)
+		return nil, fmt.Sprintf("requestRedirect.statusCode %d is not a redirect", rr.Code)
 	}
-	return code, ""
+	if f.Scheme != nil {
+		if *f.Scheme != "http" && *f.Scheme != "https" {
+			return nil, fmt.Sprintf("requestRedirect.scheme %q: http or https", *f.Scheme)
+		}
+		rr.Scheme = *f.Scheme
+	}
+	if f.Hostname != nil {
+		rr.Host = strings.ToLower(string(*f.Hostname))
+	}
+	if f.Port != nil {
+		rr.Port = int(*f.Port)
+	}
+	if pm := f.Path; pm != nil {
+		switch {
+		case pm.Type == gatewayv1.FullPathHTTPPathModifier && pm.ReplaceFullPath != nil:
+			rr.FullPath = pm.ReplaceFullPath
+		case pm.Type == gatewayv1.PrefixMatchHTTPPathModifier && pm.ReplacePrefixMatch != nil:
+			rr.PrefixPath = pm.ReplacePrefixMatch
+		default:
+			return nil, fmt.Sprintf("requestRedirect.path.type %s is not supported (or its value is missing)", pm.Type)
+		}
+	}
+	return rr, ""
 }
 
 // urlRewrite maps a URLRewrite onto UpstreamHost and Rewrite; a full-path replacement is

@@ -246,10 +246,10 @@ func TestGatewayAttachment(t *testing.T) {
 			route: httpRoute("infra", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{
 				Matches:     []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptr(gatewayv1.PathMatchRegularExpression), Value: ptr("/a.*")}}},
 				BackendRefs: web.BackendRefs}), wantAccepted: "False/UnsupportedValue", wantRefs: resolved, probes: []probe{{80, "x", "/a", ""}}},
-		{name: "unsupported redirect: hostname",
+		{name: "unsupported redirect: a scheme other than http or https",
 			route: httpRoute("infra", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{
 				Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestRedirect,
-					RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Hostname: ptr(gatewayv1.PreciseHostname("a.example"))}}}}),
+					RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Scheme: ptr("javascript")}}}}),
 			wantAccepted: "False/UnsupportedValue", wantRefs: resolved, probes: []probe{{80, "x", "/", ""}}},
 		{name: "unsupported: three weighted backends",
 			route: httpRoute("app", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{BackendRefs: []gatewayv1.HTTPBackendRef{
@@ -455,10 +455,26 @@ func TestGatewayFilters(t *testing.T) {
 			RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "Host", Value: "internal"}}}})},
 		{name: "response header modifier cannot remove Content-Length", refused: true, rule: rule(gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterResponseHeaderModifier,
 			ResponseHeaderModifier: &gatewayv1.HTTPHeaderFilter{Remove: []string{"content-length"}}})},
-		{name: "redirect to a port", refused: true, rule: rule(gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterRequestRedirect,
-			RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Scheme: ptr("https"), Port: ptr(int32(8443))}})},
-		{name: "redirect with a path", refused: true, rule: rule(gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterRequestRedirect,
-			RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Path: &gatewayv1.HTTPPathModifier{Type: gatewayv1.FullPathHTTPPathModifier, ReplaceFullPath: ptr("/x")}}})},
+		{name: "redirect with a status that is not a redirect", refused: true, rule: rule(gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterRequestRedirect,
+			RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{StatusCode: ptr(200)}})},
+		{name: "redirect path modifier without its value", refused: true, rule: rule(gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterRequestRedirect,
+			RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Path: &gatewayv1.HTTPPathModifier{Type: gatewayv1.FullPathHTTPPathModifier}}})},
+		{name: "redirect: scheme, host, port, full path", rule: rule(gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterRequestRedirect,
+			RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Scheme: ptr("https"), Hostname: ptr(gatewayv1.PreciseHostname("B.Example")), Port: ptr(int32(8443)),
+				Path: &gatewayv1.HTTPPathModifier{Type: gatewayv1.FullPathHTTPPathModifier, ReplaceFullPath: ptr("/x")}, StatusCode: ptr(301)}}),
+			check: func(t *testing.T, r *Route) {
+				rr := r.Options.Policy.RequestRedirect
+				if rr == nil || rr.Scheme != "https" || rr.Host != "b.example" || rr.Port != 8443 || rr.FullPath == nil || *rr.FullPath != "/x" || rr.PrefixPath != nil || rr.Code != 301 {
+					t.Errorf("RequestRedirect = %+v", rr)
+				}
+			}},
+		{name: "redirect: prefix path", rule: rule(gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterRequestRedirect,
+			RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Path: &gatewayv1.HTTPPathModifier{Type: gatewayv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: ptr("/new")}}}),
+			check: func(t *testing.T, r *Route) {
+				if rr := r.Options.Policy.RequestRedirect; rr == nil || rr.PrefixPath == nil || *rr.PrefixPath != "/new" || rr.Scheme != "" || rr.Code != 302 {
+					t.Errorf("RequestRedirect = %+v", rr)
+				}
+			}},
 		{name: "request header modifier", rule: rule(gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: headers}),
 			check: func(t *testing.T, r *Route) {
 				e := r.Options.Policy.RequestHeaders
@@ -478,15 +494,15 @@ func TestGatewayFilters(t *testing.T) {
 		{name: "redirect to https, default 302", rule: gatewayv1.HTTPRouteRule{Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestRedirect,
 			RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Scheme: ptr("https")}}}},
 			check: func(t *testing.T, r *Route) {
-				if r.Options.Policy.HTTPSRedirect != 302 || r.Options.Policy.HTTPSOnlyTLS {
-					t.Errorf("HTTPSRedirect = %d, only TLS %v", r.Options.Policy.HTTPSRedirect, r.Options.Policy.HTTPSOnlyTLS)
+				if rr := r.Options.Policy.RequestRedirect; rr == nil || rr.Scheme != "https" || rr.Code != 302 || r.Options.Policy.HTTPSRedirect != 0 {
+					t.Errorf("RequestRedirect = %+v, HTTPSRedirect %d", rr, r.Options.Policy.HTTPSRedirect)
 				}
 			}},
 		{name: "redirect to https, 301", rule: gatewayv1.HTTPRouteRule{Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestRedirect,
 			RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Scheme: ptr("https"), StatusCode: ptr(301)}}}},
 			check: func(t *testing.T, r *Route) {
-				if r.Options.Policy.HTTPSRedirect != 301 {
-					t.Errorf("HTTPSRedirect = %d", r.Options.Policy.HTTPSRedirect)
+				if rr := r.Options.Policy.RequestRedirect; rr == nil || rr.Code != 301 {
+					t.Errorf("RequestRedirect = %+v", rr)
 				}
 			}},
 		{name: "rewrite hostname", rule: rule(rewrite(nil, "internal.example")),

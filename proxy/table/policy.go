@@ -21,6 +21,9 @@ type Policy struct {
 	RateLimit *RateLimit
 	// Redirect answers every request with a redirect instead of forwarding it.
 	Redirect *Redirect
+	// RequestRedirect answers every request with a redirect built from the request (Gateway
+	// API's RequestRedirect filter).
+	RequestRedirect *RequestRedirect
 	// HTTPSRedirect, when not 0, is the status of the redirect to https:// that plain-HTTP
 	// requests get (308). OnlyWithTLS limits it to routes whose host is in spec.tls.
 	HTTPSRedirect int
@@ -58,6 +61,21 @@ type RateLimit struct {
 type Redirect struct {
 	URL  string
 	Code int
+}
+
+// RequestRedirect is a redirect built from the request: each part the request's own unless
+// set. Scheme "" keeps the request's (https when it came over TLS); Host "" keeps its host;
+// Port 0 is the scheme's well-known port when Scheme is set, else the port the request came
+// to; the port is left out of the Location when it is the scheme's well-known one. FullPath
+// replaces the whole path, PrefixPath the prefix the route matched (the rest and the query
+// kept); neither keeps the path.
+type RequestRedirect struct {
+	Scheme     string
+	Host       string
+	Port       int
+	FullPath   *string
+	PrefixPath *string
+	Code       int
 }
 
 // CORS is the cross-origin policy of a route (the Fetch standard's CORS protocol).
