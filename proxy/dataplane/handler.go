@@ -88,6 +88,13 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 	if c := route.Canary; c != nil && canaryChosen(r, &c.CanaryRule) {
 		be = c.Backend
 	}
+	if be.Unresolved {
+		// An HTTPRoute backendRef that names nothing usable (the route's ResolvedRefs says
+		// why): Gateway API answers 500.
+		s.countUpstream("unresolved_backend")
+		http.Error(w, "the route's backend reference does not resolve", http.StatusInternalServerError)
+		return
+	}
 	p := rt.pools[be]
 	if p == nil || len(p.eps) == 0 {
 		s.countUpstream("no_endpoints")

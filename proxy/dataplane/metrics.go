@@ -46,7 +46,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metalgate_proxy_upstream_errors_total",
-			Help: "Requests that failed, by reason (connect, timeout, no_endpoints, tls, tls_settings, client_body, client_gone, response_headers_too_large, too_many_1xx, other).",
+			Help: "Requests that failed, by reason (connect, timeout, no_endpoints, unresolved_backend, tls, tls_settings, client_body, client_gone, response_headers_too_large, too_many_1xx, other).",
 		}, []string{"reason"}),
 		Ejections: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "metalgate_proxy_endpoint_ejections_total",

@@ -98,3 +98,19 @@ func TestRequestRedirectServed(t *testing.T) {
 		}
 	})
 }
+
+// TestUnresolvedBackend: a route to a backendRef that resolves to nothing answers 500 (Gateway
+// API), not 503, on both paths, and counts it.
+func TestUnresolvedBackend(t *testing.T) {
+	forEachPath(t, func(t *testing.T, opts Options) {
+		tab := buildTable(t, route{host: "a.test", path: "/"})
+		for _, r := range tab.Routes() {
+			r.Backend.Unresolved = true
+		}
+		_, addr, _ := startProxy(t, opts, tab)
+		resp, _ := get(t, &http.Client{}, "http://"+addr+"/", map[string]string{"Host": "a.test"})
+		if resp.StatusCode != http.StatusInternalServerError {
+			t.Errorf("status %d, want 500", resp.StatusCode)
+		}
+	})
+}

@@ -715,8 +715,9 @@ func urlRewrite(f *gatewayv1.HTTPURLRewriteFilter, p *Policy, fullPath **string)
 }
 
 // ruleBackends resolves a rule's backendRefs: one backend, or two split by weight (the
-// canary split Ingresses use). An unresolved ref routes to a backend without endpoints
-// (503) and is reported in reason and msg; why names an unsupported value.
+// canary split Ingresses use). An unresolved ref routes to an Unresolved backend (500, the
+// share of the requests its weight gives it) and is reported in reason and msg; why names an
+// unsupported value.
 func (b *builder) ruleBackends(hr *gatewayv1.HTTPRoute, id types.NamespacedName, rule gatewayv1.HTTPRouteRule, opts Options) (be *Backend, canary *Canary, reason gatewayv1.RouteConditionReason, msg, why string) {
 	type weighted struct {
 		be *Backend
@@ -746,8 +747,8 @@ func (b *builder) ruleBackends(hr *gatewayv1.HTTPRoute, id types.NamespacedName,
 	msg = strings.Join(msgs, "; ")
 	switch len(out) {
 	case 0:
-		// No backend, or all of weight 0: the spec answers 500; the data plane 503.
-		return &Backend{Key: "unresolved:" + id.String()}, nil, reason, msg, ""
+		// No backend, or all of weight 0: the spec answers 500.
+		return &Backend{Key: "unresolved:" + id.String(), Unresolved: true}, nil, reason, msg, ""
 	case 1:
 		return out[0].be, nil, reason, msg, ""
 	case 2:
@@ -764,7 +765,7 @@ func (b *builder) gatewayBackend(hr *gatewayv1.HTTPRoute, ref gatewayv1.BackendO
 		ns = string(*ref.Namespace)
 	}
 	svcID := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
-	none := &Backend{Key: "unresolved:" + svcID.String(), Service: svcID}
+	none := &Backend{Key: "unresolved:" + svcID.String(), Service: svcID, Unresolved: true}
 	switch {
 	case ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Service":
 		g, k := "", "Service"

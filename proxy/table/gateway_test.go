@@ -136,7 +136,7 @@ func gatewayWorld(routes []*gatewayv1.HTTPRoute, grants ...*gatewayv1beta1.Refer
 type probe struct {
 	port       int32
 	host, path string
-	want       string // "ns/svc" served with endpoints, "503 ns/svc" unresolved, "" no route
+	want       string // "ns/svc" served with endpoints, "503 ns/svc" without, "500 ns/svc" unresolved, "" no route
 }
 
 func (p probe) check(t *testing.T, tab *Table) {
@@ -146,7 +146,10 @@ func (p probe) check(t *testing.T, tab *Table) {
 	got := ""
 	if r != nil {
 		got = r.Backend.Service.String()
-		if len(r.Backend.Endpoints) == 0 {
+		switch {
+		case r.Backend.Unresolved:
+			got = "500 " + got
+		case len(r.Backend.Endpoints) == 0:
 			got = "503 " + got
 		}
 	}
@@ -189,16 +192,16 @@ func TestGatewayAttachment(t *testing.T) {
 			probes: []probe{{8081, "x", "/", ""}}},
 		{name: "backendRef to another namespace without a ReferenceGrant",
 			route: httpRoute("app", "r", 0, []parent{onGW("http")}, nil, toBackend("other", "web")), wantAccepted: accepted, wantRefs: "False/RefNotPermitted",
-			probes: []probe{{80, "x", "/", "503 other/web"}}},
+			probes: []probe{{80, "x", "/", "500 other/web"}}},
 		{name: "ReferenceGrant for another Service name",
 			route: httpRoute("app", "r", 0, []parent{onGW("http")}, nil, toBackend("other", "web")), grants: []*gatewayv1beta1.ReferenceGrant{grant("other", "app", "db")},
-			wantAccepted: accepted, wantRefs: "False/RefNotPermitted", probes: []probe{{80, "x", "/", "503 other/web"}}},
+			wantAccepted: accepted, wantRefs: "False/RefNotPermitted", probes: []probe{{80, "x", "/", "500 other/web"}}},
 		{name: "ReferenceGrant for routes of another namespace",
 			route: httpRoute("app", "r", 0, []parent{onGW("http")}, nil, toBackend("other", "web")), grants: []*gatewayv1beta1.ReferenceGrant{grant("other", "infra", "")},
-			wantAccepted: accepted, wantRefs: "False/RefNotPermitted", probes: []probe{{80, "x", "/", "503 other/web"}}},
+			wantAccepted: accepted, wantRefs: "False/RefNotPermitted", probes: []probe{{80, "x", "/", "500 other/web"}}},
 		{name: "ReferenceGrant in the route's own namespace does not grant another's Service",
 			route: httpRoute("app", "r", 0, []parent{onGW("http")}, nil, toBackend("other", "web")), grants: []*gatewayv1beta1.ReferenceGrant{grant("app", "app", "")},
-			wantAccepted: accepted, wantRefs: "False/RefNotPermitted", probes: []probe{{80, "x", "/", "503 other/web"}}},
+			wantAccepted: accepted, wantRefs: "False/RefNotPermitted", probes: []probe{{80, "x", "/", "500 other/web"}}},
 		{name: "hostname outside the listener's",
 			route: httpRoute("infra", "r", 0, []parent{onGW("same")}, []string{"evil.com"}, web), wantAccepted: "False/NoMatchingListenerHostname", wantRefs: resolved,
 			probes: []probe{{8080, "evil.com", "/", ""}, {8080, "a.example.com", "/", ""}}},
@@ -231,13 +234,13 @@ func TestGatewayAttachment(t *testing.T) {
 				r := toBackend("", "web")
 				r.BackendRefs[0].Kind = ptr(gatewayv1.Kind("ConfigMap"))
 				return r
-			}()), wantAccepted: accepted, wantRefs: "False/InvalidKind", probes: []probe{{80, "x", "/", "503 infra/web"}}},
+			}()), wantAccepted: accepted, wantRefs: "False/InvalidKind", probes: []probe{{80, "x", "/", "500 infra/web"}}},
 		{name: "backendRef to a missing Service",
 			route: httpRoute("infra", "r", 0, []parent{onGW("http")}, nil, toBackend("", "gone")), wantAccepted: accepted, wantRefs: "False/BackendNotFound",
-			probes: []probe{{80, "x", "/", "503 infra/gone"}}},
+			probes: []probe{{80, "x", "/", "500 infra/gone"}}},
 		{name: "backendRef to a port the Service lacks",
 			route:        httpRoute("infra", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{BackendRefs: []gatewayv1.HTTPBackendRef{backendRef("", "web", 81, -1)}}),
-			wantAccepted: accepted, wantRefs: "False/BackendNotFound", probes: []probe{{80, "x", "/", "503 infra/web"}}},
+			wantAccepted: accepted, wantRefs: "False/BackendNotFound", probes: []probe{{80, "x", "/", "500 infra/web"}}},
 		{name: "unsupported filter: the route serves nothing",
 			route: httpRoute("infra", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{
 				Filters:     []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestMirror, RequestMirror: &gatewayv1.HTTPRequestMirrorFilter{}}},
@@ -275,7 +278,7 @@ func TestGatewayAttachment(t *testing.T) {
 			probes: []probe{{80, "x", "/", "app/web"}, {8081, "x", "/", "app/web"}, {8080, "a.example.com", "/", ""}, {9000, "x", "/", ""}}},
 		{name: "a rule without backendRefs answers 503, resolved",
 			route: httpRoute("infra", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{}), wantAccepted: accepted, wantRefs: resolved,
-			probes: []probe{{80, "x", "/", "503 /"}}},
+			probes: []probe{{80, "x", "/", "500 /"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

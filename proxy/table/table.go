@@ -77,6 +77,10 @@ type Backend struct {
 	// States lists every endpoint of the port in the EndpointSlices, routed or not, with its
 	// conditions, sorted by address. Only debugging reads it (why is a pod not in Endpoints?).
 	States []EndpointState
+	// Unresolved is set for what an HTTPRoute backendRef names when it names nothing usable
+	// (no such Service or port, not a Service, another namespace without a grant; a rule
+	// without backendRefs): its requests get 500, as Gateway API says, not 503.
+	Unresolved bool
 }
 
 // EndpointState is one endpoint address of a backend with its EndpointSlice conditions.
