@@ -84,6 +84,11 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 	if !s.limitBody(w, r, route, a) {
 		return
 	}
+	if d := route.Options.Policy.RequestTimeout; d > 0 && r.Header.Get("Upgrade") == "" {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
 	be := route.Backend
 	if c := route.Canary; c != nil && canaryChosen(r, &c.CanaryRule) {
 		be = c.Backend

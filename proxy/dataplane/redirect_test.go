@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/metalgate/metalgate/proxy/table"
 )
@@ -112,5 +113,39 @@ func TestUnresolvedBackend(t *testing.T) {
 		if resp.StatusCode != http.StatusInternalServerError {
 			t.Errorf("status %d, want 500", resp.StatusCode)
 		}
+	})
+}
+
+// TestRouteRequestTimeout: a route's RequestTimeout (HTTPRoute timeouts) answers 504 when the
+// backend has not answered by then, on both paths, and does not touch a faster backend.
+func TestRouteRequestTimeout(t *testing.T) {
+	forEachPath(t, func(t *testing.T, opts Options) {
+		release := make(chan struct{})
+		t.Cleanup(func() { close(release) })
+		slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+			}
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		t.Cleanup(slow.Close)
+		tab := buildTable(t, route{host: "a.test", path: "/", endpoints: []string{hostport(slow)}})
+		for _, r := range tab.Routes() {
+			r.Options.Policy.RequestTimeout = 200 * time.Millisecond
+		}
+		_, addr, _ := startProxy(t, opts, tab)
+		c := &http.Client{Timeout: 10 * time.Second}
+		start := time.Now()
+		resp, _ := get(t, c, "http://"+addr+"/slow", map[string]string{"Host": "a.test"})
+		if took := time.Since(start); resp.StatusCode != http.StatusGatewayTimeout || took > 5*time.Second {
+			t.Errorf("a backend slower than the route's timeout: %d after %v, want 504 after about 200ms", resp.StatusCode, took)
+		}
+		if resp, _ := get(t, c, "http://"+addr+"/fast", map[string]string{"Host": "a.test"}); resp.StatusCode != http.StatusNoContent {
+			t.Errorf("a fast backend: %d, want 204", resp.StatusCode)
+		}
+		c.CloseIdleConnections()
 	})
 }

@@ -233,7 +233,7 @@ func (s *Server) failed(w http.ResponseWriter, r *http.Request, a *attempt, err 
 	}
 	code := http.StatusBadGateway
 	var mbe *http.MaxBytesError
-	if a != nil && a.body != nil && a.bodyErr.Load() == nil && r.Context().Err() != nil {
+	if a != nil && a.body != nil && a.bodyErr.Load() == nil && errors.Is(r.Context().Err(), context.Canceled) {
 		// The server cancels the request's context when a read of the client's connection
 		// fails, before that read's error reaches the body's reader: the round trip can end
 		// on the cancellation first. Let the read in flight record its error, so a stalled

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -510,6 +511,12 @@ func (b *builder) compileHTTPRoute(hr *gatewayv1.HTTPRoute, id types.NamespacedN
 		if why := ruleUnsupported(rule); why != "" {
 			return nil, field + "." + why, "", ""
 		}
+		if rule.Timeouts != nil {
+			var why string
+			if opts.Policy.RequestTimeout, why = routeTimeout(rule.Timeouts); why != "" {
+				return nil, field + ".timeouts." + why, "", ""
+			}
+		}
 		for fi, f := range rule.Filters {
 			ff := fmt.Sprintf("%s.filters[%d]", field, fi)
 			var why string
@@ -569,8 +576,6 @@ var matchAll = regexp.MustCompile(`^(?s).*$`)
 // ruleUnsupported names a rule field metalgate does not implement, or "".
 func ruleUnsupported(rule gatewayv1.HTTPRouteRule) string {
 	switch {
-	case rule.Timeouts != nil:
-		return "timeouts: not supported yet"
 	case rule.Retry != nil:
 		return "retry: not supported"
 	case rule.SessionPersistence != nil:
@@ -650,6 +655,30 @@ func headerEdits(f *gatewayv1.HTTPHeaderFilter) (HeaderEdits, string) {
 		e.Remove = append(e.Remove, canonicalHeader(n))
 	}
 	return e, ""
+}
+
+// routeTimeout is the deadline of a rule's timeouts: the shorter of request and
+// backendRequest that is set and not zero ("0s" disables one). metalgate sends a request to a
+// backend once (a connect failure is retried before anything is sent), so one deadline over
+// the exchange is both.
+func routeTimeout(t *gatewayv1.HTTPRouteTimeouts) (time.Duration, string) {
+	var out time.Duration
+	for _, f := range []struct {
+		name string
+		v    *gatewayv1.Duration
+	}{{"request", t.Request}, {"backendRequest", t.BackendRequest}} {
+		if f.v == nil {
+			continue
+		}
+		d, err := time.ParseDuration(string(*f.v))
+		if err != nil || d < 0 {
+			return 0, fmt.Sprintf("%s: %q is not a duration", f.name, *f.v)
+		}
+		if d > 0 && (out == 0 || d < out) {
+			out = d
+		}
+	}
+	return out, ""
 }
 
 // requestRedirect maps a RequestRedirect filter onto Policy.RequestRedirect.

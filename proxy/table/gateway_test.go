@@ -258,8 +258,12 @@ func TestGatewayAttachment(t *testing.T) {
 			route: httpRoute("app", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{BackendRefs: []gatewayv1.HTTPBackendRef{
 				backendRef("", "web", 80, 1), backendRef("", "v2", 80, 1), backendRef("", "web", 80, 1)}}),
 			wantAccepted: "False/UnsupportedValue", wantRefs: resolved, probes: []probe{{80, "x", "/", ""}}},
-		{name: "unsupported: timeouts",
-			route:        httpRoute("infra", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{Timeouts: &gatewayv1.HTTPRouteTimeouts{}, BackendRefs: web.BackendRefs}),
+		{name: "unsupported: retry",
+			route:        httpRoute("infra", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{Retry: &gatewayv1.HTTPRouteRetry{}, BackendRefs: web.BackendRefs}),
+			wantAccepted: "False/UnsupportedValue", wantRefs: resolved, probes: []probe{{80, "x", "/", ""}}},
+		{name: "a timeout that is not a duration",
+			route: httpRoute("infra", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{
+				Timeouts: &gatewayv1.HTTPRouteTimeouts{Request: ptr(gatewayv1.Duration("soon"))}, BackendRefs: web.BackendRefs}),
 			wantAccepted: "False/UnsupportedValue", wantRefs: resolved, probes: []probe{{80, "x", "/", ""}}},
 		// What is allowed.
 		{name: "ReferenceGrant lets a route reach another namespace",
@@ -640,5 +644,28 @@ func TestGatewayRouteParents(t *testing.T) {
 	}
 	if n := len(tab.Routes()); n != 1 {
 		t.Errorf("%d routes, want 1 (one listener, one rule)", n)
+	}
+}
+
+func TestRouteTimeout(t *testing.T) {
+	d := func(s string) *gatewayv1.Duration { v := gatewayv1.Duration(s); return &v }
+	for _, tc := range []struct {
+		name string
+		in   gatewayv1.HTTPRouteTimeouts
+		want time.Duration
+		bad  bool
+	}{
+		{"none", gatewayv1.HTTPRouteTimeouts{}, 0, false},
+		{"request", gatewayv1.HTTPRouteTimeouts{Request: d("10s")}, 10 * time.Second, false},
+		{"backendRequest shorter", gatewayv1.HTTPRouteTimeouts{Request: d("10s"), BackendRequest: d("500ms")}, 500 * time.Millisecond, false},
+		{"request 0s disables it", gatewayv1.HTTPRouteTimeouts{Request: d("0s"), BackendRequest: d("2s")}, 2 * time.Second, false},
+		{"hours", gatewayv1.HTTPRouteTimeouts{Request: d("1h")}, time.Hour, false},
+		{"not a duration", gatewayv1.HTTPRouteTimeouts{Request: d("1 minute")}, 0, true},
+		{"negative", gatewayv1.HTTPRouteTimeouts{BackendRequest: d("-1s")}, 0, true},
+	} {
+		got, why := routeTimeout(&tc.in)
+		if got != tc.want || (why != "") != tc.bad {
+			t.Errorf("%s: %v %q, want %v (refused %v)", tc.name, got, why, tc.want, tc.bad)
+		}
 	}
 }

@@ -47,6 +47,10 @@ type Policy struct {
 	RequestHeaders, ResponseHeaders HeaderEdits
 	// Timeouts override the proxy's own for this route's backend (0: the proxy's).
 	Timeouts Timeouts
+	// RequestTimeout, when not 0, bounds the whole exchange with the backend (Gateway API
+	// timeouts): no response head by then is 504; a response still streaming is cut. Not
+	// applied to protocol upgrades (WebSocket), which are long-lived by design.
+	RequestTimeout time.Duration
 }
 
 // RateLimit is a token bucket per client address: RPS requests a second on average, Burst
