@@ -176,6 +176,13 @@ func TestGateway(t *testing.T) {
 		}
 	}
 
+	// The redirect: built from the request, the matched prefix replaced, no port for https.
+	out, err := l.Exec(ctx, "client", "curl", "-sS", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code} %{redirect_url}",
+		"-H", "Host: "+host, url+"/old/page?x=1")
+	if want := "301 https://" + host + "/alpha/page?x=1"; err != nil || strings.TrimSpace(out) != want {
+		t.Errorf("GET /old/page?x=1: %q %v, want %q", out, err, want)
+	}
+
 	// HTTPS: the listener's own certificate (chain verified against the test CA), the same
 	// routes; a server name no HTTPS listener covers gets no handshake at all.
 	eventually(t, 30*time.Second, "curl --cacert <test CA> https://"+host+"/alpha/x reaches alpha", func() error {
@@ -208,7 +215,8 @@ func TestGateway(t *testing.T) {
 }
 
 // gatewayRoute: host, /alpha (PathPrefix) → alpha unless X-Canary: yes (→ beta), /beta
-// (Exact) → beta; every request gets X-Gateway: metalgate.
+// (Exact) → beta; every request gets X-Gateway: metalgate; /old/… is redirected (301) to
+// https://host/alpha/….
 func gatewayRoute(ns, host string) *gwv1.HTTPRoute {
 	prefix, exact := gwv1.PathMatchPathPrefix, gwv1.PathMatchExact
 	backend := func(name string) []gwv1.HTTPBackendRef {
@@ -230,6 +238,10 @@ func gatewayRoute(ns, host string) *gwv1.HTTPRoute {
 				{Matches: []gwv1.HTTPRouteMatch{{Path: path(prefix, "/alpha"), Headers: []gwv1.HTTPHeaderMatch{{Name: "X-Canary", Value: "yes"}}}},
 					Filters: filter, BackendRefs: backend("beta")},
 				{Matches: []gwv1.HTTPRouteMatch{{Path: path(exact, "/beta")}}, Filters: filter, BackendRefs: backend("beta")},
+				{Matches: []gwv1.HTTPRouteMatch{{Path: path(prefix, "/old")}}, Filters: []gwv1.HTTPRouteFilter{{
+					Type: gwv1.HTTPRouteFilterRequestRedirect, RequestRedirect: &gwv1.HTTPRequestRedirectFilter{
+						Scheme: ptrTo("https"), StatusCode: ptrTo(301),
+						Path: &gwv1.HTTPPathModifier{Type: gwv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: ptrTo("/alpha")}}}}},
 			},
 		},
 	}
