@@ -200,7 +200,14 @@ func runClusterSpeaker(ctx context.Context, opts speakerOptions) error {
 		announcers[speaker.ModeBGP] = bgp.NewAnnouncer(bs)
 	}
 	recorder := mgr.GetEventRecorder("metalgate-speaker")
-	sp, err := env.speaker(mem, keys, announcers, cluster.TakeoverEvents(mgr.GetClient(), recorder, opts.NodeName))
+	onTakeover, err := cluster.TakeoverEvents(cluster.TakeoverEventsOptions{
+		Client: mgr.GetClient(), Recorder: recorder, Node: opts.NodeName,
+		Logger: env.log.WithName("takeover-events"), Registerer: env.reg,
+	})
+	if err != nil {
+		return err
+	}
+	sp, err := env.speaker(mem, keys, announcers, onTakeover)
 	if err != nil {
 		return err
 	}

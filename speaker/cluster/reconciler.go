@@ -4,7 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -50,10 +55,13 @@ type Options struct {
 }
 
 // CacheOptions restricts the manager's cache: config objects and speaker Pods only in
-// opts.Namespace, speaker Pods only by label.
+// opts.Namespace, speaker Pods only by label. Nothing cached keeps managedFields, and Services
+// and EndpointSlices keep only the fields the speaker reads (transform.go).
 func CacheOptions(opts Options) cache.Options {
 	ns := map[string]cache.Config{opts.Namespace: {}}
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+	return cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
+		&corev1.Service{}:            {Transform: trimService},
+		&discoveryv1.EndpointSlice{}: {Transform: trimEndpointSlice},
 		&corev1.Pod{}:                {Namespaces: ns, Label: opts.SpeakerSelector},
 		&v1alpha1.IPAddressPool{}:    {Namespaces: ns},
 		&v1alpha1.L2Advertisement{}:  {Namespaces: ns},
@@ -126,7 +134,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		{&peers, []client.ListOption{inNS}}, {&bads, []client.ListOption{inNS}},
 		{&bfds, []client.ListOption{inNS}}, {&comms, []client.ListOption{inNS}},
 	} {
-		if err := r.Client.List(ctx, l.list, l.opts...); err != nil {
+		// No deep copy of the cache: config.Build and passwords only read the objects (Build
+		// sorts clones of the lists; TestBuildDoesNotMutateSnapshot), and the World keeps only
+		// values and maps it never writes. At 2,000 Services the copies were half of all
+		// allocations of the speaker.
+		if err := r.Client.List(ctx, l.list, append(l.opts, client.UnsafeDisableDeepCopy)...); err != nil {
 			return reconcile.Result{}, fmt.Errorf("list %T: %w", l.list, err)
 		}
 	}
@@ -197,25 +209,93 @@ func (r *Reconciler) passwords(ctx context.Context, peers []v1alpha1.BGPPeer) (m
 	return out, bad
 }
 
+// TakeoverEventsOptions configure TakeoverEvents.
+type TakeoverEventsOptions struct {
+	// Client reads the Service (the manager's cached client).
+	Client client.Reader
+	// Recorder records the Events.
+	Recorder events.EventRecorder
+	// Node is this node's name, named in every Event.
+	Node string
+	// Burst is how many Events may be recorded at once; 0 means 100.
+	Burst int
+	// PerSecond is how many Events per second refill the burst; 0 means 1.
+	PerSecond float64
+	// Logger reports Events not recorded; defaults to logr.Discard().
+	Logger logr.Logger
+	// Registerer receives metalgate_speaker_takeover_events_dropped_total; nil registers
+	// nothing.
+	Registerer prometheus.Registerer
+}
+
 // TakeoverEvents returns a speaker.Options.OnTakeover that records an Event on the Service:
 // AnnouncingL2 for a first owner, L2OwnerChanged when taken from another node.
-func TakeoverEvents(c client.Reader, rec events.EventRecorder, node string) func(speaker.Takeover) {
+//
+// At most Burst Events, refilled at PerSecond, are recorded: a speaker starting with 10,000
+// addresses would otherwise queue 10,000 Events behind its client's rate limit and keep every
+// recorded one in the event broadcaster's cache for minutes (27 MiB measured). The others are
+// counted (metalgate_speaker_takeover_events_dropped_total) and logged at most every 10
+// seconds; the speaker logs every takeover ("announcing") either way.
+func TakeoverEvents(opts TakeoverEventsOptions) (func(speaker.Takeover), error) {
+	if opts.Burst == 0 {
+		opts.Burst = 100
+	}
+	if opts.PerSecond == 0 {
+		opts.PerSecond = 1
+	}
+	if opts.Burst < 0 || opts.PerSecond < 0 {
+		return nil, fmt.Errorf("takeover events: burst %d and per-second %g must not be negative", opts.Burst, opts.PerSecond)
+	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.Discard()
+	}
+	dropped := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "metalgate_speaker_takeover_events_dropped_total",
+		Help: "Takeover Events (AnnouncingL2, L2OwnerChanged) not recorded because more than the allowed rate were due.",
+	})
+	if opts.Registerer != nil {
+		if err := opts.Registerer.Register(dropped); err != nil {
+			return nil, fmt.Errorf("register takeover event metrics: %w", err)
+		}
+	}
+	limit := rate.NewLimiter(rate.Limit(opts.PerSecond), opts.Burst)
+	var (
+		mu         sync.Mutex
+		unreported int
+		lastLog    time.Time
+	)
+	drop := func(t speaker.Takeover) {
+		dropped.Inc()
+		mu.Lock()
+		defer mu.Unlock()
+		unreported++
+		if time.Since(lastLog) < 10*time.Second {
+			return
+		}
+		opts.Logger.Info("takeover Events not recorded: more than the allowed rate", "dropped", unreported,
+			"burst", opts.Burst, "perSecond", opts.PerSecond, "lastService", t.VIP.Service)
+		unreported, lastLog = 0, time.Now()
+	}
 	return func(t speaker.Takeover) {
 		ns, name, ok := strings.Cut(t.VIP.Service, "/")
 		if !ok {
 			return
 		}
+		if !limit.Allow() {
+			drop(t)
+			return
+		}
 		var svc corev1.Service
-		if err := c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &svc); err != nil {
+		if err := opts.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &svc); err != nil {
 			return // gone meanwhile: nobody to tell
 		}
 		where := strings.Join(t.Where, ",")
 		if t.Previous == "" {
-			rec.Eventf(&svc, nil, corev1.EventTypeNormal, ReasonAnnouncingL2, "Announce",
-				"node %s announces %s on %s", node, t.VIP.VIP, where)
+			opts.Recorder.Eventf(&svc, nil, corev1.EventTypeNormal, ReasonAnnouncingL2, "Announce",
+				"node %s announces %s on %s", opts.Node, t.VIP.VIP, where)
 			return
 		}
-		rec.Eventf(&svc, nil, corev1.EventTypeNormal, ReasonL2OwnerChanged, "Announce",
-			"node %s took %s over from %s, announcing on %s", node, t.VIP.VIP, t.Previous, where)
-	}
+		opts.Recorder.Eventf(&svc, nil, corev1.EventTypeNormal, ReasonL2OwnerChanged, "Announce",
+			"node %s took %s over from %s, announcing on %s", opts.Node, t.VIP.VIP, t.Previous, where)
+	}, nil
 }

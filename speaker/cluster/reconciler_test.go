@@ -118,6 +118,8 @@ func TestSpeakerWithLeastPrivilege(t *testing.T) {
 	var mu sync.Mutex
 	var announced []netip.Addr
 	mem := &single{}
+	onTakeover, err := cluster.TakeoverEvents(cluster.TakeoverEventsOptions{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("metalgate-speaker"), Node: "n1"})
+	must(err)
 	sp, err := speaker.New(speaker.Options{
 		Node: "n1", Membership: mem, HoldDown: time.Millisecond,
 		Announcers: map[speaker.Mode]speaker.Announcer{speaker.ModeLayer2: speaker.AnnouncerFunc(func(_ context.Context, d []speaker.Announcement) error {
@@ -129,7 +131,7 @@ func TestSpeakerWithLeastPrivilege(t *testing.T) {
 			}
 			return nil
 		})},
-		OnTakeover: cluster.TakeoverEvents(mgr.GetClient(), mgr.GetEventRecorder("metalgate-speaker"), "n1"),
+		OnTakeover: onTakeover,
 	})
 	must(err)
 	must(cluster.Setup(mgr, &cluster.Reconciler{Client: mgr.GetClient(), Speaker: sp, Opts: opts}))
