@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-
 // docs splits a multi-document YAML file.
 func docs(t *testing.T, path string) [][]byte {
 	t.Helper()
