@@ -67,6 +67,7 @@ type clusterState struct {
 	classes   []networkingv1.IngressClass
 	proxies   []proxyPod
 	conflicts []corev1.Event // reason StatusConflict or ForeignStatusWriter
+	gateway   gatewayState
 }
 
 // check lists configuration problems and fails when there is any.
@@ -129,6 +130,9 @@ func readClusterState(ctx context.Context, c client.Reader, namespace string) (c
 	}
 	s.pools, s.l2, s.bgp, s.services, s.slices, s.ingresses, s.classes, s.proxies =
 		pools.Items, l2.Items, bgp.Items, svcs.Items, slices.Items, ings.Items, classes.Items, proxies
+	if s.gateway, err = readGatewayState(ctx, c); err != nil {
+		return s, err
+	}
 	return s, nil
 }
 
@@ -136,6 +140,7 @@ func readClusterState(ctx context.Context, c client.Reader, namespace string) (c
 func findings(s clusterState, now time.Time) []finding {
 	out := poolFindings(s)
 	out = append(out, ingressFindings(s, now)...)
+	out = append(out, gatewayFindings(s.gateway)...)
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].object != out[j].object {
 			return out[i].object < out[j].object

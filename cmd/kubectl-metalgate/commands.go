@@ -110,12 +110,16 @@ func allocations(ctx context.Context, e *env, out io.Writer) error {
 		if pool == "" {
 			pool = "-"
 		}
+		name := s.Name
+		if gw := s.Annotations[contract.AnnotationGateway]; gw != "" {
+			name += " (Gateway " + gw + ")" // the Service metalgate made for that Gateway
+		}
 		for _, a := range addrs {
 			ann := announcer[canonicalIP(a)]
 			if ann == "" {
 				ann = unknownAnnouncer
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Namespace, s.Name, a, pool, ann, class, s.Spec.ExternalTrafficPolicy)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Namespace, name, a, pool, ann, class, s.Spec.ExternalTrafficPolicy)
 		}
 	}
 	return w.Flush()

@@ -21,6 +21,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
 )
@@ -230,6 +231,9 @@ func newEnv(o options) (*env, error) {
 	}
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("register metalgate types: %w", err)
+	}
+	if err := gwv1.Install(scheme); err != nil {
+		return nil, fmt.Errorf("register Gateway API types: %w", err)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
