@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
@@ -24,33 +25,35 @@ import (
 // leader only, and the proxies stay read-only (config/rbac/gateway-proxy).
 
 // routeInput reads what table.Build needs for gw's routes: every HTTPRoute, ReferenceGrant,
-// Namespace and Service (from the manager's cache). EndpointSlices are not read: they change
-// what is routed, not whether a route is attached or its references resolve.
+// Namespace and Service (from the manager's cache, not copied: Build only reads, and the
+// routes are copied before a status write). EndpointSlices are not read: they change what is
+// routed, not whether a route is attached or its references resolve.
 func (r *Reconciler) routeInput(ctx context.Context, gw *gwv1.Gateway) (table.Input, error) {
 	in := table.Input{Gateway: gw}
+	nocopy := client.UnsafeDisableDeepCopy
 	var routes gwv1.HTTPRouteList
-	if err := r.Client.List(ctx, &routes); err != nil {
+	if err := r.Client.List(ctx, &routes, nocopy); err != nil {
 		return in, fmt.Errorf("list HTTPRoutes: %w", err)
 	}
 	for i := range routes.Items {
 		in.HTTPRoutes = append(in.HTTPRoutes, &routes.Items[i])
 	}
 	var grants gwv1beta1.ReferenceGrantList
-	if err := r.Client.List(ctx, &grants); err != nil {
+	if err := r.Client.List(ctx, &grants, nocopy); err != nil {
 		return in, fmt.Errorf("list ReferenceGrants: %w", err)
 	}
 	for i := range grants.Items {
 		in.ReferenceGrants = append(in.ReferenceGrants, &grants.Items[i])
 	}
 	var nss corev1.NamespaceList
-	if err := r.Client.List(ctx, &nss); err != nil {
+	if err := r.Client.List(ctx, &nss, nocopy); err != nil {
 		return in, fmt.Errorf("list Namespaces: %w", err)
 	}
 	for i := range nss.Items {
 		in.Namespaces = append(in.Namespaces, &nss.Items[i])
 	}
 	var svcs corev1.ServiceList
-	if err := r.Client.List(ctx, &svcs); err != nil {
+	if err := r.Client.List(ctx, &svcs, nocopy); err != nil {
 		return in, fmt.Errorf("list Services: %w", err)
 	}
 	for i := range svcs.Items {
