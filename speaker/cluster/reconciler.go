@@ -235,7 +235,7 @@ type TakeoverEventsOptions struct {
 // addresses would otherwise queue 10,000 Events behind its client's rate limit and keep every
 // recorded one in the event broadcaster's cache for minutes (27 MiB measured). The others are
 // counted (metalgate_speaker_takeover_events_dropped_total) and logged at most every 10
-// seconds; the speaker logs every takeover ("announcing") either way.
+// seconds; metalgate_speaker_announced and /debug/announcements still show every owned address.
 func TakeoverEvents(opts TakeoverEventsOptions) (func(speaker.Takeover), error) {
 	if opts.Burst == 0 {
 		opts.Burst = 100
