@@ -284,6 +284,7 @@ func TestKindClusterConfig(t *testing.T) {
 var kustomizations = []string{
 	"default", "lab", "proxy", "edge", "kind",
 	"demo/pool", "demo/l2", "demo/bgp", "demo/one", "demo/two", "demo/three", "demo/misinstalled-proxy",
+	"demo/gatewayclass", "demo/gateway",
 	"kind/samples", "samples",
 }
 
@@ -293,7 +294,7 @@ func TestApplyDryRun(t *testing.T) {
 	s := startAPIServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s.ensureNamespaces(ctx, t, "metalgate-system", "metalgate-edge", "one", "two", "three", "demo")
+	s.ensureNamespaces(ctx, t, "metalgate-system", "metalgate-edge", "one", "two", "three", "shop", "demo")
 	kubeconfig, kubectl := s.kubeconfig, s.kubectl
 	for _, dir := range kustomizations {
 		t.Run(strings.ReplaceAll(dir, "/", "_"), func(t *testing.T) {

@@ -17,7 +17,8 @@ import (
 // TestDemo runs make demo's driver (e2e/cmd/demo) against the lab with a short watch
 // (DEMO_WATCH=20s unless set), once per announcement mode: three tenants with their own
 // proxies and VIPs, curl through each VIP from the client (on its segment at layer 2, through
-// the FRR router with BGP, which must have every VIP from all three nodes), a misinstalled
+// the FRR router with BGP, which must have every VIP from all three nodes), a fourth tenant
+// through Gateway API (its own VIP and proxy, curled the same way), a misinstalled
 // cluster-wide proxy that must not change any Ingress address and must say why. On success
 // everything the demo added is removed again.
 func TestDemo(t *testing.T) {
@@ -31,7 +32,7 @@ func TestDemo(t *testing.T) {
 			return // left for inspection until lab-down
 		}
 		ctx := context.Background()
-		for _, dir := range []string{"misinstalled-proxy", "one", "two", "three", "l2", "bgp", "pool"} {
+		for _, dir := range []string{"misinstalled-proxy", "one", "two", "three", "gateway", "gatewayclass", "l2", "bgp", "pool"} {
 			if out, err := l.Kubectl(ctx, "delete", "--ignore-not-found", "--wait=false", "-k", "../config/demo/"+dir); err != nil {
 				t.Logf("delete config/demo/%s: %v\n%s", dir, err, out)
 			}

@@ -107,7 +107,8 @@ func run(ctx context.Context, out io.Writer, mode string, watch time.Duration) e
 	}
 	steps = append(steps,
 		step{"kubectl get svc,ingress -A", d.show},
-		step{"curl through each VIP from the client", d.curlAll})
+		step{"curl through each VIP from the client", d.curlAll},
+		step{"a fourth tenant through Gateway API: GatewayClass + Gateway + HTTPRoute (config/demo/gateway) — its own VIP and proxy, no Ingress", d.gatewayTenant})
 	for _, step := range steps {
 		d.step(step.name)
 		if err := step.fn(ctx); err != nil {
