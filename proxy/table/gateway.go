@@ -254,6 +254,37 @@ type gatewayRule struct {
 func (b *builder) buildGateway() {
 	gw := b.in.Gateway
 	st := &GatewayStatus{AttachedRoutes: map[string]int32{}, CertificateProblems: map[string]string{}}
+	gt, listeners := b.gatewayListeners(gw, st)
+	nsLabels := map[string]labels.Set{}
+	for _, ns := range b.in.Namespaces {
+		nsLabels[ns.Name] = ns.Labels
+	}
+	seq := 0
+	for _, hr := range routesByAge(b.in.HTTPRoutes) {
+		var ours []int
+		for i, pr := range hr.Spec.ParentRefs {
+			if b.namesGateway(pr, hr.Namespace) {
+				ours = append(ours, i)
+			}
+		}
+		if len(ours) == 0 {
+			continue // another Gateway's route: not ours to route nor to write status on
+		}
+		st.Routes = append(st.Routes, b.attachRoute(gw, hr, ours, listeners, nsLabels, st, seq))
+		seq += 1 << 32
+	}
+	for _, l := range listeners {
+		for _, es := range l.hosts {
+			sort.SliceStable(es, func(i, j int) bool { return gwBefore(es[i], es[j]) })
+		}
+	}
+	sort.Slice(st.Routes, func(i, j int) bool { return st.Routes[i].Route.String() < st.Routes[j].Route.String() })
+	b.t.gateway, b.t.Gateway = gt, st
+}
+
+// gatewayListeners makes gw's listeners (in spec order, with their certificates) and the table
+// of them by port, the most specific hostname first; every listener starts with 0 routes.
+func (b *builder) gatewayListeners(gw *gatewayv1.Gateway, st *GatewayStatus) (*gatewayTable, []*gwListener) {
 	gt := &gatewayTable{ports: map[int32][]*gwListener{}}
 	listeners := make([]*gwListener, len(gw.Spec.Listeners))
 	for i, l := range gw.Spec.Listeners {
@@ -265,9 +296,9 @@ func (b *builder) buildGateway() {
 		listeners[i] = &gwListener{name: string(l.Name), hostname: h, hosts: map[string][]gwEntry{}}
 		if l.Protocol == gatewayv1.HTTPSProtocolType {
 			listeners[i].https = true
-			listeners[i].cert, st.CertificateProblems[string(l.Name)] = b.listenerCertificate(gw, l)
-			if st.CertificateProblems[string(l.Name)] == "" {
-				delete(st.CertificateProblems, string(l.Name))
+			var problem string
+			if listeners[i].cert, problem = b.listenerCertificate(gw, l); problem != "" {
+				st.CertificateProblems[string(l.Name)] = problem
 			}
 		}
 		gt.ports[l.Port] = append(gt.ports[l.Port], listeners[i])
@@ -275,11 +306,13 @@ func (b *builder) buildGateway() {
 	for _, ls := range gt.ports {
 		sort.SliceStable(ls, func(i, j int) bool { return specificity(ls[i].hostname) > specificity(ls[j].hostname) })
 	}
-	nsLabels := map[string]labels.Set{}
-	for _, ns := range b.in.Namespaces {
-		nsLabels[ns.Name] = ns.Labels
-	}
-	routes := append([]*gatewayv1.HTTPRoute(nil), b.in.HTTPRoutes...)
+	return gt, listeners
+}
+
+// routesByAge is routes oldest first, then by namespace/name: Gateway API's order of
+// precedence between routes.
+func routesByAge(in []*gatewayv1.HTTPRoute) []*gatewayv1.HTTPRoute {
+	routes := append([]*gatewayv1.HTTPRoute(nil), in...)
 	sort.SliceStable(routes, func(i, j int) bool {
 		a, c := routes[i], routes[j]
 		if !a.CreationTimestamp.Equal(&c.CreationTimestamp) {
@@ -290,72 +323,63 @@ func (b *builder) buildGateway() {
 		}
 		return a.Name < c.Name
 	})
-	seq := 0
-	for _, hr := range routes {
-		id := types.NamespacedName{Namespace: hr.Namespace, Name: hr.Name}
-		var ours []int
-		for i, pr := range hr.Spec.ParentRefs {
-			if b.namesGateway(pr, hr.Namespace) {
-				ours = append(ours, i)
-			}
+	return routes
+}
+
+// attachRoute compiles hr, attaches it through its parentRefs ours (indexes naming gw) to the
+// listeners that admit it, counting it once per listener and adding its routes there (seq
+// orders them after older routes'), and returns its parent statuses.
+func (b *builder) attachRoute(gw *gatewayv1.Gateway, hr *gatewayv1.HTTPRoute, ours []int, listeners []*gwListener,
+	nsLabels map[string]labels.Set, st *GatewayStatus, seq int) RouteStatus {
+	id := types.NamespacedName{Namespace: hr.Namespace, Name: hr.Name}
+	rules, unsupported, refsReason, refsMsg := b.compileHTTPRoute(hr, id)
+	rs := RouteStatus{Route: id}
+	attached := map[int]bool{}
+	for _, i := range ours {
+		pr := hr.Spec.ParentRefs[i]
+		reason, msg, hosts := b.attach(gw, hr, pr, nsLabels)
+		if reason == "" && unsupported != "" {
+			reason, msg = gatewayv1.RouteReasonUnsupportedValue, unsupported
 		}
-		if len(ours) == 0 {
-			continue // another Gateway's route: not ours to route nor to write status on
-		}
-		rules, unsupported, refsReason, refsMsg := b.compileHTTPRoute(hr, id)
-		rs := RouteStatus{Route: id}
-		attached := map[int]bool{}
-		for _, i := range ours {
-			pr := hr.Spec.ParentRefs[i]
-			reason, msg, hosts := b.attach(gw, hr, pr, nsLabels)
-			ps := gatewayv1.RouteParentStatus{ParentRef: pr, ControllerName: GatewayController}
-			switch {
-			case reason != "":
-			case unsupported != "":
-				reason, msg = gatewayv1.RouteReasonUnsupportedValue, unsupported
+		for li, hs := range hosts {
+			if attached[li] {
+				continue
 			}
-			for li, hs := range hosts {
-				if attached[li] {
-					continue
-				}
-				attached[li] = true
-				st.AttachedRoutes[listeners[li].name]++
-				if unsupported != "" {
-					continue // a route with a value metalgate does not implement serves nothing
-				}
-				for _, h := range hs {
-					for ri, rule := range rules {
-						for mi, tmpl := range rule.routes {
-							r := *tmpl
-							r.Host = h
-							listeners[li].hosts[h] = append(listeners[li].hosts[h], gwEntry{r: &r, seq: seq + ri<<16 + mi})
-						}
+			attached[li] = true
+			st.AttachedRoutes[listeners[li].name]++
+			if unsupported != "" {
+				continue // a route with a value metalgate does not implement serves nothing
+			}
+			for _, h := range hs {
+				for ri, rule := range rules {
+					for mi, tmpl := range rule.routes {
+						r := *tmpl
+						r.Host = h
+						listeners[li].hosts[h] = append(listeners[li].hosts[h], gwEntry{r: &r, seq: seq + ri<<16 + mi})
 					}
 				}
 			}
-			accepted := metav1.Condition{Type: string(gatewayv1.RouteConditionAccepted), Status: metav1.ConditionTrue,
-				Reason: string(gatewayv1.RouteReasonAccepted), Message: "attached to Gateway " + gw.Namespace + "/" + gw.Name, ObservedGeneration: hr.Generation}
-			if reason != "" {
-				accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, string(reason), msg
-			}
-			resolved := metav1.Condition{Type: string(gatewayv1.RouteConditionResolvedRefs), Status: metav1.ConditionTrue,
-				Reason: string(gatewayv1.RouteReasonResolvedRefs), Message: "every backendRef resolved", ObservedGeneration: hr.Generation}
-			if refsReason != "" {
-				resolved.Status, resolved.Reason, resolved.Message = metav1.ConditionFalse, string(refsReason), refsMsg
-			}
-			ps.Conditions = []metav1.Condition{accepted, resolved}
-			rs.Parents = append(rs.Parents, ps)
 		}
-		st.Routes = append(st.Routes, rs)
-		seq += 1 << 32
+		rs.Parents = append(rs.Parents, parentStatus(gw, hr, pr, reason, msg, refsReason, refsMsg))
 	}
-	for _, l := range listeners {
-		for _, es := range l.hosts {
-			sort.SliceStable(es, func(i, j int) bool { return gwBefore(es[i], es[j]) })
-		}
+	return rs
+}
+
+// parentStatus is a route's status for one parentRef naming gw: Accepted (or why not) and
+// ResolvedRefs (or which reason the first unresolved backendRef gave).
+func parentStatus(gw *gatewayv1.Gateway, hr *gatewayv1.HTTPRoute, pr gatewayv1.ParentReference,
+	reason gatewayv1.RouteConditionReason, msg string, refsReason gatewayv1.RouteConditionReason, refsMsg string) gatewayv1.RouteParentStatus {
+	accepted := metav1.Condition{Type: string(gatewayv1.RouteConditionAccepted), Status: metav1.ConditionTrue,
+		Reason: string(gatewayv1.RouteReasonAccepted), Message: "attached to Gateway " + gw.Namespace + "/" + gw.Name, ObservedGeneration: hr.Generation}
+	if reason != "" {
+		accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, string(reason), msg
 	}
-	sort.Slice(st.Routes, func(i, j int) bool { return st.Routes[i].Route.String() < st.Routes[j].Route.String() })
-	b.t.gateway, b.t.Gateway = gt, st
+	resolved := metav1.Condition{Type: string(gatewayv1.RouteConditionResolvedRefs), Status: metav1.ConditionTrue,
+		Reason: string(gatewayv1.RouteReasonResolvedRefs), Message: "every backendRef resolved", ObservedGeneration: hr.Generation}
+	if refsReason != "" {
+		resolved.Status, resolved.Reason, resolved.Message = metav1.ConditionFalse, string(refsReason), refsMsg
+	}
+	return gatewayv1.RouteParentStatus{ParentRef: pr, ControllerName: GatewayController, Conditions: []metav1.Condition{accepted, resolved}}
 }
 
 // gwBefore is Gateway API's match precedence: an Exact path, the longest prefix, a method,
