@@ -10,4 +10,5 @@ func (b *BGPStatus) Sync(ctx context.Context) error { return b.sync(ctx) }
 var (
 	TrimService       = trimService
 	TrimEndpointSlice = trimEndpointSlice
+	TrimNode          = trimNode
 )

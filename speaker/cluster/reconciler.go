@@ -55,13 +55,14 @@ type Options struct {
 }
 
 // CacheOptions restricts the manager's cache: config objects and speaker Pods only in
-// opts.Namespace, speaker Pods only by label. Nothing cached keeps managedFields, and Services
-// and EndpointSlices keep only the fields the speaker reads (transform.go).
+// opts.Namespace, speaker Pods only by label. Nothing cached keeps managedFields, and Services,
+// EndpointSlices and Nodes keep only the fields the speaker reads (transform.go).
 func CacheOptions(opts Options) cache.Options {
 	ns := map[string]cache.Config{opts.Namespace: {}}
 	return cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
 		&corev1.Service{}:            {Transform: trimService},
 		&discoveryv1.EndpointSlice{}: {Transform: trimEndpointSlice},
+		&corev1.Node{}:               {Transform: trimNode},
 		&corev1.Pod{}:                {Namespaces: ns, Label: opts.SpeakerSelector},
 		&v1alpha1.IPAddressPool{}:    {Namespaces: ns},
 		&v1alpha1.L2Advertisement{}:  {Namespaces: ns},

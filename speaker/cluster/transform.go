@@ -80,6 +80,24 @@ func trimEndpointSlice(obj any) (any, error) {
 	return out, nil
 }
 
+// trimNode keeps what the speaker reads of a Node: its identity, its labels (node selectors,
+// the exclude-from-load-balancers label), status.conditions (Ready, NetworkUnavailable) and
+// status.addresses (memberlist admission). The image list, capacity, node info, spec and
+// annotations are dropped: on a real node the image list alone is kilobytes.
+func trimNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Node{
+		TypeMeta:   n.TypeMeta,
+		ObjectMeta: identity(&n.ObjectMeta),
+		Status:     corev1.NodeStatus{Conditions: n.Status.Conditions, Addresses: n.Status.Addresses},
+	}
+	out.Labels = n.Labels
+	return out, nil
+}
+
 // identity is the part of an object's metadata that names it and that an Event reference
 // takes (name, namespace, UID, resourceVersion), plus its deletion timestamp.
 func identity(m *metav1.ObjectMeta) metav1.ObjectMeta {

@@ -88,14 +88,29 @@ func slice(name, svc string, eps ...[2]string) discoveryv1.EndpointSlice {
 	return es
 }
 
-// baseSnapshot is three nodes running speakers, layer-2 pools (192.0.2.0/28; 192.0.2.16/28 on
+// baseSnapshot is four nodes running speakers (n3 not ready, n4 excluded), layer-2 pools (192.0.2.0/28; 192.0.2.16/28 on
 // eth1 only; 192.0.2.8/29 on eth2 only, overlapping the first: the recorded pool decides) and a
 // BGP pool (198.51.100.0/28) with one peer.
 func baseSnapshot() config.Snapshot {
 	var s config.Snapshot
-	for _, n := range []string{"n1", "n2", "n3"} {
-		s.Nodes = append(s.Nodes, corev1.Node{ObjectMeta: fullMeta("", n, map[string]string{"zone": n}),
-			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "203.0.113." + n[1:]}}}})
+	for _, n := range []string{"n1", "n2", "n3", "n4"} {
+		node := corev1.Node{ObjectMeta: fullMeta("", n, map[string]string{"zone": n}),
+			Spec: corev1.NodeSpec{PodCIDR: "10.244.0.0/24", Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
+			Status: corev1.NodeStatus{
+				Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "203.0.113." + n[1:]}, {Type: corev1.NodeInternalIP, Address: "2001:db8::" + n[1:]},
+					{Type: corev1.NodeHostName, Address: n}},
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+				Images:     []corev1.ContainerImage{{Names: []string{"registry.example/app@sha256:0123"}, SizeBytes: 1 << 20}},
+				NodeInfo:   corev1.NodeSystemInfo{KubeletVersion: "v1.35.4"},
+			}}
+		switch n {
+		case "n3": // not ready: no speaker of its counts
+			node.Status.Conditions[0].Status = corev1.ConditionFalse
+		case "n4": // excluded twice over
+			node.Labels[contract.LabelExcludeFromLB] = ""
+			node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionTrue})
+		}
+		s.Nodes = append(s.Nodes, node)
 		s.SpeakerPods = append(s.SpeakerPods, corev1.Pod{ObjectMeta: fullMeta("metalgate-system", "speaker-"+n, nil),
 			Spec: corev1.PodSpec{NodeName: n}, Status: corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "203.0.113." + n[1:]}})
 	}
@@ -123,7 +138,14 @@ func baseSnapshot() config.Snapshot {
 func trimmed(t *testing.T, s config.Snapshot) config.Snapshot {
 	t.Helper()
 	out := s
-	out.Services, out.EndpointSlices = nil, nil
+	out.Services, out.EndpointSlices, out.Nodes = nil, nil, nil
+	for _, n := range s.Nodes {
+		got := trimTwice(t, cluster.TrimNode, n.DeepCopy())
+		if len(got.Status.Images) != 0 || len(got.Annotations) != 0 {
+			t.Fatalf("trimmed Node %s still has images or annotations: %+v", n.Name, got)
+		}
+		out.Nodes = append(out.Nodes, *got)
+	}
 	for _, svc := range s.Services {
 		got := trimTwice(t, cluster.TrimService, svc.DeepCopy())
 		if len(got.ManagedFields) != 0 || len(got.Spec.Ports) != 0 {
@@ -294,7 +316,9 @@ func TestTrimEndpointSliceDedupes(t *testing.T) {
 // TestTrimPassesOtherObjects: a tombstone (or any other type) goes through unchanged.
 func TestTrimPassesOtherObjects(t *testing.T) {
 	tomb := toolscache.DeletedFinalStateUnknown{Key: "default/web", Obj: &corev1.Service{}}
-	for name, f := range map[string]func(any) (any, error){"service": cluster.TrimService, "endpointslice": cluster.TrimEndpointSlice} {
+	for name, f := range map[string]func(any) (any, error){
+		"service": cluster.TrimService, "endpointslice": cluster.TrimEndpointSlice, "node": cluster.TrimNode,
+	} {
 		got, err := f(tomb)
 		if err != nil || !reflect.DeepEqual(got, tomb) {
 			t.Errorf("%s: tombstone became %+v, %v", name, got, err)
