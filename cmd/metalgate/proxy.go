@@ -183,7 +183,8 @@ func proxyCommand(ctx context.Context, args []string, stderr io.Writer) error {
 	return runProxy(withLogger(ctx, &opts.Zap, stderr), opts)
 }
 
-// dataplaneOptions translates flags into data-plane options.
+// dataplaneOptions translates flags into data-plane options. Long on purpose: one flat
+// mapping, a line per group of flags, with the checks that need several flags together.
 func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, error) {
 	d := dataplane.Options{
 		H2C: o.H2C, ConnectTimeout: o.ConnectTimeout, ResponseHeaderTimeout: o.ResponseHeaderTimeout,
@@ -335,30 +336,7 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 	}
 	// Tables go through dbg, which counts them for /debug/backends on the admin port.
 	dbg := dataplane.NewDebug(dp)
-	listen := func(addr string) (net.Listener, error) {
-		if addr == "0" || addr == "" {
-			return nil, nil
-		}
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return nil, fmt.Errorf("listen on %s: %w", addr, err)
-		}
-		return ln, nil
-	}
-	var httpLn, httpsLn net.Listener
-	if opts.Gateway != "" {
-		if httpLn, httpsLn, err = listenGateway(ctx, opts, logger); err != nil {
-			return err
-		}
-	} else {
-		if httpLn, err = listen(opts.HTTPAddr); err != nil {
-			return err
-		}
-		if httpsLn, err = listen(opts.HTTPSAddr); err != nil {
-			return err
-		}
-	}
-	adminLn, err := listen(opts.AdminAddr)
+	httpLn, httpsLn, adminLn, err := proxyListeners(ctx, opts, logger)
 	if err != nil {
 		return err
 	}
@@ -369,23 +347,9 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if opts.StaticConfig != "" {
-		f, err := os.Open(opts.StaticConfig)
-		if err != nil {
-			return fmt.Errorf("open static config: %w", err)
+		if err := serveStaticConfig(opts, dbg.Swap, logger); err != nil {
+			return err
 		}
-		in, err := table.DecodeInput(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("static config %s: %w", opts.StaticConfig, err)
-		}
-		in.Controller, in.WatchDefaultClass, in.NginxAnnotations = opts.Controller, opts.WatchDefaultClass, opts.NginxAnnotations
-		in.SSLPassthrough = opts.SSLPassthrough
-		t, problems := table.Build(in)
-		for _, p := range problems {
-			logger.Info("ingress problem", "ingress", p.Ingress.String(), "reason", p.Reason, "message", p.Message)
-		}
-		dbg.Swap(t)
-		logger.Info("serving static config", "file", opts.StaticConfig, "ingresses", t.Ingresses, "backends", len(t.Backends))
 	} else {
 		cp, err := startControlPlane(ctx, opts, dbg.Swap, logger, errs)
 		if err != nil {
@@ -424,6 +388,56 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 	}
 }
 
+// proxyListeners opens the proxy's listeners: a Gateway's listener ports (--gateway), else
+// --http-bind-address and --https-bind-address; and the admin port. nil for one that is "0"
+// or "".
+func proxyListeners(ctx context.Context, opts proxyOptions, logger logr.Logger) (httpLn, httpsLn, adminLn net.Listener, err error) {
+	listen := func(addr string) (net.Listener, error) {
+		if addr == "0" || addr == "" {
+			return nil, nil
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		return ln, nil
+	}
+	if opts.Gateway != "" {
+		httpLn, httpsLn, err = listenGateway(ctx, opts, logger)
+	} else if httpLn, err = listen(opts.HTTPAddr); err == nil {
+		httpsLn, err = listen(opts.HTTPSAddr)
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if adminLn, err = listen(opts.AdminAddr); err != nil {
+		return nil, nil, nil, err
+	}
+	return httpLn, httpsLn, adminLn, nil
+}
+
+// serveStaticConfig builds the one table of --static-config (no API server) and swaps it in.
+func serveStaticConfig(opts proxyOptions, swap func(*table.Table), logger logr.Logger) error {
+	f, err := os.Open(opts.StaticConfig)
+	if err != nil {
+		return fmt.Errorf("open static config: %w", err)
+	}
+	in, err := table.DecodeInput(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("static config %s: %w", opts.StaticConfig, err)
+	}
+	in.Controller, in.WatchDefaultClass, in.NginxAnnotations = opts.Controller, opts.WatchDefaultClass, opts.NginxAnnotations
+	in.SSLPassthrough = opts.SSLPassthrough
+	t, problems := table.Build(in)
+	for _, p := range problems {
+		logger.Info("ingress problem", "ingress", p.Ingress.String(), "reason", p.Reason, "message", p.Message)
+	}
+	swap(t)
+	logger.Info("serving static config", "file", opts.StaticConfig, "ingresses", t.Ingresses, "backends", len(t.Backends))
+	return nil
+}
+
 // affinityKey reads (or creates) the Secret whose key signs affinity cookies, so that every
 // replica names endpoints alike. nil: a random key of this process's own.
 func affinityKey(ctx context.Context, opts proxyOptions) ([]byte, error) {
@@ -459,21 +473,10 @@ func affinityKey(ctx context.Context, opts proxyOptions) ([]byte, error) {
 	return key, nil
 }
 
-// startControlPlane starts the manager with the proxy's control plane; its end is sent to errs.
-func startControlPlane(ctx context.Context, opts proxyOptions, swap func(*table.Table), logger logr.Logger, errs chan<- error) (*controlplane.ControlPlane, error) {
-	cfg, err := restConfig(opts.Kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	cfg.QPS, cfg.Burst = float32(opts.QPS), opts.Burst
-	cfg.UserAgent = "metalgate-proxy/" + version.Version
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("register Kubernetes types: %w", err)
-	}
-	if err := addGatewayTypes(scheme); err != nil {
-		return nil, err
-	}
+// controlPlaneOptions translates flags into control-plane options: the field manager
+// named after the proxy's identity (its publish Service, else its namespace), and in Gateway
+// mode the Gateway, with leader election turned off in opts.
+func controlPlaneOptions(opts *proxyOptions, swap func(*table.Table), logger logr.Logger) (controlplane.Options, error) {
 	copts := controlplane.Options{
 		Controller:        opts.Controller,
 		WatchNamespaces:   opts.WatchNamespaces,
@@ -493,7 +496,7 @@ func startControlPlane(ctx context.Context, opts proxyOptions, swap func(*table.
 	if opts.PublishService != "" {
 		ns, name, ok := strings.Cut(opts.PublishService, "/")
 		if !ok || ns == "" || name == "" {
-			return nil, fmt.Errorf("--publish-service %q: want namespace/name", opts.PublishService)
+			return copts, fmt.Errorf("--publish-service %q: want namespace/name", opts.PublishService)
 		}
 		copts.PublishService = types.NamespacedName{Namespace: ns, Name: name}
 		identity = ns + "." + name
@@ -508,12 +511,35 @@ func startControlPlane(ctx context.Context, opts proxyOptions, swap func(*table.
 		copts.FieldManager = copts.FieldManager[:128]
 	}
 	if opts.Gateway != "" {
+		var err error
 		if copts.Gateway, err = opts.gatewayMode(); err != nil {
-			return nil, err
+			return copts, err
 		}
 		// A Gateway proxy does no leader-only work (it writes no status), and must never
 		// take the Ingress proxies' Lease from them.
 		opts.LeaderElect = false
+	}
+	return copts, nil
+}
+
+// startControlPlane starts the manager with the proxy's control plane; its end is sent to errs.
+func startControlPlane(ctx context.Context, opts proxyOptions, swap func(*table.Table), logger logr.Logger, errs chan<- error) (*controlplane.ControlPlane, error) {
+	cfg, err := restConfig(opts.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = float32(opts.QPS), opts.Burst
+	cfg.UserAgent = "metalgate-proxy/" + version.Version
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("register Kubernetes types: %w", err)
+	}
+	if err := addGatewayTypes(scheme); err != nil {
+		return nil, err
+	}
+	copts, err := controlPlaneOptions(&opts, swap, logger)
+	if err != nil {
+		return nil, err
 	}
 	cp, err := controlplane.New(copts)
 	if err != nil {
