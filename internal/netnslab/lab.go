@@ -119,8 +119,7 @@ func CleanupBinary() {
 
 // Lab is a bridge, Nodes node namespaces and one client namespace.
 type Lab struct {
-	t     testing.TB
-	ID    string
+	*segment
 	Nodes int
 	dir   string
 	// Key is the speaker cluster's key, in KeyDir/key (every speaker's --memberlist-key-dir).
@@ -128,31 +127,17 @@ type Lab struct {
 
 	mu    sync.Mutex
 	procs map[int]*exec.Cmd
-	extra []string // roles added by AddHost
 }
-
-// NS returns the full namespace name of a role ("br", "c", "n1").
-func (l *Lab) NS(role string) string { return Prefix + l.ID + "-" + role }
 
 // NodeNS returns the namespace of node i.
 func (l *Lab) NodeNS(i int) string { return l.NS(fmt.Sprintf("n%d", i)) }
-
-// Run runs a command and fails the test on error.
-func (l *Lab) Run(args ...string) string {
-	l.t.Helper()
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-	if err != nil {
-		l.t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
 
 // New creates the lab; t.Cleanup kills the speakers and deletes the namespaces, even on failure.
 func New(t testing.TB, nodes int) *Lab {
 	t.Helper()
 	SkipUnlessRoot(t)
-	l := &Lab{t: t, ID: fmt.Sprintf("%04x", rand.IntN(0x10000)), Nodes: nodes, dir: t.TempDir(), procs: map[int]*exec.Cmd{}}
-	t.Cleanup(l.destroy)
+	l := &Lab{segment: newSegment(t, Prefix), Nodes: nodes, dir: t.TempDir(), procs: map[int]*exec.Cmd{}}
+	t.Cleanup(l.stopSpeakers)
 	l.Key = []byte(fmt.Sprintf("lab %s key %016x%016x", l.ID, rand.Uint64(), rand.Uint64()))
 	if err := os.MkdirAll(l.KeyDir(), 0o700); err != nil {
 		t.Fatal(err)
@@ -160,87 +145,38 @@ func New(t testing.TB, nodes int) *Lab {
 	if err := os.WriteFile(filepath.Join(l.KeyDir(), "key"), l.Key, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sysctl := func(ns string, kv ...string) {
-		for i := 0; i < len(kv); i += 2 {
-			l.Run("ip", "netns", "exec", ns, "sysctl", "-qw", kv[i]+"="+kv[i+1])
-		}
-	}
-	// Namespaces first; DAD off before any link exists (else the NDP socket cannot bind the
-	// tentative link-local address).
-	roles := []string{"br", "c"}
+	l.addNS("c")
 	for i := 1; i <= nodes; i++ {
-		roles = append(roles, fmt.Sprintf("n%d", i))
-	}
-	for _, r := range roles {
-		l.Run("ip", "netns", "add", l.NS(r))
-		sysctl(l.NS(r), "net.ipv6.conf.all.accept_dad", "0", "net.ipv6.conf.default.accept_dad", "0",
-			"net.ipv6.conf.all.dad_transmits", "0", "net.ipv6.conf.default.dad_transmits", "0")
-		l.Run("ip", "-n", l.NS(r), "link", "set", "lo", "up")
-	}
-	br := l.NS("br")
-	l.Run("ip", "-n", br, "link", "add", "br0", "type", "bridge", "forward_delay", "0", "mcast_snooping", "0")
-	l.Run("ip", "-n", br, "link", "set", "br0", "up")
-	attach := l.attach
-	attach("c", "02:00:00:00:00:c0", ClientV4, ClientV6)
-	for i := 1; i <= nodes; i++ {
-		ns := l.NodeNS(i)
 		// The kernel must not answer for the VIPs, and the NDP responder may use the VIP as the
 		// NA source (ndisc6 accepts nothing else).
-		sysctl(ns, "net.ipv4.conf.all.arp_ignore", "1", "net.ipv4.conf.all.arp_announce", "2",
+		l.addNS(fmt.Sprintf("n%d", i), "net.ipv4.conf.all.arp_ignore", "1", "net.ipv4.conf.all.arp_announce", "2",
 			"net.ipv6.ip_nonlocal_bind", "1")
-		attach(fmt.Sprintf("n%d", i), NodeMAC(i), NodeV4(i), NodeV6(i))
+	}
+	l.attach("c", "02:00:00:00:00:c0", ClientV4+"/24", ClientV6+"/64")
+	for i := 1; i <= nodes; i++ {
+		l.attach(fmt.Sprintf("n%d", i), NodeMAC(i), NodeV4(i)+"/24", NodeV6(i)+"/64")
 	}
 	return l
-}
-
-// attach links namespace role to the bridge as eth0 with the given MAC and addresses.
-func (l *Lab) attach(role, mac, v4, v6 string) {
-	ns, br := l.NS(role), l.NS("br")
-	l.Run("ip", "-n", ns, "link", "add", "eth0", "address", mac, "type", "veth", "peer", "name", role, "netns", br)
-	l.Run("ip", "-n", br, "link", "set", role, "master", "br0", "up")
-	l.Run("ip", "-n", ns, "addr", "add", v4+"/24", "dev", "eth0")
-	l.Run("ip", "-n", ns, "addr", "add", v6+"/64", "dev", "eth0", "nodad")
-	l.Run("ip", "-n", ns, "link", "set", "eth0", "up")
 }
 
 // AddHost adds a namespace for role (e.g. "r" for a rogue host) on the bridge with the given
 // MAC and addresses, deleted with the lab, and returns its name.
 func (l *Lab) AddHost(role, mac, v4, v6 string) string {
 	l.t.Helper()
-	ns := l.NS(role)
-	l.Run("ip", "netns", "add", ns)
-	l.mu.Lock()
-	l.extra = append(l.extra, role)
-	l.mu.Unlock()
-	for _, kv := range [][2]string{{"net.ipv6.conf.all.accept_dad", "0"}, {"net.ipv6.conf.default.accept_dad", "0"}} {
-		l.Run("ip", "netns", "exec", ns, "sysctl", "-qw", kv[0]+"="+kv[1])
-	}
-	l.Run("ip", "-n", ns, "link", "set", "lo", "up")
-	l.attach(role, mac, v4, v6)
+	ns := l.addNS(role)
+	l.attach(role, mac, v4+"/24", v6+"/64")
 	return ns
 }
 
-func (l *Lab) destroy() {
+// stopSpeakers kills the speakers and reaps them.
+func (l *Lab) stopSpeakers() {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	for i, p := range l.procs {
 		_ = p.Process.Kill()
 		_, _ = p.Process.Wait()
 		delete(l.procs, i)
 	}
-	l.mu.Unlock()
-	for _, r := range l.roles() {
-		_ = exec.Command("ip", "netns", "del", l.NS(r)).Run()
-	}
-}
-
-func (l *Lab) roles() []string {
-	out := []string{"c", "br"}
-	for i := 1; i <= l.Nodes; i++ {
-		out = append(out, fmt.Sprintf("n%d", i))
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append(out, l.extra...)
 }
 
 // KeyDir is the speakers' --memberlist-key-dir: one file "key" holding Key.
@@ -344,11 +280,7 @@ func (l *Lab) Wait(i int) error {
 
 // SetLink sets node i's port on the bridge up or down (a partition of that node).
 func (l *Lab) SetLink(i int, up bool) {
-	state := "down"
-	if up {
-		state = "up"
-	}
-	l.Run("ip", "-n", l.NS("br"), "link", "set", fmt.Sprintf("n%d", i), state)
+	l.Run("ip", "-n", l.NS("br"), "link", "set", fmt.Sprintf("n%d", i), linkState(up))
 }
 
 // Metrics returns node i's /metrics text.

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/metalgate/metalgate/internal/netnslab"
 )
 
 var (
@@ -31,7 +33,7 @@ func TestFRRWithdrawBench(t *testing.T) {
 		t.Skip("benchmark: run with -bgp.bench (see speaker/bgp/bench/bench-bgp.sh)")
 	}
 	l := newLab(t)
-	mon := startRouteMonitor(t)
+	mon := l.MonitorRoutes(t)
 	bfdPeer := labPeer(srcBFD)
 	bfdPeer.BFD = &BFDProfile{ReceiveInterval: 100 * time.Millisecond, TransmitInterval: 100 * time.Millisecond, DetectMultiplier: 3}
 	type scenario struct {
@@ -40,8 +42,8 @@ func TestFRRWithdrawBench(t *testing.T) {
 		cause                func(h *helper)
 		silent               bool
 	}
-	linkDown := func(*helper) { run(t, "ip", "-n", nsNode, "link", "set", "bgpt-n0", "down") }
-	t.Cleanup(func() { runQuiet(t, "ip", "-n", nsNode, "link", "set", "bgpt-n0", "up") })
+	linkDown := func(*helper) { l.SetSpeakerLink(t, false) }
+	t.Cleanup(func() { runQuiet(t, "ip", "-n", l.SpeakerNS(), "link", "set", "eth0", "up") })
 	scenarios := []scenario{
 		{"SIGKILL", "holdtimer", srcEBGP, "100.64.0.11", labPeer(srcEBGP), func(h *helper) { h.signal(syscall.SIGKILL) }, false},
 		{"SIGSTOP", "holdtimer", srcEBGP, "100.64.0.11", labPeer(srcEBGP), func(h *helper) { h.signal(syscall.SIGSTOP) }, true},
@@ -55,16 +57,16 @@ func TestFRRWithdrawBench(t *testing.T) {
 	for _, sc := range scenarios {
 		var ds []time.Duration
 		for i := 0; i < *benchRuns; i++ {
-			h := startHelper(t, helperConfig{RouterID: sc.src, Peers: []Peer{sc.peer}, Ads: ads(sc.vip + "/32")})
+			h := l.startHelper(t, helperConfig{RouterID: sc.src, Peers: []Peer{sc.peer}, Ads: ads(sc.vip + "/32")})
 			l.waitRoute(t, sc.vip+"/32", sc.src)
 			if sc.peer.BFD != nil {
 				l.waitBFDUp(t, sc.src)
 			}
-			d := measureWithdraw(t, mon, sc.vip, func() { sc.cause(h) }, 20*time.Second)
+			d := l.measureWithdraw(t, mon, sc.vip, func() { sc.cause(h) }, 20*time.Second)
 			ds = append(ds, d)
 			h.kill()
-			run(t, "ip", "-n", nsNode, "link", "set", "bgpt-n0", "up")
-			waitFor(t, "FRR to drop the session", 20*time.Second, func() bool { return l.neighborState(t, sc.src) != "Established" })
+			l.SetSpeakerLink(t, true)
+			waitFor(t, "FRR to drop the session", 20*time.Second, func() bool { return l.NeighborState(t, sc.src) != "Established" })
 		}
 		if sc.silent {
 			pooled[sc.mode] = append(pooled[sc.mode], ds...)
@@ -91,7 +93,7 @@ func benchBulk(t *testing.T, l *lab, n int) {
 		many = append(many, Advertisement{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 65, byte(i >> 8), byte(i)}), 32)})
 	}
 	start := time.Now()
-	h := startHelper(t, helperConfig{RouterID: srcEBGP, Peers: []Peer{labPeer(srcEBGP)}, Ads: many})
+	h := l.startHelper(t, helperConfig{RouterID: srcEBGP, Peers: []Peer{labPeer(srcEBGP)}, Ads: many})
 	var established time.Time
 	waitFor(t, fmt.Sprintf("FRR to learn %d prefixes", n), 120*time.Second, func() bool {
 		var sum struct {
@@ -100,7 +102,7 @@ func benchBulk(t *testing.T, l *lab, n int) {
 				PfxRcd int    `json:"pfxRcd"`
 			} `json:"peers"`
 		}
-		out := l.vtysh(t, "show bgp ipv4 unicast summary json")
+		out := l.Vtysh(t, "show bgp ipv4 unicast summary json")
 		if err := json.Unmarshal([]byte(out), &sum); err != nil {
 			t.Fatalf("parse %q: %v", out, err)
 		}
@@ -118,7 +120,7 @@ func benchBulk(t *testing.T, l *lab, n int) {
 
 // runQuiet runs a command in a cleanup, where failing the test is too late.
 func runQuiet(t testing.TB, args ...string) {
-	out, err := execCommand(args...)
+	out, err := netnslab.Output(args...)
 	if err != nil {
 		t.Logf("%s: %v: %s", strings.Join(args, " "), err, out)
 	}

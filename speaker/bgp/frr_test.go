@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metalgate/metalgate/internal/netnslab"
 	"github.com/metalgate/metalgate/internal/testenv"
 )
 
@@ -37,48 +38,48 @@ func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool)
 
 func (l *lab) waitRoute(t testing.TB, prefix, src string) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("FRR to learn %s from %s", prefix, src), 30*time.Second, func() bool { return l.has(t, prefix, src) })
+	waitFor(t, fmt.Sprintf("FRR to learn %s from %s", prefix, src), 30*time.Second, func() bool { return l.Has(t, prefix, src) })
 }
 
 func (l *lab) waitBFDUp(t testing.TB, src string) {
 	t.Helper()
 	waitFor(t, "BFD session up with "+src, 30*time.Second, func() bool {
-		out := l.vtysh(t, "show bfd peer "+src+" json")
+		out := l.Vtysh(t, "show bfd peer "+src+" json")
 		return strings.Contains(out, `"status":"up"`)
 	})
 }
 
 func TestFRR(t *testing.T) {
 	l := newLab(t)
-	mon := startRouteMonitor(t)
+	mon := l.MonitorRoutes(t)
 
 	t.Run("eBGP IPv4 and IPv6 with communities and aggregation", func(t *testing.T) {
 		vip := Advertisement{Prefix: netip.MustParsePrefix("100.64.0.10/32"), Communities: []uint32{65000<<16 | 100}, LargeCommunities: []LargeCommunity{{64512, 1, 2}}}
 		cfg := helperConfig{RouterID: srcEBGP, Peers: []Peer{labPeer(srcEBGP)}, Ads: append([]Advertisement{vip,
 			{Prefix: netip.MustParsePrefix("100.64.1.0/24")}},
 			ads("2001:db8:100::10/128")...)}
-		h := startHelper(t, cfg)
+		h := l.startHelper(t, cfg)
 		for _, p := range []string{"100.64.0.10/32", "100.64.1.0/24", "2001:db8:100::10/128"} {
 			l.waitRoute(t, p, srcEBGP)
 		}
-		r := l.route(t, "100.64.0.10/32").Paths[0]
+		r := l.Route(t, "100.64.0.10/32").Paths[0]
 		if r.Community == nil || r.Community.String != "65000:100" || r.LargeCommunity == nil || r.LargeCommunity.String != "64512:1:2" {
 			t.Errorf("communities on FRR's route: %+v %+v, want 65000:100 and 64512:1:2", r.Community, r.LargeCommunity)
 		}
-		r6 := l.route(t, "2001:db8:100::10/128").Paths[0]
+		r6 := l.Route(t, "2001:db8:100::10/128").Paths[0]
 		if len(r6.Nexthops) == 0 || r6.Nexthops[0].IP != nodeV6 {
 			t.Errorf("IPv6 next hop on FRR = %+v, want %s", r6.Nexthops, nodeV6)
 		}
 		// zebra installed both in the kernel.
 		waitFor(t, "kernel routes", 10*time.Second, func() bool {
-			v4 := run(t, "ip", "-n", nsRouter, "route", "show", "100.64.0.10/32")
-			v6 := run(t, "ip", "-n", nsRouter, "-6", "route", "show", "2001:db8:100::10/128")
+			v4 := netnslab.Run(t, "ip", "-n", l.RouterNS(), "route", "show", "100.64.0.10/32")
+			v6 := netnslab.Run(t, "ip", "-n", l.RouterNS(), "-6", "route", "show", "2001:db8:100::10/128")
 			return strings.Contains(v4, "via "+srcEBGP) && strings.Contains(v6, "via "+nodeV6)
 		})
-		mon.drain()
+		mon.Drain()
 		start := time.Now()
 		h.signal(syscall.SIGKILL)
-		at, ok := mon.waitDeleted("100.64.0.10", 10*time.Second)
+		at, ok := mon.WaitDeleted("100.64.0.10", 10*time.Second)
 		if !ok {
 			t.Fatal("route not withdrawn within 10s of SIGKILL")
 		}
@@ -88,14 +89,14 @@ func TestFRR(t *testing.T) {
 	t.Run("IPv4 and IPv6 over an IPv6 session", func(t *testing.T) {
 		p := labPeer(nodeV6)
 		p.Address = netip.MustParseAddr(routerV6)
-		h := startHelper(t, helperConfig{RouterID: srcBFD, Peers: []Peer{p}, Ads: ads("100.64.0.16/32", "2001:db8:100::16/128")})
+		h := l.startHelper(t, helperConfig{RouterID: srcBFD, Peers: []Peer{p}, Ads: ads("100.64.0.16/32", "2001:db8:100::16/128")})
 		l.waitRoute(t, "100.64.0.16/32", nodeV6)
 		l.waitRoute(t, "2001:db8:100::16/128", nodeV6)
 		// The IPv4 next hop is the node's primary IPv4 address on the
 		// interface that holds the session's source address.
 		waitFor(t, "kernel routes", 10*time.Second, func() bool {
-			v4 := run(t, "ip", "-n", nsRouter, "route", "show", "100.64.0.16/32")
-			v6 := run(t, "ip", "-n", nsRouter, "-6", "route", "show", "2001:db8:100::16/128")
+			v4 := netnslab.Run(t, "ip", "-n", l.RouterNS(), "route", "show", "100.64.0.16/32")
+			v6 := netnslab.Run(t, "ip", "-n", l.RouterNS(), "-6", "route", "show", "2001:db8:100::16/128")
 			return strings.Contains(v4, "via "+srcBFD) && strings.Contains(v6, "via "+nodeV6)
 		})
 		h.kill()
@@ -104,9 +105,9 @@ func TestFRR(t *testing.T) {
 	t.Run("iBGP local preference", func(t *testing.T) {
 		p := labPeer(srcIBGP)
 		p.MyASN = 64500
-		h := startHelper(t, helperConfig{RouterID: srcIBGP, Peers: []Peer{p}, Ads: []Advertisement{{Prefix: netip.MustParsePrefix("100.64.0.12/32"), LocalPref: 200}}})
+		h := l.startHelper(t, helperConfig{RouterID: srcIBGP, Peers: []Peer{p}, Ads: []Advertisement{{Prefix: netip.MustParsePrefix("100.64.0.12/32"), LocalPref: 200}}})
 		l.waitRoute(t, "100.64.0.12/32", srcIBGP)
-		if got := l.route(t, "100.64.0.12/32").Paths[0].LocPrf; got != 200 {
+		if got := l.Route(t, "100.64.0.12/32").Paths[0].LocPrf; got != 200 {
 			t.Errorf("locPrf = %d, want 200", got)
 		}
 		h.kill()
@@ -115,25 +116,25 @@ func TestFRR(t *testing.T) {
 	t.Run("TCP MD5", func(t *testing.T) {
 		p := labPeer(srcMD5)
 		p.Password = "wrong"
-		h := startHelper(t, helperConfig{RouterID: srcMD5, Peers: []Peer{p}, Ads: ads("100.64.0.13/32")})
+		h := l.startHelper(t, helperConfig{RouterID: srcMD5, Peers: []Peer{p}, Ads: ads("100.64.0.13/32")})
 		// Several connect attempts (1s apart) must all fail: the 5s window is the behaviour
 		// under test; it looks every 200ms (each look runs vtysh).
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-			if s := l.neighborState(t, srcMD5); s == "Established" {
+			if s := l.NeighborState(t, srcMD5); s == "Established" {
 				t.Fatal("session established with a wrong password")
 			}
 		}
 		h.kill()
 		p.Password = "s3cret"
-		h = startHelper(t, helperConfig{RouterID: srcMD5, Peers: []Peer{p}, Ads: ads("100.64.0.13/32")})
+		h = l.startHelper(t, helperConfig{RouterID: srcMD5, Peers: []Peer{p}, Ads: ads("100.64.0.13/32")})
 		l.waitRoute(t, "100.64.0.13/32", srcMD5)
 		h.kill()
 	})
 
 	t.Run("frozen speaker: hold timer without BFD", func(t *testing.T) {
-		h := startHelper(t, helperConfig{RouterID: srcEBGP, Peers: []Peer{labPeer(srcEBGP)}, Ads: ads("100.64.0.11/32")})
+		h := l.startHelper(t, helperConfig{RouterID: srcEBGP, Peers: []Peer{labPeer(srcEBGP)}, Ads: ads("100.64.0.11/32")})
 		l.waitRoute(t, "100.64.0.11/32", srcEBGP)
-		d := measureWithdraw(t, mon, "100.64.0.11", func() { h.signal(syscall.SIGSTOP) }, 10*time.Second) // SIGSTOP
+		d := l.measureWithdraw(t, mon, "100.64.0.11", func() { h.signal(syscall.SIGSTOP) }, 10*time.Second) // SIGSTOP
 		t.Logf("SIGSTOP without BFD: withdrawn after %v (hold time 3s)", d)
 		if d < 2*time.Second || d > 5*time.Second {
 			t.Errorf("withdrawn after %v, want about the 3s hold time", d)
@@ -145,26 +146,26 @@ func TestFRR(t *testing.T) {
 		p := labPeer(srcBFD)
 		p.BFD = &BFDProfile{ReceiveInterval: 100 * time.Millisecond, TransmitInterval: 100 * time.Millisecond, DetectMultiplier: 3}
 		cfg := helperConfig{RouterID: srcBFD, Peers: []Peer{p}, Ads: ads("100.64.0.14/32")}
-		h := startHelper(t, cfg)
+		h := l.startHelper(t, cfg)
 		l.waitRoute(t, "100.64.0.14/32", srcBFD)
 		l.waitBFDUp(t, srcBFD)
-		d := measureWithdraw(t, mon, "100.64.0.14", func() { h.signal(syscall.SIGSTOP) }, 10*time.Second)
+		d := l.measureWithdraw(t, mon, "100.64.0.14", func() { h.signal(syscall.SIGSTOP) }, 10*time.Second)
 		t.Logf("SIGSTOP with BFD: withdrawn after %v", d)
 		if d > time.Second {
 			t.Errorf("withdrawn after %v with BFD 100ms x 3, want under 1s", d)
 		}
 		h.kill()
 
-		h = startHelper(t, cfg)
+		h = l.startHelper(t, cfg)
 		l.waitRoute(t, "100.64.0.14/32", srcBFD)
 		l.waitBFDUp(t, srcBFD)
-		t.Cleanup(func() { run(t, "ip", "-n", nsNode, "link", "set", "bgpt-n0", "up") })
-		d = measureWithdraw(t, mon, "100.64.0.14", func() { run(t, "ip", "-n", nsNode, "link", "set", "bgpt-n0", "down") }, 10*time.Second)
+		t.Cleanup(func() { l.SetSpeakerLink(t, true) })
+		d = l.measureWithdraw(t, mon, "100.64.0.14", func() { l.SetSpeakerLink(t, false) }, 10*time.Second)
 		t.Logf("link cut with BFD: withdrawn after %v", d)
 		if d > time.Second {
 			t.Errorf("withdrawn after %v with BFD 100ms x 3, want under 1s", d)
 		}
-		run(t, "ip", "-n", nsNode, "link", "set", "bgpt-n0", "up")
+		l.SetSpeakerLink(t, true)
 		h.kill()
 	})
 
@@ -172,17 +173,17 @@ func TestFRR(t *testing.T) {
 		p := labPeer(srcGR)
 		p.GracefulRestart = true
 		cfg := helperConfig{RouterID: srcGR, Peers: []Peer{p}, Ads: ads("100.64.0.15/32")}
-		h := startHelper(t, cfg)
+		h := l.startHelper(t, cfg)
 		l.waitRoute(t, "100.64.0.15/32", srcGR)
 		waitFor(t, "GR capability negotiated", 10*time.Second, func() bool {
-			return strings.Contains(l.vtysh(t, "show bgp neighbors "+srcGR+" json"), `"gracefulRestart":"advertisedAndReceived"`)
+			return strings.Contains(l.Vtysh(t, "show bgp neighbors "+srcGR+" json"), `"gracefulRestart":"advertisedAndReceived"`)
 		})
 		// The speaker preserves forwarding across its restarts (F bit), so
 		// FRR keeps the stale routes until our End-of-RIB.
-		if nb := l.vtysh(t, "show bgp neighbors "+srcGR+" json"); !strings.Contains(nb, `"fBit":true`) {
+		if nb := l.Vtysh(t, "show bgp neighbors "+srcGR+" json"); !strings.Contains(nb, `"fBit":true`) {
 			t.Errorf("FRR did not receive the Forwarding State bit:\n%s", nb)
 		}
-		mon.drain()
+		mon.Drain()
 		var missing atomic.Int32
 		stop := make(chan struct{})
 		polled := make(chan int)
@@ -196,7 +197,7 @@ func TestFRR(t *testing.T) {
 				case <-time.After(50 * time.Millisecond):
 				}
 				n++
-				if !l.has(t, "100.64.0.15/32", srcGR) {
+				if !l.Has(t, "100.64.0.15/32", srcGR) {
 					missing.Add(1)
 				}
 			}
@@ -205,12 +206,12 @@ func TestFRR(t *testing.T) {
 		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 			h.signal(sig)
 			<-h.done
-			waitFor(t, "FRR to notice the restart", 10*time.Second, func() bool { return l.neighborState(t, srcGR) != "Established" })
-			stale := l.route(t, "100.64.0.15/32")
-			h = startHelper(t, cfg)
-			waitFor(t, "session back", 30*time.Second, func() bool { return l.neighborState(t, srcGR) == "Established" })
+			waitFor(t, "FRR to notice the restart", 10*time.Second, func() bool { return l.NeighborState(t, srcGR) != "Established" })
+			stale := l.Route(t, "100.64.0.15/32")
+			h = l.startHelper(t, cfg)
+			waitFor(t, "session back", 30*time.Second, func() bool { return l.NeighborState(t, srcGR) == "Established" })
 			waitFor(t, "route no longer stale", 10*time.Second, func() bool {
-				r := l.route(t, "100.64.0.15/32")
+				r := l.Route(t, "100.64.0.15/32")
 				return len(r.Paths) == 1 && !r.Paths[0].Stale
 			})
 			t.Logf("signal %d: while the speaker was down FRR had %+v", sig, stale.Paths)
@@ -222,7 +223,7 @@ func TestFRR(t *testing.T) {
 		}
 		// The route monitor saw every change of zebra's kernel routes: a
 		// withdrawal, however short, would show as a deletion.
-		if mon.sawDeleted("100.64.0.15") {
+		if mon.SawDeleted("100.64.0.15") {
 			t.Error("the kernel route was deleted during graceful restarts")
 		}
 		t.Logf("route present in all %d vtysh polls across two restarts, kernel route never deleted", n)
@@ -230,12 +231,12 @@ func TestFRR(t *testing.T) {
 		// A speaker that comes back without the VIP: End-of-RIB makes FRR
 		// drop the stale route at once, not after the 120s restart time.
 		h.kill()
-		waitFor(t, "FRR to notice the restart", 10*time.Second, func() bool { return l.neighborState(t, srcGR) != "Established" })
+		waitFor(t, "FRR to notice the restart", 10*time.Second, func() bool { return l.NeighborState(t, srcGR) != "Established" })
 		empty := cfg
 		empty.Ads = nil
-		h = startHelper(t, empty)
+		h = l.startHelper(t, empty)
 		start := time.Now()
-		waitFor(t, "stale route dropped after End-of-RIB", 15*time.Second, func() bool { return !l.has(t, "100.64.0.15/32", srcGR) })
+		waitFor(t, "stale route dropped after End-of-RIB", 15*time.Second, func() bool { return !l.Has(t, "100.64.0.15/32", srcGR) })
 		t.Logf("restart without the VIP: stale route gone %v after the restart", time.Since(start).Round(time.Millisecond))
 		h.kill()
 	})
@@ -243,15 +244,15 @@ func TestFRR(t *testing.T) {
 
 // measureWithdraw runs cause and returns how long until the kernel route
 // for prefix is deleted in the router.
-func measureWithdraw(t testing.TB, mon *routeMonitor, prefix string, cause func(), timeout time.Duration) time.Duration {
+func (l *lab) measureWithdraw(t testing.TB, mon *netnslab.RouteMonitor, prefix string, cause func(), timeout time.Duration) time.Duration {
 	t.Helper()
 	waitFor(t, "kernel route "+prefix, 10*time.Second, func() bool {
-		return strings.Contains(run(t, "ip", "-n", nsRouter, "route", "show", prefix+"/32"), "proto bgp")
+		return strings.Contains(netnslab.Run(t, "ip", "-n", l.RouterNS(), "route", "show", prefix+"/32"), "proto bgp")
 	})
-	mon.drain()
+	mon.Drain()
 	start := time.Now()
 	cause()
-	at, ok := mon.waitDeleted(prefix, timeout)
+	at, ok := mon.WaitDeleted(prefix, timeout)
 	if !ok {
 		t.Fatalf("route %s not withdrawn within %v", prefix, timeout)
 	}
