@@ -1,5 +1,5 @@
 #!/bin/bash
-# Measures, against a real FRR in network namespaces (bgpt-*), how long the
+# Measures, against a real FRR in network namespaces (frrt-*), how long the
 # router keeps a node's route after the node fails: frozen speaker
 # (SIGSTOP), cut link, and SIGKILL for reference, with BFD (100ms x 3) and
 # with the hold timer alone (3s, keepalive 1s), min/median/max over RUNS
