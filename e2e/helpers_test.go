@@ -25,6 +25,7 @@ import (
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/e2e/lab"
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 // openLab returns the running lab (make lab-up) and, when the test fails, collects every log
@@ -77,20 +78,10 @@ func pollFast(t *testing.T, timeout time.Duration, what string, check func() err
 }
 
 // pollEvery polls check every interval until it returns nil; at the deadline the test fails
-// with the last error.
+// with the last error (internal/testenv, the one test kit).
 func pollEvery(t *testing.T, interval, timeout time.Duration, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %s: %v", what, timeout, err)
-		}
-		time.Sleep(interval)
-	}
+	testenv.EventuallyEvery(t, interval, timeout, what, check)
 }
 
 // testNamespace creates a namespace for one test and deletes it afterwards (unless the test

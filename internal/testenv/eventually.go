@@ -27,6 +27,23 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 	EventuallyOn(t, timeout, what, nil, cond)
 }
 
+// EventuallyEvery is Eventually at a fixed pace: cond every interval (a check that is costly —
+// kubectl, vtysh in a lab — or one that is timed and must be seen within a few milliseconds).
+func EventuallyEvery(t testing.TB, interval, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not so after %v: %v", what, timeout, err)
+		}
+		time.Sleep(interval)
+	}
+}
+
 // EventuallyOn is Eventually that also checks cond whenever wake delivers, for a system that
 // says when it changed (a nil wake is never ready).
 func EventuallyOn(t testing.TB, timeout time.Duration, what string, wake <-chan struct{}, cond func() error) {

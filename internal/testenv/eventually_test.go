@@ -64,6 +64,30 @@ func TestEventually(t *testing.T) {
 	}
 }
 
+// TestEventuallyEvery: checks at its interval (not more often), returns once true, and fails
+// naming what with the last error.
+func TestEventuallyEvery(t *testing.T) {
+	var calls atomic.Int32
+	start := time.Now()
+	got := run(t, func(tb testing.TB) {
+		EventuallyEvery(tb, 30*time.Millisecond, time.Second, "route learned", func() error {
+			if calls.Add(1) < 4 {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+	})
+	if got != "" || calls.Load() != 4 || time.Since(start) < 90*time.Millisecond {
+		t.Errorf("failed %q after %d checks in %v; want success on the 4th check, ≥ 90ms", got, calls.Load(), time.Since(start))
+	}
+	got = run(t, func(tb testing.TB) {
+		EventuallyEvery(tb, 10*time.Millisecond, 50*time.Millisecond, "route learned", func() error { return errors.New("no route") })
+	})
+	if !strings.Contains(got, "route learned: not so after 50ms: no route") {
+		t.Errorf("failed with %q", got)
+	}
+}
+
 // TestEventuallyOnWakes: a wake makes it check again; a closed wake channel does not spin it
 // into a failure.
 func TestEventuallyOnWakes(t *testing.T) {
