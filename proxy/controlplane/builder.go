@@ -329,22 +329,15 @@ func (b *builder) snapshot(ctx context.Context) (table.Input, error) {
 	for i := range classes.Items {
 		in.Classes = append(in.Classes, &classes.Items[i])
 	}
-	if err := b.listBackends(ctx, &in); err != nil {
+	if err := b.listShared(ctx, &in); err != nil {
 		return in, err
-	}
-	var secrets corev1.SecretList
-	if err := b.cache.List(ctx, &secrets, nocopy); err != nil {
-		return in, fmt.Errorf("list Secrets: %w", err)
-	}
-	for i := range secrets.Items {
-		in.Secrets = append(in.Secrets, &secrets.Items[i])
 	}
 	return in, nil
 }
 
-// listBackends fills in.Services and in.Slices from the cache without copying: what both an
-// Ingress table and a Gateway table route to.
-func (b *builder) listBackends(ctx context.Context, in *table.Input) error {
+// listShared fills in.Services, in.Slices and in.Secrets from the cache without copying: what
+// both an Ingress table and a Gateway table read (backends, and certificates).
+func (b *builder) listShared(ctx context.Context, in *table.Input) error {
 	nocopy := client.UnsafeDisableDeepCopy
 	var svcs corev1.ServiceList
 	if err := b.cache.List(ctx, &svcs, nocopy); err != nil {
@@ -359,6 +352,13 @@ func (b *builder) listBackends(ctx context.Context, in *table.Input) error {
 	}
 	for i := range slices.Items {
 		in.Slices = append(in.Slices, &slices.Items[i])
+	}
+	var secrets corev1.SecretList
+	if err := b.cache.List(ctx, &secrets, nocopy); err != nil {
+		return fmt.Errorf("list Secrets: %w", err)
+	}
+	for i := range secrets.Items {
+		in.Secrets = append(in.Secrets, &secrets.Items[i])
 	}
 	return nil
 }

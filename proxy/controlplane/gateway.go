@@ -82,15 +82,8 @@ func (b *builder) gatewaySnapshot(ctx context.Context) (table.Input, error) {
 	for i := range nss.Items {
 		in.Namespaces = append(in.Namespaces, &nss.Items[i])
 	}
-	if err := b.listBackends(ctx, &in); err != nil {
+	if err := b.listShared(ctx, &in); err != nil {
 		return in, err
-	}
-	var secrets corev1.SecretList
-	if err := b.cache.List(ctx, &secrets, nocopy); err != nil {
-		return in, fmt.Errorf("list Secrets: %w", err)
-	}
-	for i := range secrets.Items {
-		in.Secrets = append(in.Secrets, &secrets.Items[i])
 	}
 	return in, nil
 }
