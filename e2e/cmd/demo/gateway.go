@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -54,30 +53,9 @@ func (d *demo) gatewayTenant(ctx context.Context) error {
 		return err
 	}
 	d.indent(out)
-	var rep echoReply
-	err = d.waitFor(ctx, fmt.Sprintf("curl %s with Host %s", vip, host(gatewayNS)), 90*time.Second, func() error {
-		body, code, err := d.curl(ctx, vip, host(gatewayNS))
-		if err != nil {
-			return err
-		}
-		if code != "200" {
-			return fmt.Errorf("HTTP %s: %.200s", code, body)
-		}
-		rep = echoReply{}
-		if err := json.Unmarshal([]byte(body), &rep); err != nil {
-			return fmt.Errorf("not the echo JSON: %.200s", body)
-		}
-		if rep.Namespace != gatewayNS {
-			return fmt.Errorf("answered by pod %q in namespace %q", rep.Pod, rep.Namespace)
-		}
-		return nil
-	})
-	d.say("$ ip netns exec %sclient curl -s http://%s/ -H 'Host: %s'", d.l.Prefix, vip, host(gatewayNS))
-	if err != nil {
+	if err := d.curlEcho(ctx, vip, gatewayNS); err != nil {
 		return err
 	}
-	b, _ := json.Marshal(rep)
-	d.say("  %s   (headers left out)", b)
 	for ns, other := range d.vips {
 		if other == vip {
 			return fmt.Errorf("the Gateway's VIP %s is also tenant %s's", vip, ns)

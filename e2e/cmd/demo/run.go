@@ -478,33 +478,41 @@ func (d *demo) curl(ctx context.Context, vip netip.Addr, hostHeader string) (str
 	return strings.TrimSpace(out[:i]), strings.TrimSpace(out[i+1:]), nil
 }
 
-func (d *demo) curlAll(ctx context.Context) error {
-	for _, ns := range tenants {
-		vip := d.vips[ns]
-		var rep echoReply
-		err := d.waitFor(ctx, fmt.Sprintf("curl %s with Host %s", vip, host(ns)), 90*time.Second, func() error {
-			body, code, err := d.curl(ctx, vip, host(ns))
-			if err != nil {
-				return err
-			}
-			if code != "200" {
-				return fmt.Errorf("HTTP %s: %.200s", code, body)
-			}
-			rep = echoReply{}
-			if err := json.Unmarshal([]byte(body), &rep); err != nil {
-				return fmt.Errorf("not the echo JSON: %.200s", body)
-			}
-			if rep.Namespace != ns || !strings.HasPrefix(rep.Pod, "echo-") {
-				return fmt.Errorf("answered by pod %q in namespace %q", rep.Pod, rep.Namespace)
-			}
-			return nil
-		})
-		d.say("$ ip netns exec %sclient curl -s http://%s/ -H 'Host: %s'", d.l.Prefix, vip, host(ns))
+// curlEcho curls vip with Host <ns>.demo.test from the client until an echo pod of namespace
+// ns answers 200, and shows the command and the reply.
+func (d *demo) curlEcho(ctx context.Context, vip netip.Addr, ns string) error {
+	var rep echoReply
+	err := d.waitFor(ctx, fmt.Sprintf("curl %s with Host %s", vip, host(ns)), 90*time.Second, func() error {
+		body, code, err := d.curl(ctx, vip, host(ns))
 		if err != nil {
 			return err
 		}
-		b, _ := json.Marshal(rep)
-		d.say("  %s   (headers left out)", b)
+		if code != "200" {
+			return fmt.Errorf("HTTP %s: %.200s", code, body)
+		}
+		rep = echoReply{}
+		if err := json.Unmarshal([]byte(body), &rep); err != nil {
+			return fmt.Errorf("not the echo JSON: %.200s", body)
+		}
+		if rep.Namespace != ns || !strings.HasPrefix(rep.Pod, "echo-") {
+			return fmt.Errorf("answered by pod %q in namespace %q", rep.Pod, rep.Namespace)
+		}
+		return nil
+	})
+	d.say("$ ip netns exec %sclient curl -s http://%s/ -H 'Host: %s'", d.l.Prefix, vip, host(ns))
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(rep)
+	d.say("  %s   (headers left out)", b)
+	return nil
+}
+
+func (d *demo) curlAll(ctx context.Context) error {
+	for _, ns := range tenants {
+		if err := d.curlEcho(ctx, d.vips[ns], ns); err != nil {
+			return err
+		}
 	}
 	// Isolation: each proxy serves its own namespace only.
 	a, b := tenants[0], tenants[1]
