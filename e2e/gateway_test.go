@@ -17,13 +17,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/metalgate/metalgate/api/contract"
-	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/controllers/gateway"
 	"github.com/metalgate/metalgate/e2e/lab"
 )
@@ -46,11 +43,11 @@ func TestGateway(t *testing.T) {
 	ctx := context.Background()
 	l := openLab(t)
 	cs := clientset(t, l)
-	cl := gatewayClient(t, l)
+	cl := labClient(t, l)
 
 	deploySpeaker(t, l, cs)
-	pool := manualPool(t, labClient(t, l), "e2e-gateway-", gatewayPool)
-	l2Advertisement(t, labClient(t, l), "e2e-gateway-", pool.Name)
+	pool := manualPool(t, cl, "e2e-gateway-", gatewayPool)
+	l2Advertisement(t, cl, "e2e-gateway-", pool.Name)
 	ns := testNamespace(t, cs, "e2e-gateway")
 	for _, name := range []string{"alpha", "beta"} {
 		echoBackend(t, cl, ns, name)
@@ -271,20 +268,4 @@ func gatewayCertificate(t *testing.T, cl client.Client, ns, name, host string) s
 		t.Fatalf("create Secret: %v", err)
 	}
 	return caPEM
-}
-
-// gatewayClient is a lab client that also knows Gateway API's types.
-func gatewayClient(t *testing.T, l *lab.Lab) client.Client {
-	t.Helper()
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, gwv1.Install} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cl, err := l.Client(scheme)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cl
 }

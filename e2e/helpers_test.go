@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/e2e/lab"
@@ -191,11 +192,12 @@ func shortErr(out string) string {
 	return out
 }
 
-// labClient is a controller-runtime client of the lab that knows Kubernetes' and metalgate's types.
+// labClient is a controller-runtime client of the lab that knows Kubernetes', metalgate's and
+// Gateway API's types.
 func labClient(t *testing.T, l *lab.Lab) client.Client {
 	t.Helper()
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, gwv1.Install} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
