@@ -165,9 +165,11 @@ func Build(in Input) (*Table, []Problem) {
 		owner:    map[routeKey]types.NamespacedName{},
 		nsOwner:  map[nsRouteKey]types.NamespacedName{},
 		hosts:    map[string]types.NamespacedName{},
-		refusals: map[*Backend]string{},
 		reported: map[reportKey]bool{},
+		patch: &patchState{unmanaged: in.AllowUnmanagedSlices, loopback: in.AllowLoopbackEndpoints,
+			ports: map[string]corev1.ServicePort{}, refusals: map[string]string{}, ranked: map[string]bool{}},
 	}
+	b.t.patch = b.patch
 	for _, s := range in.Services {
 		b.services[types.NamespacedName{Namespace: s.Namespace, Name: s.Name}] = s
 	}
@@ -244,6 +246,7 @@ func (b *builder) finish() {
 			nr.anyHost.sort()
 		}
 	}
+	b.patch.index(b.t)
 }
 
 // first orders Ingresses for conflicts: not being deleted before being deleted, then older
@@ -288,12 +291,11 @@ type builder struct {
 	nsOwner map[nsRouteKey]types.NamespacedName
 	// hosts maps each host named by an Ingress ("*.foo.com" for a wildcard) to the first
 	// Ingress naming it: its namespace owns the host.
-	hosts map[string]types.NamespacedName
-	// refusals summarises a backend's refused endpoints, for a Problem on each Ingress using it.
-	refusals map[*Backend]string
+	hosts    map[string]types.NamespacedName
 	reported map[reportKey]bool
 	defaults []defaultCandidate // in build order
 	problems []Problem
+	patch    *patchState // what PatchEndpoints needs of this build (Table.patch)
 }
 
 func (b *builder) problem(ing types.NamespacedName, reason, format string, args ...any) {
@@ -758,8 +760,12 @@ type defaultCandidate struct {
 
 // tier ranks what a default backend can serve: 0 a ready endpoint, 1 only endpoints serving
 // while terminating, 2 nothing (missing Service or port, no endpoint: 503).
-func (c defaultCandidate) tier() int {
-	be := c.route.Backend
+func (c defaultCandidate) tier() int { return c.route.Backend.tier() }
+
+// tier ranks what a backend can serve, for default backends: 0 a ready endpoint, 1 only
+// endpoints serving while terminating, 2 nothing. It is the only thing Build reads from a
+// backend's endpoints besides copying them (PatchEndpoints compares it).
+func (be *Backend) tier() int {
 	if len(be.Endpoints) == 0 {
 		return 2
 	}
@@ -812,6 +818,11 @@ func (b *builder) chooseDefaults() {
 	}
 	if global < 0 {
 		return
+	}
+	if len(b.defaults) > 1 { // one alone wins whatever its endpoints
+		for _, c := range b.defaults {
+			b.patch.ranked[c.route.Backend.Key] = true
+		}
 	}
 	b.t.Default = b.defaults[global].route
 	for ns, i := range best {
@@ -875,24 +886,35 @@ func (b *builder) backend(id types.NamespacedName, ns string, ib *networkingv1.I
 		b.problem(id, ReasonMissingPort, "Service %s has no port %s", svcID, port)
 		return be
 	}
-	var refused []string
-	var nRefused, total int
-	be.Endpoints, be.States, refused, nRefused, total = b.endpoints(b.slices[svcID], sp)
+	b.patch.ports[key] = *sp
+	var msg string
+	be.Endpoints, be.States, msg = b.resolve(be, b.slices[svcID], sp)
+	if msg != "" {
+		b.patch.refusals[key] = msg
+	}
+	b.reportRefused(id, be)
+	return be
+}
+
+// resolve computes the endpoints of backend be (Service port sp) from the Service's slices,
+// and the message of the RefusedEndpoint Problem it causes ("" when none is refused). Build
+// and PatchEndpoints both call it: one computation, so a patch cannot drift from a build.
+func (b *builder) resolve(be *Backend, slices []*discoveryv1.EndpointSlice, sp *corev1.ServicePort) (routed []string, states []EndpointState, refusal string) {
+	routed, states, refused, nRefused, total := b.endpoints(slices, sp)
 	if nRefused > 0 {
 		const shown = 3
 		more := ""
 		if len(refused) > shown {
 			refused, more = refused[:shown], fmt.Sprintf("; and %d more", len(refused)-shown)
 		}
-		b.refusals[be] = fmt.Sprintf("Service %s port %s: %d of %d endpoint addresses refused: %s%s", svcID, port, nRefused, total, strings.Join(refused, "; "), more)
+		refusal = fmt.Sprintf("Service %s port %s: %d of %d endpoint addresses refused: %s%s", be.Service, be.Port, nRefused, total, strings.Join(refused, "; "), more)
 	}
-	b.reportRefused(id, be)
-	return be
+	return routed, states, refusal
 }
 
 // reportRefused reports a backend's refused endpoints on Ingress id, once per Ingress.
 func (b *builder) reportRefused(id types.NamespacedName, be *Backend) {
-	msg := b.refusals[be]
+	msg := b.patch.refusals[be.Key]
 	if msg == "" {
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // scaleInput makes n Ingresses (one host, two paths each), each with its own Service and
@@ -74,11 +76,57 @@ func TestScale10kIngresses(t *testing.T) {
 	tab2, _ := Build(in)
 	took2 := time.Since(start)
 	runtime.KeepAlive(tab)
+	// An endpoint-only change of one Service (the fast path): one endpoint of app5000 moves.
+	id, changed := scaleEndpointChange(in, 5000)
+	start = time.Now()
+	tab3, ok := PatchEndpoints(tab2, changed)
+	tookPatch := time.Since(start)
+	if !ok || tab3 == tab2 {
+		t.Fatalf("PatchEndpoints refused or changed nothing: ok=%v", ok)
+	}
+	if r := tab3.Lookup(id.Name+".example.com", "/"); r == nil || !slices.Contains(r.Backend.Endpoints, scaleMovedEndpoint) {
+		t.Fatalf("patched table does not route to the new endpoint: %+v", r)
+	}
 	runtime.KeepAlive(tab2)
 	tableMiB := float64(after.HeapAlloc-before.HeapAlloc) / (1 << 20)
 	hwm := procStatusKiB(t, "VmHWM") / 1024
-	fmt.Printf("SCALE ingresses=10000 endpoints=100000 build_ms=%d rebuild_ms=%d table_heap_mib=%.1f total_heap_mib=%.1f rss_hwm_mib=%.0f\n",
-		took.Milliseconds(), took2.Milliseconds(), tableMiB, float64(after.HeapAlloc)/(1<<20), hwm)
+	fmt.Printf("SCALE ingresses=10000 endpoints=100000 build_ms=%d rebuild_ms=%d patch_us=%d table_heap_mib=%.1f total_heap_mib=%.1f rss_hwm_mib=%.0f\n",
+		took.Milliseconds(), took2.Milliseconds(), tookPatch.Microseconds(), tableMiB, float64(after.HeapAlloc)/(1<<20), hwm)
+}
+
+// scaleMovedEndpoint is where scaleEndpointChange moves an endpoint to.
+const scaleMovedEndpoint = "10.255.255.1:8080"
+
+// scaleEndpointChange is an endpoint-only change of Service app<i> of scaleInput: its slice
+// with the first endpoint replaced by scaleMovedEndpoint. It returns the Service and
+// PatchEndpoints's argument.
+func scaleEndpointChange(in Input, i int) (types.NamespacedName, map[types.NamespacedName][]*discoveryv1.EndpointSlice) {
+	s := in.Slices[i].DeepCopy()
+	s.Endpoints[0].Addresses = []string{strings.TrimSuffix(scaleMovedEndpoint, ":8080")}
+	id := types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[discoveryv1.LabelServiceName]}
+	return id, map[types.NamespacedName][]*discoveryv1.EndpointSlice{id: {s}}
+}
+
+// BenchmarkPatchVsBuild10k compares the two ways a table follows an endpoint change of one
+// Service at 10,000 Ingresses and 100,000 endpoints: a full Build and PatchEndpoints.
+func BenchmarkPatchVsBuild10k(b *testing.B) {
+	in := scaleInput(10000, 10)
+	tab, _ := Build(in)
+	b.Run("Build", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			Build(in)
+		}
+	})
+	b.Run("PatchEndpoints", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			_, changed := scaleEndpointChange(in, 5000)
+			if _, ok := PatchEndpoints(tab, changed); !ok {
+				b.Fatal("patch refused")
+			}
+		}
+	})
 }
 
 func procStatusKiB(t *testing.T, field string) float64 {

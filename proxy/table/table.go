@@ -38,6 +38,9 @@ type Table struct {
 	// Owned lists those Ingresses in build order (first wins conflicts), for debugging: an
 	// owned Ingress may have no route at all (every rule invalid or refused).
 	Owned []types.NamespacedName
+
+	// patch is what PatchEndpoints needs to patch this table (patch.go).
+	patch *patchState
 }
 
 // Route is where a matched request goes, with the settings of the Ingress that defined it.
