@@ -57,7 +57,7 @@
 #   SCENARIOS="h1 tls-ecdsa tls-rsa h2 new-ecdsa new-rsa" PROXIES="metalgate nginx haproxy"
 #   H2_CONNECTIONS=64 H2_STREAMS=10 NEW_CONNECTIONS=32 (ab concurrency)
 #   PROFILE= (1: after the measurements, a perf CPU profile of metalgate and nginx in each
-#   scenario but h1, summarised: where the CPU goes) PROFILE_DIR= (keep perf.data and binaries)
+#   scenario, summarised: where the CPU goes) PROFILE_DIR= (keep perf.data and binaries)
 #   SKIP_CONTROLPLANE= (set: no envtest and 10k-table measurements)
 #   METALGATE_BIN, ECHO_BIN (prebuilt binaries; default: built from this tree)
 #   KUBEBUILDER_ASSETS (default ./bin/k8s-v1.35.4).
@@ -631,10 +631,10 @@ if [ -n "$PROFILE" ]; then
 	echo ">> profiles: perf record -F 2999 -g -e cpu-clock ${where:-"-p <pid>"} during one more $DURATION run of each scenario"
 	[ -z "$PROFILE_DIR" ] || { mkdir -p "$PROFILE_DIR"; cp "$tmp/metalgate" "$PROFILE_DIR/"; }
 	for sc in $SCENARIOS; do
-		[ "$sc" != h1 ] || continue
 		for n in metalgate nginx; do
 			has "$PROXIES" "$n" || continue
-			port=${TLS_PORT[$n]}
+			port=${PORT[$n]}
+			[ "$sc" = h1 ] || port=${TLS_PORT[$n]}
 			load "$sc" "$port" 2s >/dev/null
 			# nginx: the worker(s); metalgate: the process
 			targets=${PID[$n]}
