@@ -118,6 +118,16 @@ func (r *Registry) Get(addr string) *Endpoint {
 	return e
 }
 
+// Forget forgets the addresses in gone. Requests in flight to a forgotten endpoint hold
+// their own pointer and finish normally.
+func (r *Registry) Forget(gone map[string]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for a := range gone {
+		delete(r.m, a)
+	}
+}
+
 // Retain forgets every address not in keep. Requests in flight to a forgotten endpoint hold
 // their own pointer and finish normally.
 func (r *Registry) Retain(keep map[string]bool) {

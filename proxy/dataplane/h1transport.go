@@ -214,12 +214,13 @@ func (t *h1Transport) put(c *h1Conn) {
 	c.conn.Close()
 }
 
-// retain closes the idle connections of endpoints no longer in any table.
-func (t *h1Transport) retain(keep map[string]bool) {
+// retain closes the idle connections of endpoints no longer in any table: those whose
+// address keep refuses.
+func (t *h1Transport) retain(keep func(addr string) bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for key, list := range t.idle {
-		if keep[addrOf(key)] {
+		if keep(addrOf(key)) {
 			continue
 		}
 		for _, c := range list {
@@ -230,7 +231,7 @@ func (t *h1Transport) retain(keep map[string]bool) {
 }
 
 // CloseIdleConnections closes every pooled connection.
-func (t *h1Transport) CloseIdleConnections() { t.retain(nil) }
+func (t *h1Transport) CloseIdleConnections() { t.retain(func(string) bool { return false }) }
 
 // RoundTrip serves ReverseProxy: the request is written by req.Write, and 1xx responses go
 // to the client trace in req's context (ReverseProxy's, which forwards them). A 101 answer

@@ -33,6 +33,8 @@ import (
 type Server struct {
 	opts     Options
 	current  atomic.Pointer[router]
+	swapMu   sync.Mutex   // one Swap at a time: refs follows current
+	refs     endpointRefs // the endpoints of current's pools
 	registry *balancer.Registry
 	h1       *h1Transport    // every HTTP/1.1 exchange with an endpoint
 	h2c      *http.Transport // h2c and gRPC backends
@@ -108,7 +110,7 @@ func New(opts Options) (*Server, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, registry: balancer.NewRegistry(), defCert: opts.DefaultCertificate,
+	s := &Server{opts: opts, registry: balancer.NewRegistry(), refs: endpointRefs{}, defCert: opts.DefaultCertificate,
 		reencodeQueries: strings.Contains(os.Getenv("GODEBUG"), "urlmaxqueryparams"),
 		paths:           pathPolicy{slashes: opts.EscapedSlashes, mergeSlashes: !opts.KeepDuplicateSlashes},
 		httpPort:        strconv.Itoa(opts.PublicHTTPPort), httpsPort: strconv.Itoa(opts.PublicHTTPSPort),
@@ -168,17 +170,21 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 }
 
 // Swap installs a new table. Requests already routed keep the old one; new requests use t.
+// Backends t shares with the table in use (a table patched for an endpoint change) keep
+// their pools; the endpoints no backend of t has any more are forgotten, with their pooled
+// connections.
 func (s *Server) Swap(t *table.Table) {
-	r := compile(t, s.registry, s.affinityKey)
+	s.swapMu.Lock()
+	defer s.swapMu.Unlock()
+	r, added, removed := compile(t, s.current.Load(), s.registry, s.affinityKey)
 	s.tls.update(r)
 	s.current.Store(r)
-	keep := map[string]bool{}
-	for _, be := range t.Backends {
-		for _, a := range be.Endpoints {
-			keep[a] = true
-		}
+	if dropped := s.refs.update(added, removed); len(dropped) > 0 {
+		s.registry.Forget(dropped)
 	}
-	s.h1.retain(keep)
+	// Every Swap sweeps the idle connections, not only those of the dropped addresses: a
+	// request routed by the old table may have put one back since the last Swap.
+	s.h1.retain(func(addr string) bool { return s.refs[addr] > 0 })
 	if s.opts.Metrics != nil {
 		s.opts.Metrics.TableSwaps.Inc()
 	}

@@ -95,14 +95,21 @@ func (hr *hostRules) each(f func(*Route)) {
 }
 
 // routeBackends lists the backends a route refers to: its own, its canary's and its
-// external authentication service's (remap.route replaces exactly these).
+// external authentication service's (remap.route replaces exactly these); nil ones (a
+// refused auth-url) are left out.
 func routeBackends(r *Route) []*Backend {
-	out := []*Backend{r.Backend}
+	var out []*Backend
+	add := func(be *Backend) {
+		if be != nil {
+			out = append(out, be)
+		}
+	}
+	add(r.Backend)
 	if r.Canary != nil {
-		out = append(out, r.Canary.Backend)
+		add(r.Canary.Backend)
 	}
 	if ea := r.Options.Policy.ExternalAuth; ea != nil {
-		out = append(out, ea.Backend)
+		add(ea.Backend)
 	}
 	return out
 }

@@ -84,7 +84,11 @@ func patchIngressWorld(rng *rand.Rand, certPEM, keyPEM []byte) Input {
 		case 3:
 			ing.Annotations[PrefixMetalgate+"ssl-passthrough"] = "true"
 		case 4:
-			ing.Annotations[PrefixMetalgate+"auth-url"] = fmt.Sprintf("http://%s.%s.svc/check", svcs[rng.Intn(len(svcs))], ns)
+			authNS := ns
+			if rng.Intn(3) == 0 { // another namespace: refused, the policy has no backend
+				authNS = patchNamespaces[rng.Intn(len(patchNamespaces))]
+			}
+			ing.Annotations[PrefixMetalgate+"auth-url"] = fmt.Sprintf("http://%s.%s.svc/check", svcs[rng.Intn(len(svcs))], authNS)
 		case 5:
 			ing.Annotations[AnnotationLoadBalance] = "ewma"
 		case 6:
