@@ -89,4 +89,8 @@ const (
 	// AnnotationGateway is the Gateway as namespace/name, exactly: which Gateway a Service
 	// belongs to is decided by it, not by the labels (which may be shortened).
 	AnnotationGateway = "metalgate.io/gateway"
+	// AnnotationAllowUnmanagedEndpointSlices on a GatewayClass, "true": the proxies of its
+	// Gateways also route to EndpointSlices the endpoint-slice controller does not manage
+	// (metalgate proxy --allow-unmanaged-endpointslices). Any other value, or none: they do not.
+	AnnotationAllowUnmanagedEndpointSlices = "metalgate.io/allow-unmanaged-endpointslices"
 )

@@ -79,7 +79,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 		if r.Proxy.Image != "" {
-			if obs.ProxyProblem, err = r.ensureDeployment(ctx, &gw, plan); err != nil {
+			if obs.ProxyProblem, err = r.ensureDeployment(ctx, &gw, &gc, plan); err != nil {
 				return ctrl.Result{}, err
 			}
 		}

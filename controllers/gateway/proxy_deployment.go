@@ -41,7 +41,13 @@ const ComponentGatewayProxy = "gateway-proxy"
 // `metalgate proxy --gateway=<namespace>/<name>`, listening on the listeners' ports as a
 // non-root user (net.ipv4.ip_unprivileged_port_start=0, a namespaced safe sysctl, lets it bind
 // ports below 1024 without a capability).
-func DesiredDeployment(gw *gwv1.Gateway, plan Plan, namespace string, p ProxyOptions) *appsv1.Deployment {
+//
+// A GatewayClass annotated metalgate.io/allow-unmanaged-endpointslices: "true" (the class is
+// the cluster operator's) also passes --allow-unmanaged-endpointslices to its Gateways'
+// proxies: they then route to hand-written EndpointSlices too (addresses still checked). The
+// Gateway API's core conformance test HTTPRouteServiceTypes needs it; by default proxies trust
+// only the endpoint-slice controller's slices (docs/gateway.md).
+func DesiredDeployment(gw *gwv1.Gateway, gc *gwv1.GatewayClass, plan Plan, namespace string, p ProxyOptions) *appsv1.Deployment {
 	if p.ServiceAccount == "" {
 		p.ServiceAccount = DefaultProxyServiceAccount
 	}
@@ -80,7 +86,7 @@ func DesiredDeployment(gw *gwv1.Gateway, plan Plan, namespace string, p ProxyOpt
 						Name:            "proxy",
 						Image:           p.Image,
 						ImagePullPolicy: p.PullPolicy,
-						Args:            []string{"proxy", "--gateway=" + gw.Namespace + "/" + gw.Name},
+						Args:            proxyArgs(gw, gc),
 						Ports:           ports,
 						ReadinessProbe:  probe("/readyz", 2),
 						LivenessProbe:   probe("/healthz", 10),
@@ -95,12 +101,22 @@ func DesiredDeployment(gw *gwv1.Gateway, plan Plan, namespace string, p ProxyOpt
 	}
 }
 
+// proxyArgs are the arguments of gw's proxy: the Gateway, and the class's trust in
+// hand-written EndpointSlices.
+func proxyArgs(gw *gwv1.Gateway, gc *gwv1.GatewayClass) []string {
+	args := []string{"proxy", "--gateway=" + gw.Namespace + "/" + gw.Name}
+	if gc.Annotations[contract.AnnotationAllowUnmanagedEndpointSlices] == "true" {
+		args = append(args, "--allow-unmanaged-endpointslices")
+	}
+	return args
+}
+
 // ensureDeployment creates gw's proxy Deployment or brings its labels, replicas and pod
 // template back to what DesiredDeployment says (the API server's defaults on the template are
 // kept by comparing only what is set here). It returns why the proxy does not serve yet
 // (Observed.ProxyProblem), or "".
-func (r *Reconciler) ensureDeployment(ctx context.Context, gw *gwv1.Gateway, plan Plan) (string, error) {
-	want := DesiredDeployment(gw, plan, r.Namespace, r.Proxy)
+func (r *Reconciler) ensureDeployment(ctx context.Context, gw *gwv1.Gateway, gc *gwv1.GatewayClass, plan Plan) (string, error) {
+	want := DesiredDeployment(gw, gc, plan, r.Namespace, r.Proxy)
 	name := want.Namespace + "/" + want.Name
 	var have appsv1.Deployment
 	err := r.Deployments.Get(ctx, client.ObjectKeyFromObject(want), &have)
