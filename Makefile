@@ -117,6 +117,17 @@ test-e2e: ## As root on Linux: a throwaway lab, every e2e test, then lab-down.
 	rc=0; $(MAKE) --no-print-directory e2e $(TEST_LAB) || rc=$$?; \
 	$(MAKE) --no-print-directory lab-down $(TEST_LAB) || { [ $$rc != 0 ] || rc=1; }; exit $$rc
 
+# The Gateway API conformance suite (docs/conformance/README.md) in a lab of its own (prefix
+# cf-), brought up or reused, left up for the next run (make lab-down LAB_PREFIX=cf- removes it).
+CONFORMANCE_LAB := LAB_PREFIX=cf- LAB_DIR=$(ROOT)/_out/lab-cf-
+
+.PHONY: conformance
+conformance: ## As root on Linux: Gateway API conformance (v1.5.1, GATEWAY-HTTP) against the lab cf-; report and features table in docs/conformance/. CONFORMANCE_RUN_TEST=<name>: one test.
+	@if [ "$$(id -u)" != 0 ] || [ "$$(uname -s)" != Linux ]; then \
+	  echo "conformance: needs root on Linux (the lab's network namespaces)"; exit 1; fi
+	@$(MAKE) --no-print-directory e2e-deploy $(CONFORMANCE_LAB)
+	@$(CONFORMANCE_LAB) hack/conformance.sh
+
 .PHONY: test
 test: lint verify-generate test-integration test-e2e ## Everything: lint, generated files, unit, integration, e2e (root).
 

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -21,13 +22,14 @@ import (
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/controllers"
 	"github.com/metalgate/metalgate/controllers/gateway"
+	"github.com/metalgate/metalgate/controllers/gateway/claim"
 	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 const wait = 30 * time.Second
 
 // TestGatewayClassAccepted: metalgate accepts its own GatewayClasses (observedGeneration set,
-// no supported features claimed yet), refuses one with a parametersRef, and never writes a
+// status.supportedFeatures exactly the features the conformance run claims, sorted), refuses one with a parametersRef, and never writes a
 // GatewayClass of another controller.
 func TestGatewayClassAccepted(t *testing.T) {
 	needAPIServer(t)
@@ -38,6 +40,13 @@ func TestGatewayClassAccepted(t *testing.T) {
 		ControllerName: gateway.ControllerName,
 		ParametersRef:  &gwv1.ParametersReference{Group: "", Kind: "ConfigMap", Name: "x", Namespace: ptr(gwv1.Namespace("default"))}}}
 	create(t, withParams)
+	var claimed []string
+	for _, f := range claim.Features() {
+		claimed = append(claimed, string(f))
+	}
+	if len(claimed) == 0 || !slices.IsSorted(claimed) {
+		t.Fatalf("claim.Features() = %v: want a non-empty list sorted by name (GatewayClass status keeps it sorted)", claimed)
+	}
 	check := func(gc *gwv1.GatewayClass, status metav1.ConditionStatus, reason, msg string) {
 		t.Helper()
 		eventually(t, wait, func() string {
@@ -45,8 +54,12 @@ func TestGatewayClassAccepted(t *testing.T) {
 			if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(gc), &got); err != nil {
 				return err.Error()
 			}
-			if len(got.Status.SupportedFeatures) != 0 {
-				return fmt.Sprintf("supportedFeatures %v: none passes conformance yet", got.Status.SupportedFeatures)
+			var names []string
+			for _, f := range got.Status.SupportedFeatures {
+				names = append(names, string(f.Name))
+			}
+			if !slices.Equal(names, claimed) {
+				return fmt.Sprintf("supportedFeatures %v, want exactly the conformance claim %v", names, claimed)
 			}
 			return hasCondition(got.Status.Conditions, string(gwv1.GatewayClassConditionStatusAccepted), status, reason, msg, got.Generation)
 		})

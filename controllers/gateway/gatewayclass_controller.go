@@ -22,11 +22,6 @@ type ClassReconciler struct {
 
 var _ reconcile.Reconciler = &ClassReconciler{}
 
-// SupportedFeatures are the Gateway API features metalgate claims in GatewayClass status:
-// only those whose conformance tests pass. None yet: the conformance suite runs once the data
-// plane serves Gateways (see docs/gateway.md).
-var SupportedFeatures = []gwv1.SupportedFeature{}
-
 // Reconcile sets the class's Accepted condition.
 func (r *ClassReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var gc gwv1.GatewayClass
@@ -38,7 +33,7 @@ func (r *ClassReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	st := *gc.Status.DeepCopy()
 	setCondition(&st.Conditions, ClassAccepted(&gc), gc.Generation, metav1.Now())
-	st.SupportedFeatures = SupportedFeatures
+	st.SupportedFeatures = classSupportedFeatures()
 	if equality.Semantic.DeepEqual(st, gc.Status) {
 		return ctrl.Result{}, nil
 	}

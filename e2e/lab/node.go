@@ -42,6 +42,24 @@ var (
 	Images         = []Image{PauseImage, MetalgateImage, EchoImage}
 )
 
+// ConformanceEchoImage is the Gateway API conformance suite's echo backend, built from its
+// source (sigs.k8s.io/gateway-api/conformance v1.5.1, package echo-basic) by
+// `make conformance` and tagged with exactly the reference the suite's manifests name, so the
+// nodes run it without pulling (imagePullPolicy IfNotPresent). It is optional: a lab imports it
+// only when its tarball exists.
+var ConformanceEchoImage = Image{File: "conformance-echo-basic.tar",
+	Ref: "gcr.io/k8s-staging-gateway-api/echo-basic:v20260204-monthly-2026.01-60-g28382302"}
+
+// importable lists the images to import: every one of Images, and ConformanceEchoImage when
+// it has been built.
+func (c Config) importable() []Image {
+	imgs := append([]Image(nil), Images...)
+	if _, err := os.Stat(filepath.Join(c.ImageDir, ConformanceEchoImage.File)); err == nil {
+		imgs = append(imgs, ConformanceEchoImage)
+	}
+	return imgs
+}
+
 // nodeDaemon returns the daemon of one component on one node.
 func (c Config) nodeDaemon(n Node, comp Component) daemon {
 	dir := c.nodeDir(n.Name)
@@ -261,7 +279,7 @@ func (c Config) importImages(ctx context.Context, n Node) ([]string, error) {
 		_ = json.Unmarshal(b, &done)
 	}
 	var imported []string
-	for _, img := range Images {
+	for _, img := range c.importable() {
 		path := filepath.Join(c.ImageDir, img.File)
 		sum, err := fileSHA256(path)
 		if err != nil {

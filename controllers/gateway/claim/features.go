@@ -1,0 +1,39 @@
+// Package claim holds the list of Gateway API features metalgate claims. It is a leaf
+// package so that the conformance run (e2e/conformance, a module of its own) claims the same
+// list that GatewayClass status shows without building the controller.
+package claim
+
+import (
+	"slices"
+
+	"sigs.k8s.io/gateway-api/pkg/features"
+)
+
+// Features returns the Gateway API features metalgate claims, sorted by name: the features
+// whose conformance tests pass in `make conformance` (docs/conformance/). The conformance run
+// claims exactly this list and GatewayClass status lists it, so the two cannot drift apart.
+func Features() []features.FeatureName {
+	fs := []features.FeatureName{
+		// GATEWAY-HTTP core.
+		features.SupportGateway,
+		features.SupportHTTPRoute,
+		features.SupportReferenceGrant,
+		// GATEWAY-HTTP extended, each with its conformance tests passing.
+		features.SupportGatewayPort8080,
+		features.SupportHTTPRouteMethodMatching,
+		features.SupportHTTPRouteQueryParamMatching,
+		features.SupportHTTPRouteResponseHeaderModification,
+		features.SupportHTTPRouteHostRewrite,
+		features.SupportHTTPRoutePathRewrite,
+		features.SupportHTTPRoutePathRedirect,
+		features.SupportHTTPRoutePortRedirect,
+		features.SupportHTTPRouteSchemeRedirect,
+		features.SupportHTTPRoute303RedirectStatusCode,
+		features.SupportHTTPRoute307RedirectStatusCode,
+		features.SupportHTTPRoute308RedirectStatusCode,
+		features.SupportHTTPRouteRequestTimeout,
+		features.SupportHTTPRouteBackendTimeout,
+	}
+	slices.Sort(fs)
+	return fs
+}
