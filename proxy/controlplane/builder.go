@@ -81,18 +81,40 @@ type builder struct {
 	// rebuilds when a proxy without ready endpoints stops outranking others.
 	arb    *arbiter
 	expiry *time.Timer
+
+	// batch is what the pending events changed (guarded by mu): whether only EndpointSlices,
+	// and of which Services (fastpath.go).
+	batch batch
+	// last is the table swapped in last, nil until the first build or after a failure: the
+	// next change then takes the full path.
+	last *table.Table
+	// arbitrated are the Services whose endpoints the arbitration reads (this proxy's own and
+	// every announced proxy's), and readyArbitrated those of them with a ready endpoint, as
+	// of the last full build (Options.YieldTraffic only).
+	arbitrated, readyArbitrated map[types.NamespacedName]bool
 }
 
 func (b *builder) NeedLeaderElection() bool { return false }
 
 // event records a change of kind and wakes the build loop; kind "" is a timer, not a change.
-func (b *builder) event(kind string) {
+// The batch takes the full path.
+func (b *builder) event(kind string) { b.change(kind, nil) }
+
+// change records a change of kind and wakes the build loop. objs are the objects of an
+// EndpointSlice event (old and new of an update): when they name their Service, the batch
+// may take the endpoint fast path; any other change makes it a full build.
+func (b *builder) change(kind string, objs []any) {
 	if kind != "" {
 		b.fresh.OK(kind)
 	}
 	b.mu.Lock()
 	if b.pending.IsZero() {
 		b.pending = time.Now()
+	}
+	if kind == KindEndpointSlice && len(objs) > 0 {
+		b.batch.slices(objs)
+	} else {
+		b.batch.full = true
 	}
 	b.mu.Unlock()
 	select {
@@ -110,9 +132,9 @@ func (b *builder) Start(ctx context.Context) error {
 		}
 		kind := w.kind
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { b.event(kind) },
-			UpdateFunc: func(any, any) { b.event(kind) },
-			DeleteFunc: func(any) { b.event(kind) },
+			AddFunc:    func(o any) { b.change(kind, []any{o}) },
+			UpdateFunc: func(o, n any) { b.change(kind, []any{o, n}) },
+			DeleteFunc: func(o any) { b.change(kind, []any{o}) },
 		}); err != nil {
 			return fmt.Errorf("watch %s: %w", kind, err)
 		}
@@ -125,6 +147,7 @@ func (b *builder) Start(ctx context.Context) error {
 	}
 	b.mu.Lock()
 	b.pending = time.Now()
+	b.batch.full = true // the first build
 	b.mu.Unlock()
 	b.rebuild(ctx, log)
 	close(b.built)
@@ -169,13 +192,20 @@ func (b *builder) Start(ctx context.Context) error {
 	}
 }
 
-// rebuild snapshots the cache, builds a table and swaps it in.
+// rebuild applies the pending batch: by the endpoint fast path when it allows (fastpath.go),
+// else it snapshots the cache, builds a table and swaps it in.
 func (b *builder) rebuild(ctx context.Context, log logr.Logger) {
 	b.mu.Lock()
 	first := b.pending
 	b.pending = time.Time{}
+	bt := b.batch
+	b.batch = batch{}
 	b.mu.Unlock()
 	start := time.Now()
+	if b.patch(ctx, log, bt, first, start) {
+		return
+	}
+	b.last = nil // until this build is swapped in: a failure leaves the next change the full path
 	in, err := b.snapshot(ctx)
 	if err != nil {
 		log.Error(err, "snapshot for table build failed")
@@ -183,6 +213,7 @@ func (b *builder) rebuild(ctx context.Context, log logr.Logger) {
 	}
 	t, problems := table.Build(b.routed(ctx, in))
 	b.opts.Swap(t)
+	b.last = t
 	done := time.Now()
 	if m := b.opts.Metrics; m != nil {
 		m.Builds.Inc()
@@ -192,13 +223,9 @@ func (b *builder) rebuild(ctx context.Context, log logr.Logger) {
 		}
 		m.Problems.Set(float64(len(problems)))
 		m.TableIngresses.Set(float64(t.Ingresses))
-		n := 0
-		for _, be := range t.Backends {
-			n += len(be.Endpoints)
-		}
-		m.TableEndpoints.Set(float64(n))
+		m.TableEndpoints.Set(float64(endpointCount(t)))
 	}
-	log.V(1).Info("table swapped", "ingresses", t.Ingresses, "backends", len(t.Backends), "problems", len(problems), "took", done.Sub(start))
+	log.V(1).Info("table swapped", "path", "full", "ingresses", t.Ingresses, "backends", len(t.Backends), "problems", len(problems), "took", done.Sub(start))
 	b.report(in, problems)
 	b.reportGateway(t)
 	select { // hand the latest snapshot to the status publisher, dropping an unread one
@@ -224,6 +251,7 @@ func (b *builder) routed(ctx context.Context, in table.Input) table.Input {
 		}
 	}
 	cands, expires := b.arb.candidates(in, own, ownSvc, nil)
+	b.recordArbitrated(in, own, cands)
 	if !expires.IsZero() { // a proxy without ready endpoints stops outranking others then
 		b.mu.Lock()
 		if b.expiry == nil {

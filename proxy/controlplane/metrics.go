@@ -6,6 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type Metrics struct {
 	ChangeApplied    prometheus.Histogram
 	Builds           prometheus.Counter
+	Patches          prometheus.Counter
 	BuildDuration    prometheus.Histogram
 	Problems         prometheus.Gauge
 	StatusWrites     *prometheus.CounterVec
@@ -26,12 +27,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		ChangeApplied: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "metalgate_proxy_change_applied_seconds",
-			Help:    "Time from the first watch event of a batch to the swap of the table that includes it.",
+			Help:    "Time from the first watch event of a batch to the swap of the table that includes it (full build or endpoint patch).",
 			Buckets: []float64{.005, .01, .025, .05, .075, .1, .15, .25, .5, 1, 2.5, 5, 10},
 		}),
 		Builds: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "metalgate_proxy_table_builds_total",
-			Help: "Routing tables built and swapped in.",
+			Help: "Routing tables built in full from the cache and swapped in.",
+		}),
+		Patches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "metalgate_proxy_table_patches_total",
+			Help: "Endpoint-only changes applied by the fast path: the table in use patched with the changed Services' endpoints, no full build.",
 		}),
 		BuildDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "metalgate_proxy_table_build_seconds",
@@ -79,7 +84,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		freshnessOKDesc: prometheus.NewDesc("metalgate_proxy_watch_healthy",
 			"1 when the watch of this kind is not known to be broken.", []string{"kind"}, nil),
 	}
-	reg.MustRegister(m.ChangeApplied, m.Builds, m.BuildDuration, m.Problems, m.StatusWrites, m.StatusConflicts,
+	reg.MustRegister(m.ChangeApplied, m.Builds, m.Patches, m.BuildDuration, m.Problems, m.StatusWrites, m.StatusConflicts,
 		m.AddressMissing, m.IngressesYielded, m.Announced, m.WatchErrors, m.TableIngresses, m.TableEndpoints, m)
 	return m
 }
