@@ -15,8 +15,8 @@ import (
 	"github.com/metalgate/metalgate/proxy/controlplane"
 )
 
-// TestEndpointFastPath: against a real API server, with Options.YieldTraffic on (the proxy's
-// default), an EndpointSlice change of a routed Service is applied by the endpoint fast path
+// TestEndpointFastPath: against a real API server, with Options.YieldTraffic on (arbitration
+// shapes the table: --serve-yielded-ingresses=false), an EndpointSlice change of a routed Service is applied by the endpoint fast path
 // (metalgate_proxy_table_patches_total, no full build) and routed; a Service change, and an
 // endpoint change of the proxy's own publish Service (which the arbitration reads), still
 // take the full build.
