@@ -67,7 +67,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !gw.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.cleanup(ctx, req.NamespacedName) // going: nothing attaches to it any more
 	}
-	plan := PlanGateway(&gw)
+	grants, err := r.referenceGrants(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	plan := PlanGateway(&gw, grants)
 	if ca := ClassAccepted(&gc); ca.Status != metav1.ConditionTrue {
 		plan.Accepted = cond(gwv1.GatewayConditionAccepted, false, gwv1.GatewayReasonInvalid,
 			fmt.Sprintf("GatewayClass %s is not accepted: %s", gc.Name, ca.Message))

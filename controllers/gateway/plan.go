@@ -8,11 +8,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
-// Plan is what one Gateway asks for, decided from its spec alone (no I/O): whether it is
+// Plan is what one Gateway asks for, decided from its spec and the ReferenceGrants alone (no I/O): whether it is
 // accepted, the Service ports and annotations that give it an address, and the listeners'
 // conditions that do not depend on the address.
 type Plan struct {
@@ -50,9 +54,10 @@ var httpRouteKind = gwv1.RouteGroupKind{Group: ptr(gwv1.Group(gwv1.GroupName)), 
 // or it conflicts with another on its port: other protocol (ProtocolConflict), or same
 // protocol and hostname (HostnameConflict). Route kinds other than HTTPRoute in
 // allowedRoutes.kinds give ResolvedRefs=False InvalidRouteKinds (the listener keeps the valid
-// ones); an HTTPS certificateRef that is not a core Secret, or is in another namespace (no
-// ReferenceGrant support yet), gives ResolvedRefs=False and the listener is not served.
-func PlanGateway(gw *gwv1.Gateway) Plan {
+// ones); an HTTPS certificateRef that is not a core Secret (InvalidCertificateRef), or is in
+// another namespace that no ReferenceGrant of grants lets the Gateway's namespace refer to
+// (RefNotPermitted), gives ResolvedRefs=False and the listener is not served.
+func PlanGateway(gw *gwv1.Gateway, grants []*gwv1beta1.ReferenceGrant) Plan {
 	var p Plan
 	for i, a := range gw.Spec.Addresses {
 		if t := addressType(a.Type); t != gwv1.IPAddressType {
@@ -61,7 +66,7 @@ func PlanGateway(gw *gwv1.Gateway) Plan {
 			return p
 		}
 	}
-	p.Listeners, p.listenerOK = listenerStatuses(gw)
+	p.Listeners, p.listenerOK = listenerStatuses(gw, grants)
 	ports := map[gwv1.PortNumber]bool{}
 	var bad []string
 	for i, l := range gw.Spec.Listeners {
@@ -124,7 +129,7 @@ func addressType(t *gwv1.AddressType) gwv1.AddressType {
 
 // listenerStatuses decides each listener's Accepted, ResolvedRefs and Conflicted conditions
 // and supported kinds (see PlanGateway), and whether it can be served.
-func listenerStatuses(gw *gwv1.Gateway) ([]gwv1.ListenerStatus, []bool) {
+func listenerStatuses(gw *gwv1.Gateway, grants []*gwv1beta1.ReferenceGrant) ([]gwv1.ListenerStatus, []bool) {
 	conflicts := conflictsByListener(gw.Spec.Listeners)
 	out := make([]gwv1.ListenerStatus, len(gw.Spec.Listeners))
 	ok := make([]bool, len(gw.Spec.Listeners))
@@ -143,7 +148,7 @@ func listenerStatuses(gw *gwv1.Gateway) ([]gwv1.ListenerStatus, []bool) {
 					fmt.Sprintf("route kinds not supported on %s listeners: %s (supported: HTTPRoute)", l.Protocol, strings.Join(badKinds, ", ")))
 			}
 			if l.Protocol == gwv1.HTTPSProtocolType {
-				if reason, msg := certificateRefs(gw.Namespace, l.TLS); reason != "" {
+				if reason, msg := certificateRefs(gw.Namespace, l.TLS, grants); reason != "" {
 					resolved = cond(gwv1.ListenerConditionResolvedRefs, false, reason, msg)
 					ok[i] = false
 				}
@@ -228,9 +233,10 @@ func routeKinds(ar *gwv1.AllowedRoutes) (supportedKinds []gwv1.RouteGroupKind, b
 }
 
 // certificateRefs checks an HTTPS listener's certificateRefs by their form: core Secrets in
-// the Gateway's namespace. Whether each Secret exists and holds a certificate is checked by
-// the data plane (next increment), not here.
-func certificateRefs(namespace string, tls *gwv1.ListenerTLSConfig) (gwv1.ListenerConditionReason, string) {
+// the Gateway's namespace, or in another one whose ReferenceGrant lets Gateways of namespace
+// refer to them (table.Granted, the check the proxy makes when it picks the certificate).
+// Whether each Secret exists and holds a certificate is checked by the data plane, not here.
+func certificateRefs(namespace string, tls *gwv1.ListenerTLSConfig, grants []*gwv1beta1.ReferenceGrant) (gwv1.ListenerConditionReason, string) {
 	if tls == nil || len(tls.CertificateRefs) == 0 {
 		return gwv1.ListenerReasonInvalidCertificateRef, "an HTTPS listener needs tls.certificateRefs"
 	}
@@ -239,9 +245,13 @@ func certificateRefs(namespace string, tls *gwv1.ListenerTLSConfig) (gwv1.Listen
 			return gwv1.ListenerReasonInvalidCertificateRef,
 				fmt.Sprintf("tls.certificateRefs[%d]: only core Secrets are supported", i)
 		}
-		if r.Namespace != nil && string(*r.Namespace) != namespace {
+		secret := types.NamespacedName{Namespace: namespace, Name: string(r.Name)}
+		if r.Namespace != nil {
+			secret.Namespace = string(*r.Namespace)
+		}
+		if secret.Namespace != namespace && !table.Granted(grants, "Gateway", namespace, "Secret", secret) {
 			return gwv1.ListenerReasonRefNotPermitted,
-				fmt.Sprintf("tls.certificateRefs[%d]: Secret %s/%s is in another namespace (ReferenceGrant is not supported yet)", i, *r.Namespace, r.Name)
+				fmt.Sprintf("tls.certificateRefs[%d]: Secret %s is in another namespace and no ReferenceGrant there lets Gateways of namespace %s refer to it", i, secret, namespace)
 		}
 	}
 	return "", ""

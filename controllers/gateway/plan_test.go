@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 )
 
 func gw(opts ...func(*gwv1.Gateway)) *gwv1.Gateway {
@@ -76,6 +77,7 @@ func TestPlanGateway(t *testing.T) {
 		static    []string
 		listeners []string // summary per listener, and its supported kinds count
 		service   bool
+		grants    []*gwv1beta1.ReferenceGrant
 	}{{
 		name: "one HTTP listener", gw: gw(l("http", "HTTP", 80)),
 		accepted: "Accepted=True/Accepted", ports: []int32{80}, service: true,
@@ -128,6 +130,26 @@ func TestPlanGateway(t *testing.T) {
 		accepted:  "Accepted=False/ListenersNotValid",
 		listeners: []string{"Accepted=True/Accepted ResolvedRefs=False/RefNotPermitted Conflicted=False/NoConflicts kinds=1"},
 	}, {
+		name: "certificate in another namespace, grant for HTTPRoutes only", gw: gw(l("s", "HTTPS", 443, certRef(gwv1.SecretObjectReference{Namespace: ptr(gwv1.Namespace("other")), Name: "c"}))),
+		grants:    []*gwv1beta1.ReferenceGrant{secretGrant("other", "HTTPRoute", "ns", nil)},
+		accepted:  "Accepted=False/ListenersNotValid",
+		listeners: []string{"Accepted=True/Accepted ResolvedRefs=False/RefNotPermitted Conflicted=False/NoConflicts kinds=1"},
+	}, {
+		name: "certificate in another namespace, grant to another Secret", gw: gw(l("s", "HTTPS", 443, certRef(gwv1.SecretObjectReference{Namespace: ptr(gwv1.Namespace("other")), Name: "c"}))),
+		grants:    []*gwv1beta1.ReferenceGrant{secretGrant("other", "Gateway", "ns", ptr(gwv1.ObjectName("d")))},
+		accepted:  "Accepted=False/ListenersNotValid",
+		listeners: []string{"Accepted=True/Accepted ResolvedRefs=False/RefNotPermitted Conflicted=False/NoConflicts kinds=1"},
+	}, {
+		name: "certificate in another namespace, grant from Gateways of another namespace", gw: gw(l("s", "HTTPS", 443, certRef(gwv1.SecretObjectReference{Namespace: ptr(gwv1.Namespace("other")), Name: "c"}))),
+		grants:    []*gwv1beta1.ReferenceGrant{secretGrant("other", "Gateway", "elsewhere", nil)},
+		accepted:  "Accepted=False/ListenersNotValid",
+		listeners: []string{"Accepted=True/Accepted ResolvedRefs=False/RefNotPermitted Conflicted=False/NoConflicts kinds=1"},
+	}, {
+		name: "certificate in another namespace, granted to that Secret", gw: gw(l("s", "HTTPS", 443, certRef(gwv1.SecretObjectReference{Namespace: ptr(gwv1.Namespace("other")), Name: "c"}))),
+		grants:   []*gwv1beta1.ReferenceGrant{secretGrant("other", "Gateway", "ns", ptr(gwv1.ObjectName("c")))},
+		accepted: "Accepted=True/Accepted", ports: []int32{443}, service: true,
+		listeners: []string{"Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts kinds=1"},
+	}, {
 		name: "certificate in the Gateway's namespace, named explicitly", gw: gw(l("s", "HTTPS", 443, certRef(gwv1.SecretObjectReference{Namespace: ptr(gwv1.Namespace("ns")), Kind: ptr(gwv1.Kind("Secret")), Group: ptr(gwv1.Group("")), Name: "c"}))),
 		accepted: "Accepted=True/Accepted", ports: []int32{443}, service: true,
 	}, {
@@ -147,7 +169,7 @@ func TestPlanGateway(t *testing.T) {
 		accepted: "Accepted=False/ListenersNotValid",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := PlanGateway(tc.gw)
+			p := PlanGateway(tc.gw, tc.grants)
 			if got := summary([]metav1.Condition{p.Accepted}); got != tc.accepted {
 				t.Errorf("accepted %s (%q), want %s", got, p.Accepted.Message, tc.accepted)
 			}
@@ -242,7 +264,7 @@ func TestStatus(t *testing.T) {
 		listener: "Accepted=False/UnsupportedProtocol ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts Programmed=False/Invalid",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := Status(tc.gw, PlanGateway(tc.gw), tc.obs, gwv1.GatewayStatus{}, t0)
+			st := Status(tc.gw, PlanGateway(tc.gw, nil), tc.obs, gwv1.GatewayStatus{}, t0)
 			var addrs []string
 			for _, a := range st.Addresses {
 				if a.Type == nil || *a.Type != gwv1.IPAddressType {
@@ -286,7 +308,7 @@ func TestStatusKeepsTransitionTimes(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	t1 := metav1.NewTime(t0.Add(time.Hour))
 	g := gw(l("http", "HTTP", 80))
-	p := PlanGateway(g)
+	p := PlanGateway(g, nil)
 	waiting := Status(g, p, Observed{Service: "s"}, gwv1.GatewayStatus{}, t0)
 	if again := Status(g, p, Observed{Service: "s"}, waiting, t1); !cmp.Equal(waiting, again) {
 		t.Errorf("unchanged status rewritten:\n%s", cmp.Diff(waiting, again))
@@ -307,4 +329,13 @@ func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
 		}
 	}
 	return nil
+}
+
+// secretGrant is a ReferenceGrant in namespace ns from the Gateway API kind fromKind of
+// namespace from to core Secrets (to the one named name, when set).
+func secretGrant(ns, fromKind, from string, name *gwv1.ObjectName) *gwv1beta1.ReferenceGrant {
+	return &gwv1beta1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "g"},
+		Spec: gwv1beta1.ReferenceGrantSpec{
+			From: []gwv1beta1.ReferenceGrantFrom{{Group: gwv1.GroupName, Kind: gwv1.Kind(fromKind), Namespace: gwv1.Namespace(from)}},
+			To:   []gwv1beta1.ReferenceGrantTo{{Group: "", Kind: "Secret", Name: name}}}}
 }

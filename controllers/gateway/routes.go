@@ -38,13 +38,11 @@ func (r *Reconciler) routeInput(ctx context.Context, gw *gwv1.Gateway) (table.In
 	for i := range routes.Items {
 		in.HTTPRoutes = append(in.HTTPRoutes, &routes.Items[i])
 	}
-	var grants gwv1beta1.ReferenceGrantList
-	if err := r.Client.List(ctx, &grants, nocopy); err != nil {
-		return in, fmt.Errorf("list ReferenceGrants: %w", err)
+	grants, err := r.referenceGrants(ctx)
+	if err != nil {
+		return in, err
 	}
-	for i := range grants.Items {
-		in.ReferenceGrants = append(in.ReferenceGrants, &grants.Items[i])
-	}
+	in.ReferenceGrants = grants
 	var nss corev1.NamespaceList
 	if err := r.Client.List(ctx, &nss, nocopy); err != nil {
 		return in, fmt.Errorf("list Namespaces: %w", err)
@@ -174,4 +172,17 @@ func MergeRouteParents(prev []gwv1.RouteParentStatus, gw types.NamespacedName, r
 		out = append(out, p)
 	}
 	return out
+}
+
+// referenceGrants lists every ReferenceGrant from the cache, without copies (read only).
+func (r *Reconciler) referenceGrants(ctx context.Context) ([]*gwv1beta1.ReferenceGrant, error) {
+	var grants gwv1beta1.ReferenceGrantList
+	if err := r.Client.List(ctx, &grants, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list ReferenceGrants: %w", err)
+	}
+	out := make([]*gwv1beta1.ReferenceGrant, 0, len(grants.Items))
+	for i := range grants.Items {
+		out = append(out, &grants.Items[i])
+	}
+	return out, nil
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 )
 
 // GatewayController is the controllerName of the GatewayClasses metalgate serves; it is the
@@ -162,9 +163,9 @@ func (t *Table) GatewayCertificate(port int32, serverName string) *tls.Certifica
 }
 
 // listenerCertificate is an HTTPS listener's certificate: the first of its certificateRefs
-// that names a TLS Secret of the Gateway's own namespace holding a valid key pair, or why none
-// does. Secrets of other namespaces are refused (ReferenceGrant for certificates is not
-// supported yet; the controller reports RefNotPermitted on the listener).
+// that names a TLS Secret holding a valid key pair, or why none does. A Secret of another
+// namespace is used only when a ReferenceGrant there lets Gateways of the Gateway's namespace
+// refer to it (Granted); otherwise the controller reports RefNotPermitted on the listener.
 func (b *builder) listenerCertificate(gw *gatewayv1.Gateway, l gatewayv1.Listener) (*tls.Certificate, string) {
 	if l.TLS == nil || len(l.TLS.CertificateRefs) == 0 {
 		return nil, "no certificateRefs"
@@ -175,12 +176,15 @@ func (b *builder) listenerCertificate(gw *gatewayv1.Gateway, l gatewayv1.Listene
 	var problems []string
 	for _, ref := range l.TLS.CertificateRefs {
 		name := types.NamespacedName{Namespace: gw.Namespace, Name: string(ref.Name)}
+		if ref.Namespace != nil {
+			name.Namespace = string(*ref.Namespace)
+		}
 		switch {
 		case ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Secret":
 			problems = append(problems, fmt.Sprintf("%s is not a core Secret", ref.Name))
 			continue
-		case ref.Namespace != nil && string(*ref.Namespace) != gw.Namespace:
-			problems = append(problems, fmt.Sprintf("Secret %s/%s is in another namespace", *ref.Namespace, ref.Name))
+		case name.Namespace != gw.Namespace && !Granted(b.in.ReferenceGrants, "Gateway", gw.Namespace, "Secret", name):
+			problems = append(problems, fmt.Sprintf("Secret %s is in another namespace and no ReferenceGrant there allows it", name))
 			continue
 		}
 		sec := b.secrets[name]
@@ -853,16 +857,25 @@ func (b *builder) gatewayBackend(hr *gatewayv1.HTTPRoute, ref gatewayv1.BackendO
 // granted reports whether a ReferenceGrant in the Service's namespace lets HTTPRoutes of
 // namespace from refer to it.
 func (b *builder) granted(from string, svc types.NamespacedName) bool {
-	for _, g := range b.in.ReferenceGrants {
-		if g.Namespace != svc.Namespace {
+	return Granted(b.in.ReferenceGrants, "HTTPRoute", from, "Service", svc)
+}
+
+// Granted reports whether one of grants, in the namespace of to, lets objects of the Gateway
+// API kind fromKind in namespace from refer to the core object of kind toKind named to: its
+// from lists that group, kind and namespace, and its to lists the core group, toKind and
+// either no name or to's name. The controller's listener status and the proxy's choice of a
+// certificate both ask it, so what status says is permitted is what is served.
+func Granted(grants []*gatewayv1beta1.ReferenceGrant, fromKind, from, toKind string, to types.NamespacedName) bool {
+	for _, g := range grants {
+		if g.Namespace != to.Namespace {
 			continue
 		}
 		fromOK, toOK := false, false
 		for _, f := range g.Spec.From {
-			fromOK = fromOK || string(f.Group) == gatewayGroup && f.Kind == "HTTPRoute" && string(f.Namespace) == from
+			fromOK = fromOK || string(f.Group) == gatewayGroup && string(f.Kind) == fromKind && string(f.Namespace) == from
 		}
 		for _, t := range g.Spec.To {
-			toOK = toOK || t.Group == corev1.GroupName && t.Kind == "Service" && (t.Name == nil || string(*t.Name) == svc.Name)
+			toOK = toOK || t.Group == corev1.GroupName && string(t.Kind) == toKind && (t.Name == nil || string(*t.Name) == to.Name)
 		}
 		if fromOK && toOK {
 			return true

@@ -7,14 +7,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 )
 
 // TestGatewayCertificates: an HTTPS listener's certificate comes from its certificateRefs, a
 // TLS Secret of the Gateway's own namespace; a handshake gets the certificate of the listener
 // that Match would pick for that name on that port, never another listener's or a default.
-// Hostile and broken references first: a Secret of another namespace (without a grant
-// mechanism), of the wrong type, with a bad key pair, a missing one, a non-Secret kind.
+// Hostile and broken references first: a Secret of another namespace (without a
+// ReferenceGrant), of the wrong type, with a bad key pair, a missing one, a non-Secret kind.
 func TestGatewayCertificates(t *testing.T) {
 	secret := func(ns, name, host string, typ corev1.SecretType) *corev1.Secret {
 		crt, key := selfSigned(t, host)
@@ -91,7 +93,7 @@ func TestGatewayCertificates(t *testing.T) {
 	}
 	for listener, want := range map[string]string{
 		"missing":   "Secret infra/missing not found",
-		"elsewhere": "Secret app/a is in another namespace",
+		"elsewhere": "Secret app/a is in another namespace and no ReferenceGrant there allows it",
 		"kind":      "not a core Secret",
 		"opaque":    `of type "Opaque"`,
 		"broken":    "Secret infra/broken:",
@@ -107,5 +109,65 @@ func TestGatewayCertificates(t *testing.T) {
 	}
 	if (&Table{}).GatewayCertificate(443, "a.example") != nil {
 		t.Error("an Ingress table has Gateway certificates")
+	}
+}
+
+// TestGatewayCertificateReferenceGrant: a certificateRef to a Secret of another namespace is
+// served only with a ReferenceGrant in that namespace from Gateways of the Gateway's namespace
+// to that Secret (or to every Secret). Hostile grants first: one for HTTPRoutes, one from
+// another namespace, one to another Secret, one to ConfigMaps, one in the wrong namespace.
+func TestGatewayCertificateReferenceGrant(t *testing.T) {
+	crt, key := selfSigned(t, "shared.example")
+	shared := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "certs", Name: "shared"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key}}
+	l := testListener("https", 443, "", gatewayv1.NamespacesFromAll)
+	l.Protocol = gatewayv1.HTTPSProtocolType
+	l.TLS = &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{
+		{Name: "shared", Namespace: ptr(gatewayv1.Namespace("certs"))}}}
+	gw := &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "gw"},
+		Spec: gatewayv1.GatewaySpec{GatewayClassName: "metalgate", Listeners: []gatewayv1.Listener{l}}}
+	grant := func(ns, fromKind, fromNS, toKind string, toName *string) *gatewayv1beta1.ReferenceGrant {
+		g := &gatewayv1beta1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "g"},
+			Spec: gatewayv1beta1.ReferenceGrantSpec{
+				From: []gatewayv1beta1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: gatewayv1.Kind(fromKind), Namespace: gatewayv1.Namespace(fromNS)}},
+				To:   []gatewayv1beta1.ReferenceGrantTo{{Group: "", Kind: gatewayv1.Kind(toKind)}}}}
+		if toName != nil {
+			g.Spec.To[0].Name = ptr(gatewayv1.ObjectName(*toName))
+		}
+		return g
+	}
+	for _, tc := range []struct {
+		name  string
+		grant *gatewayv1beta1.ReferenceGrant
+		want  bool
+	}{
+		{name: "no grant"},
+		{name: "grant for HTTPRoutes, not Gateways", grant: grant("certs", "HTTPRoute", "infra", "Secret", nil)},
+		{name: "grant from another namespace", grant: grant("certs", "Gateway", "other", "Secret", nil)},
+		{name: "grant to another Secret", grant: grant("certs", "Gateway", "infra", "Secret", ptr("other"))},
+		{name: "grant to ConfigMaps", grant: grant("certs", "Gateway", "infra", "ConfigMap", nil)},
+		{name: "grant in the Gateway's namespace, not the Secret's", grant: grant("infra", "Gateway", "infra", "Secret", nil)},
+		{name: "grant to that Secret", grant: grant("certs", "Gateway", "infra", "Secret", ptr("shared")), want: true},
+		{name: "grant to every Secret", grant: grant("certs", "Gateway", "infra", "Secret", nil), want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := Input{Gateway: gw, Secrets: []*corev1.Secret{shared}}
+			if tc.grant != nil {
+				in.ReferenceGrants = []*gatewayv1beta1.ReferenceGrant{tc.grant}
+			}
+			tab, _ := Build(in)
+			served := tab.GatewayCertificate(443, "shared.example") != nil
+			problem := tab.Gateway.CertificateProblems["https"]
+			if served != tc.want {
+				t.Fatalf("certificate served = %v, want %v (problem %q)", served, tc.want, problem)
+			}
+			if !tc.want && !strings.Contains(problem, "Secret certs/shared is in another namespace and no ReferenceGrant there allows it") {
+				t.Errorf("problem %q, want it to name the Secret and the missing grant", problem)
+			}
+			want := tc.want
+			if got := Granted(in.ReferenceGrants, "Gateway", "infra", "Secret", types.NamespacedName{Namespace: "certs", Name: "shared"}); got != want {
+				t.Errorf("Granted = %v, want %v", got, want)
+			}
+		})
 	}
 }
