@@ -103,7 +103,12 @@ func (d *tlsDests) update(r *router) {
 			}
 		}
 		next[key] = td
-		p.tls = td
+		// A pool kept from the previous router (Swap of a patched table) is serving
+		// already and has this td (same backend, same key, and a key in use keeps its
+		// td): only a new pool, not yet published, is written.
+		if p.tls != td {
+			p.tls = td
+		}
 	}
 	for key, td := range d.dests {
 		if next[key] == nil && td.h2 != nil {
