@@ -41,8 +41,9 @@ type Reconciler struct {
 
 var _ reconcile.Reconciler = &Reconciler{}
 
-// pendingRetry is how soon a Gateway without an address is looked at again: the allocator's
-// reason comes as an Event, which does not trigger a reconcile.
+// pendingRetry is how soon a Gateway without an address, or with an HTTPS listener without a
+// usable certificate, is looked at again: the allocator's reason comes as an Event and
+// Secrets are read by name, not watched, so neither triggers a reconcile.
 const pendingRetry = 5 * time.Second
 
 // Reconcile brings one Gateway's Service and status in line with its spec.
@@ -98,6 +99,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 		obs.AttachedRoutes = routes.AttachedRoutes
+		obs.CertificateProblems = routes.CertificateProblems
 	} else if err := r.forgetRoutes(ctx, req.NamespacedName); err != nil {
 		return ctrl.Result{}, err // a Gateway that is not accepted has no routes
 	}
@@ -106,7 +108,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	st := Status(&gw, plan, obs, gw.Status, metav1.Now())
 	var res ctrl.Result
-	if plan.WantsService() && len(st.Addresses) == 0 {
+	if plan.WantsService() && len(st.Addresses) == 0 || len(obs.CertificateProblems) > 0 {
+		// Neither the allocator's Events nor the Secrets (read by name, not watched) trigger a
+		// reconcile: a Secret created or fixed later is seen at the next look.
 		res.RequeueAfter = pendingRetry
 	}
 	// A proxy that becomes available is seen by the Deployment watch; no retry for it.

@@ -102,6 +102,7 @@ func TestGatewayGetsVIP(t *testing.T) {
 	ns := namespace(t)
 	gatewayClass(t, "gc-vip", gateway.ControllerName)
 	pool(t, "gw-vip", "100.64.40.0/30")
+	certSecret(t, ns, "cert") // the HTTPS listener's certificateRef
 	newGateway(t, ns, "web", "gc-vip", poolAnnotation("gw-vip"),
 		listener("http", gwv1.HTTPProtocolType, 80), listener("https", gwv1.HTTPSProtocolType, 443),
 		listener("alt", gwv1.HTTPProtocolType, 8080))

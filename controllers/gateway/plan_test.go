@@ -259,6 +259,16 @@ func TestStatus(t *testing.T) {
 		addresses: []string{"100.64.0.1"}, gateway: "Accepted=True/Accepted Programmed=False/Pending", msg: "no available replica",
 		listener: "Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts Programmed=False/Pending",
 	}, {
+		name: "HTTPS listener whose Secret is missing", gw: gw(l("s", "HTTPS", 443, certRef(gwv1.SecretObjectReference{Name: "c"}))),
+		obs:       Observed{Service: svc, VIPs: []netip.Addr{v4}, CertificateProblems: map[string]string{"s": "Secret ns/c not found"}},
+		addresses: []string{"100.64.0.1"}, gateway: "Accepted=True/Accepted Programmed=True/Programmed",
+		listener: "Accepted=True/Accepted ResolvedRefs=False/InvalidCertificateRef Conflicted=False/NoConflicts Programmed=False/Invalid",
+	}, {
+		name: "certificate problem of another listener", gw: gw(l("s", "HTTPS", 443, certRef(gwv1.SecretObjectReference{Name: "c"}))),
+		obs:       Observed{Service: svc, VIPs: []netip.Addr{v4}, CertificateProblems: map[string]string{"other": "Secret ns/d not found"}},
+		addresses: []string{"100.64.0.1"}, gateway: "Accepted=True/Accepted Programmed=True/Programmed",
+		listener: "Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts Programmed=True/Programmed",
+	}, {
 		name: "not accepted", gw: gw(l("tcp", "TCP", 80)),
 		gateway:  "Accepted=False/ListenersNotValid Programmed=False/Invalid",
 		listener: "Accepted=False/UnsupportedProtocol ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts Programmed=False/Invalid",

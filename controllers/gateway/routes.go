@@ -24,9 +24,10 @@ import (
 // routes; the controller writes it because it already writes the Gateway's status, on the
 // leader only, and the proxies stay read-only (config/rbac/gateway-proxy).
 
-// routeInput reads what table.Build needs for gw's routes: every HTTPRoute, ReferenceGrant,
-// Namespace and Service (from the manager's cache, not copied: Build only reads, and the
-// routes are copied before a status write). EndpointSlices are not read: they change what is
+// routeInput reads what table.Build needs for gw's routes and certificates: every HTTPRoute,
+// ReferenceGrant, Namespace and Service (from the manager's cache, not copied: Build only
+// reads, and the routes are copied before a status write), and the Secrets its HTTPS
+// listeners name (certificateSecrets). EndpointSlices are not read: they change what is
 // routed, not whether a route is attached or its references resolve.
 func (r *Reconciler) routeInput(ctx context.Context, gw *gwv1.Gateway) (table.Input, error) {
 	in := table.Input{Gateway: gw}
@@ -57,7 +58,49 @@ func (r *Reconciler) routeInput(ctx context.Context, gw *gwv1.Gateway) (table.In
 	for i := range svcs.Items {
 		in.Services = append(in.Services, &svcs.Items[i])
 	}
+	if in.Secrets, err = r.certificateSecrets(ctx, gw, grants); err != nil {
+		return in, err
+	}
 	return in, nil
+}
+
+// certificateSecrets reads the Secrets that gw's HTTPS listeners name in certificateRefs
+// (core Secrets of the Gateway's namespace, or of another one that a ReferenceGrant opens to
+// it), so that table.Build judges them exactly as the proxy does (Gateway.CertificateProblems:
+// missing, not kubernetes.io/tls, no valid key pair). Each is read by name from the API
+// server, never listed or cached: the controller sees only the Secrets a Gateway names. A
+// Secret that is not there is left out (Build reports it missing).
+func (r *Reconciler) certificateSecrets(ctx context.Context, gw *gwv1.Gateway, grants []*gwv1beta1.ReferenceGrant) ([]*corev1.Secret, error) {
+	seen := map[types.NamespacedName]bool{}
+	var out []*corev1.Secret
+	for _, l := range gw.Spec.Listeners {
+		if l.Protocol != gwv1.HTTPSProtocolType || l.TLS == nil {
+			continue
+		}
+		for _, ref := range l.TLS.CertificateRefs {
+			if ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Secret" {
+				continue
+			}
+			name := types.NamespacedName{Namespace: gw.Namespace, Name: string(ref.Name)}
+			if ref.Namespace != nil {
+				name.Namespace = string(*ref.Namespace)
+			}
+			if seen[name] || name.Namespace != gw.Namespace && !table.Granted(grants, "Gateway", gw.Namespace, "Secret", name) {
+				continue
+			}
+			seen[name] = true
+			var sec corev1.Secret
+			err := r.APIReader.Get(ctx, name, &sec)
+			switch {
+			case apierrors.IsNotFound(err):
+				continue
+			case err != nil:
+				return nil, fmt.Errorf("get Secret %s (certificateRef of listener %s): %w", name, l.Name, err)
+			}
+			out = append(out, &sec)
+		}
+	}
+	return out, nil
 }
 
 // routeStatus builds gw's table and returns its status part, and the routes it read.

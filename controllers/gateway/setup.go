@@ -47,6 +47,8 @@ type Options struct {
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;referencegrants,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// The Secrets HTTPS listeners name, read one by one to report ResolvedRefs (never listed):
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",namespace=metalgate-system,resources=services,verbs=create;delete
 // +kubebuilder:rbac:groups="",namespace=metalgate-system,resources=events,verbs=list
 // +kubebuilder:rbac:groups=apps,namespace=metalgate-system,resources=deployments,verbs=get;list;watch;create;update;delete

@@ -26,6 +26,10 @@ type Observed struct {
 	// AttachedRoutes counts the routes attached to each listener, by name (the table's
 	// GatewayStatus); a listener not in it has none.
 	AttachedRoutes map[string]int32
+	// CertificateProblems says, per HTTPS listener name, why none of its certificateRefs gives
+	// a certificate (the table's GatewayStatus: missing Secret, wrong type, bad key pair); such
+	// a listener has ResolvedRefs=False InvalidCertificateRef and is not Programmed.
+	CertificateProblems map[string]string
 }
 
 // Status is the Gateway's status for plan and obs, keeping the transition times of the
@@ -64,8 +68,16 @@ func Status(gw *gwv1.Gateway, plan Plan, obs Observed, prev gwv1.GatewayStatus, 
 		for _, c := range l.Conditions {
 			setCondition(&ls.Conditions, c, gen, now)
 		}
+		certProblem, noCert := obs.CertificateProblems[string(l.Name)]
+		noCert = noCert && plan.listenerOK[i]
+		if noCert {
+			setCondition(&ls.Conditions, cond(gwv1.ListenerConditionResolvedRefs, false, gwv1.ListenerReasonInvalidCertificateRef,
+				"no usable certificate: "+certProblem), gen, now)
+		}
 		lp := cond(gwv1.ListenerConditionProgrammed, true, gwv1.ListenerReasonProgrammed, "listener programmed")
 		switch {
+		case noCert:
+			lp = cond(gwv1.ListenerConditionProgrammed, false, gwv1.ListenerReasonInvalid, "no usable certificate: "+certProblem)
 		case !plan.listenerOK[i] || plan.Accepted.Status != metav1.ConditionTrue:
 			lp = cond(gwv1.ListenerConditionProgrammed, false, gwv1.ListenerReasonInvalid, "listener not valid or Gateway not accepted")
 		case programmed.Status != metav1.ConditionTrue:
