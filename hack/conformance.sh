@@ -86,6 +86,7 @@ rc=0
 (cd "$ROOT/e2e/conformance" && ip netns exec "${LAB_PREFIX}client" env KUBECONFIG="$OUT/kubeconfig-client" \
 	"$BIN/conformance.test" "${args[@]}") >"$OUT/test.log" 2>&1 || rc=$?
 step "suite finished (exit $rc); log: ${OUT#"$ROOT"/}/test.log"
+[ ! -f "$REPORT" ] || chmod 0644 "$REPORT" # the suite writes it 0600; it is meant to be read
 
 features_md=$OUT/features.md
 [ "$REPORT" != "$ROOT/docs/conformance/standard-$GATEWAY_API_VERSION-default-report.yaml" ] || features_md=$ROOT/docs/conformance/features.md

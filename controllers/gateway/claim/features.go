@@ -20,6 +20,13 @@ func Features() []features.FeatureName {
 		features.SupportReferenceGrant,
 		// GATEWAY-HTTP extended, each with its conformance tests passing.
 		features.SupportGatewayPort8080,
+		features.SupportGatewayAddressEmpty,
+		features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
+		features.SupportHTTPRouteBackendProtocolWebSocket,
+		features.SupportHTTPRouteDestinationPortMatching,
+		features.SupportGatewayHTTPListenerIsolation,
+		features.SupportHTTPRouteNamedRouteRule,
+		features.SupportHTTPRouteParentRefPort,
 		features.SupportHTTPRouteMethodMatching,
 		features.SupportHTTPRouteQueryParamMatching,
 		features.SupportHTTPRouteResponseHeaderModification,
