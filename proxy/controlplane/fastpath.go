@@ -33,6 +33,11 @@ import (
 // kubernetes.io/service-name label or a delete seen only as a tombstone — is a full build,
 // as before.
 
+// maxPatchServices bounds the Services of a patched batch: each is one List of the cache
+// (its namespace's slices, filtered by label), so a batch of thousands (a whole namespace
+// redeployed, the informers' initial adds) is cheaper built in full.
+const maxPatchServices = 100
+
 // batch is what the pending events changed.
 type batch struct {
 	// full: something other than EndpointSlices of known Services changed.
@@ -65,7 +70,7 @@ func (bt *batch) slices(objs []any) {
 // patch applies an endpoint-only batch to the table in use and reports whether it did; false
 // leaves the batch to a full build.
 func (b *builder) patch(ctx context.Context, log logr.Logger, bt batch, first, start time.Time) bool {
-	if bt.full || len(bt.services) == 0 || b.last == nil {
+	if bt.full || len(bt.services) == 0 || len(bt.services) > maxPatchServices || b.last == nil {
 		return false
 	}
 	for id := range bt.services {

@@ -93,3 +93,26 @@ func TestEndpointFastPath(t *testing.T) {
 		t.Errorf("an endpoint change of the proxy's own Service was patched (patches %v→%v); the arbitration reads those endpoints, it must build in full", patches, pa)
 	}
 }
+
+// TestInitialListBuildsOnce: the objects the caches list at start are in the first table, so
+// their add events, which the informers deliver after the caches report synced, must not
+// rebuild it (at 10,000 Ingresses each rebuild took seconds, right when endpoint changes
+// began to count).
+func TestInitialListBuildsOnce(t *testing.T) {
+	kube.Need(t)
+	ns := namespace(t)
+	be := startBackend(t, "web")
+	for i := range 30 {
+		name := fmt.Sprintf("web%d", i)
+		create(t, service(ns, name, corev1.ServiceTypeClusterIP))
+		setSlice(t, ns, name, be)
+		create(t, ingress(ns, name, "metalgate", name+".test", name))
+	}
+	p := startProxy(t, ns, nil)
+	testenv.Holds(t, 2*time.Second, "one build, no more", func() error {
+		if b := testutil.ToFloat64(p.metrics.Builds); b != 1 {
+			return fmt.Errorf("%v builds", b)
+		}
+		return nil
+	})
+}
