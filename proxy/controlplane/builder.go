@@ -169,7 +169,7 @@ func (b *builder) Start(ctx context.Context) error {
 		first := b.pending
 		b.mu.Unlock()
 		deadline := first.Add(b.opts.MaxBatch)
-		quiet := time.NewTimer(b.opts.Quiet)
+		quiet := time.NewTimer(b.quiet())
 	batch:
 		for {
 			wait := time.Until(deadline)
@@ -187,7 +187,7 @@ func (b *builder) Start(ctx context.Context) error {
 					default:
 					}
 				}
-				quiet.Reset(min(b.opts.Quiet, wait))
+				quiet.Reset(min(b.quiet(), wait))
 			case <-quiet.C:
 				break batch
 			case <-time.After(wait):

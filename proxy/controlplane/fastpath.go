@@ -38,6 +38,22 @@ import (
 // redeployed, the informers' initial adds) is cheaper built in full.
 const maxPatchServices = 100
 
+// patchQuiet is the quiet gap that ends a batch the fast path can take, instead of
+// Options.Quiet: coalescing saves full builds, but a patch costs well under a millisecond, so
+// waiting 15 ms for more endpoint changes would be most of the time to apply one.
+const patchQuiet = 2 * time.Millisecond
+
+// quiet is the quiet gap that ends the pending batch: patchQuiet while it can be patched,
+// else Options.Quiet.
+func (b *builder) quiet() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if bt := b.batch; !bt.full && len(bt.services) > 0 && len(bt.services) <= maxPatchServices && b.last != nil {
+		return min(patchQuiet, b.opts.Quiet)
+	}
+	return b.opts.Quiet
+}
+
 // batch is what the pending events changed.
 type batch struct {
 	// full: something other than EndpointSlices of known Services changed.
