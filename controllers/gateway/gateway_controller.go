@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,7 +38,50 @@ type Reconciler struct {
 	// Deployments reads the proxy Deployments (a cache of Namespace only); required with
 	// Proxy.Image.
 	Deployments client.Reader
+
+	// asked holds, per Gateway, when its Service last asked the allocator for other static
+	// addresses and the answer has not been seen yet (see staticAnswerWait). The zero value
+	// is ready to use.
+	asked askedAt
 }
+
+// askedAt records when each Gateway's static address request changed. Reconciles of one
+// Gateway never run at once, but of several do.
+type askedAt struct {
+	mu sync.Mutex
+	at map[types.NamespacedName]time.Time
+}
+
+func (a *askedAt) set(k types.NamespacedName, t time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.at == nil {
+		a.at = map[types.NamespacedName]time.Time{}
+	}
+	a.at[k] = t
+}
+
+func (a *askedAt) get(k types.NamespacedName) (time.Time, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, ok := a.at[k]
+	return t, ok
+}
+
+func (a *askedAt) forget(k types.NamespacedName) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.at, k)
+}
+
+// staticAnswerWait bounds how long the status of a new generation waits for the allocator's
+// answer to a changed static address request: the assignment (a Service status update) comes
+// within milliseconds; a refusal comes as an Event, which triggers nothing, so it is looked for
+// every staticAnswerPoll until this much time has passed.
+const (
+	staticAnswerWait = 3 * time.Second
+	staticAnswerPoll = 500 * time.Millisecond
+)
 
 var _ reconcile.Reconciler = &Reconciler{}
 
@@ -106,6 +150,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.writeRouteStatuses(ctx, req.NamespacedName, routes, candidates); err != nil {
 		return ctrl.Result{}, err
 	}
+	if r.awaitingAnswer(req.NamespacedName, plan, obs, time.Now()) {
+		return ctrl.Result{RequeueAfter: staticAnswerPoll}, nil
+	}
 	st := Status(&gw, plan, obs, gw.Status, metav1.Now())
 	var res ctrl.Result
 	if plan.WantsService() && len(st.Addresses) == 0 || len(obs.CertificateProblems) > 0 {
@@ -122,6 +169,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("update Gateway status: %w", err)
 	}
 	return res, nil
+}
+
+// awaitingAnswer says whether the status of gw's generation should wait for the allocator:
+// its static addresses were just asked for (obs.AddressRequested now, or recorded less than
+// staticAnswerWait ago) and the Service does not hold them yet. Otherwise the status would say
+// "not assigned" for an address assigned a moment later, and a reader that looks once after
+// the conditions reach the generation (the conformance test GatewayStaticAddresses does) would
+// take that as the answer. Our own update of the Service brings the Gateway back here at once,
+// before the allocator has answered; the assignment brings it back again.
+func (r *Reconciler) awaitingAnswer(gw types.NamespacedName, plan Plan, obs Observed, now time.Time) bool {
+	if obs.AddressRequested {
+		r.asked.set(gw, now)
+	}
+	at, ok := r.asked.get(gw)
+	if !ok {
+		return false
+	}
+	if !plan.WantsService() || len(plan.StaticIPs) == 0 || matches(plan.StaticIPs, obs.VIPs) || now.Sub(at) >= staticAnswerWait {
+		r.asked.forget(gw)
+		return false
+	}
+	return true
 }
 
 // DesiredService is the LoadBalancer Service that gives gw its address: in namespace, named
@@ -171,6 +240,7 @@ func (r *Reconciler) ensureService(ctx context.Context, gw *gwv1.Gateway, plan P
 			return obs, fmt.Errorf("create Service %s: %w", obs.Service, err)
 		}
 		ctrl.LoggerFrom(ctx).Info("created Service for Gateway", "service", obs.Service)
+		obs.AddressRequested = true
 		return obs, nil
 	case err != nil:
 		return obs, fmt.Errorf("get Service %s: %w", obs.Service, err)
@@ -201,6 +271,9 @@ func (r *Reconciler) ensureService(ctx context.Context, gw *gwv1.Gateway, plan P
 	if !equality.Semantic.DeepEqual(updated.ObjectMeta, have.ObjectMeta) || !equality.Semantic.DeepEqual(updated.Spec, have.Spec) {
 		if err := r.Client.Update(ctx, updated); err != nil {
 			return obs, fmt.Errorf("update Service %s: %w", obs.Service, err)
+		}
+		for _, k := range []string{contract.AnnotationLoadBalancerIPs, contract.AnnotationAddressPool} {
+			obs.AddressRequested = obs.AddressRequested || updated.Annotations[k] != have.Annotations[k]
 		}
 	}
 	for _, in := range have.Status.LoadBalancer.Ingress {
@@ -250,6 +323,7 @@ func eventTime(e *corev1.Event) time.Time {
 // cleanup deletes the Services (and proxy Deployments) made for Gateway key, found by their
 // annotation, and metalgate's parent statuses for it on HTTPRoutes.
 func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) error {
+	r.asked.forget(key)
 	if err := r.forgetRoutes(ctx, key); err != nil {
 		return err
 	}

@@ -23,6 +23,9 @@ type Observed struct {
 	// Deployment of that name that is not this Gateway's), or "": served, or no proxy is
 	// made by this controller.
 	ProxyProblem string
+	// AddressRequested says the Service was just created, or its address request (requested
+	// IPs, pool) just changed.
+	AddressRequested bool
 	// AttachedRoutes counts the routes attached to each listener, by name (the table's
 	// GatewayStatus); a listener not in it has none.
 	AttachedRoutes map[string]int32
