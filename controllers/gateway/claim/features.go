@@ -21,6 +21,7 @@ func Features() []features.FeatureName {
 		// GATEWAY-HTTP extended, each with its conformance tests passing.
 		features.SupportGatewayPort8080,
 		features.SupportGatewayAddressEmpty,
+		features.SupportGatewayStaticAddresses,
 		features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 		features.SupportHTTPRouteBackendProtocolWebSocket,
 		features.SupportHTTPRouteDestinationPortMatching,
