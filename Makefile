@@ -90,11 +90,13 @@ lint: $(STATICCHECK) ## gofmt, go vet, staticcheck.
 	go vet ./...
 	go vet -tags e2e ./...
 	$(STATICCHECK) -tags e2e ./...
+	cd e2e/conformance && go vet ./... && $(STATICCHECK) ./...
 
 # ---- tests ----------------------------------------------------------------------------------
 .PHONY: test-unit
 test-unit: ## Fast tests: pure logic, no API server (integration tests say they are skipped).
 	env -u KUBEBUILDER_ASSETS go test $(GO_TEST_FLAGS) -count=1 ./...
+	cd e2e/conformance && env -u KUBEBUILDER_ASSETS go test $(GO_TEST_FLAGS) -count=1 ./...
 
 # As root, the netns tests (speaker ARP/NDP, BGP against FRR) need the lab's Debian packages.
 .PHONY: test-deps
@@ -105,6 +107,7 @@ test-deps: kube-bin $(HELM)
 .PHONY: test-integration
 test-integration: test-deps ## Tests against a real kube-apiserver + etcd (and, as root, netns + FRR).
 	go test $(GO_TEST_FLAGS) -count=1 -race ./...
+	cd e2e/conformance && go test $(GO_TEST_FLAGS) -count=1 ./...
 
 # make test runs the e2e suite in a lab of its own (prefix mt-), so a developer's lab (mg-) is
 # left alone, and takes that lab down again whatever happened.
@@ -120,6 +123,17 @@ test-e2e: ## As root on Linux: a throwaway lab, every e2e test, then lab-down.
 # The Gateway API conformance suite (docs/conformance/README.md) in a lab of its own (prefix
 # cf-), brought up or reused, left up for the next run (make lab-down LAB_PREFIX=cf- removes it).
 CONFORMANCE_LAB := LAB_PREFIX=cf- LAB_DIR=$(ROOT)/_out/lab-cf-
+# make test runs it in a throwaway lab (prefix ct-), taken down whatever happened; its report
+# goes to _out/conformance/ (make conformance writes the committed one in docs/conformance/).
+TEST_CONFORMANCE_LAB := LAB_PREFIX=ct- LAB_DIR=$(ROOT)/_out/lab-ct-
+
+.PHONY: test-conformance
+test-conformance: ## As root on Linux: the Gateway API conformance suite in a throwaway lab (part of make test).
+	@if [ "$$(id -u)" != 0 ] || [ "$$(uname -s)" != Linux ]; then \
+	  echo "SKIPPED conformance: the lab needs root on Linux (network namespaces); CI runs it as root"; exit 0; fi; \
+	rc=0; $(MAKE) --no-print-directory e2e-deploy $(TEST_CONFORMANCE_LAB) && \
+	  $(TEST_CONFORMANCE_LAB) CONFORMANCE_REPORT=$(ROOT)/_out/conformance/report.yaml hack/conformance.sh || rc=$$?; \
+	$(MAKE) --no-print-directory lab-down $(TEST_CONFORMANCE_LAB) || { [ $$rc != 0 ] || rc=1; }; exit $$rc
 
 .PHONY: conformance
 conformance: ## As root on Linux: Gateway API conformance (v1.5.1, GATEWAY-HTTP) against the lab cf-; report and features table in docs/conformance/. CONFORMANCE_RUN_TEST=<name>: one test.
@@ -129,7 +143,7 @@ conformance: ## As root on Linux: Gateway API conformance (v1.5.1, GATEWAY-HTTP)
 	@$(CONFORMANCE_LAB) hack/conformance.sh
 
 .PHONY: test
-test: lint verify-generate test-integration test-e2e ## Everything: lint, generated files, unit, integration, e2e (root).
+test: lint verify-generate test-integration test-e2e test-conformance ## Everything: lint, generated files, unit, integration, e2e and Gateway API conformance (root).
 
 # ---- the Helm chart (charts/metalgate; tested by config/chart_test.go in make test) -----------
 .PHONY: chart-lint
