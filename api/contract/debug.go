@@ -88,14 +88,18 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// DebugBackendsPath is where the proxy's admin listener serves the live routes of one Ingress:
-// GET /debug/backends?ingress=<namespace>/<name>. kubectl metalgate backends reads it.
+// DebugBackendsPath is where the proxy's admin listener serves the live routes of one Ingress,
+// GET /debug/backends?ingress=<namespace>/<name>, or (a Gateway's proxy) of one HTTPRoute,
+// GET /debug/backends?httproute=<namespace>/<name>. kubectl metalgate backends reads it.
 const DebugBackendsPath = "/debug/backends"
 
-// Backends is the answer of DebugBackendsPath: the routes of one Ingress in the table the
-// proxy serves now, with what the data plane knows about each endpoint.
+// Backends is the answer of DebugBackendsPath: the routes of one Ingress (or HTTPRoute) in the
+// table the proxy serves now, with what the data plane knows about each endpoint.
 type Backends struct {
-	Ingress string `json:"ingress"` // namespace/name
+	Ingress string `json:"ingress"` // namespace/name; "" when HTTPRoute is set
+	// HTTPRoute is the HTTPRoute asked for (namespace/name) of a Gateway's proxy; "" for an
+	// Ingress.
+	HTTPRoute string `json:"httpRoute,omitempty"`
 	// Generation counts the tables installed since the proxy started (1 is the first);
 	// Applied is when this one was installed. Both are zero when unknown.
 	Generation uint64         `json:"generation"`
@@ -112,6 +116,11 @@ type BackendRoute struct {
 	Port     string `json:"port"`     // the Ingress's port: a number or a name
 	Protocol string `json:"protocol"`
 	Balance  string `json:"balance"`
+	// Weight is the route's share of its rule's requests, in percent, when the rule splits
+	// them between backendRefs (0: the rule does not split). Unresolved: the backendRef names
+	// nothing usable and the rule's requests get 500 (HTTPRoute only).
+	Weight     int  `json:"weight,omitempty"`
+	Unresolved bool `json:"unresolved,omitempty"`
 	// Endpoints are every endpoint of the Service port in its EndpointSlices, sorted by
 	// address; Routed says whether requests go to it.
 	Endpoints []BackendEndpoint `json:"endpoints"`

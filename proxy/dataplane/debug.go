@@ -47,13 +47,20 @@ func (d *Debug) Route() AdminRoute {
 	return AdminRoute{Pattern: "GET " + contract.DebugBackendsPath, Handler: d}
 }
 
-// ServeHTTP answers GET /debug/backends?ingress=ns/name: 400 without a valid ingress
-// parameter, 503 before the first table, 404 when the Ingress is not in the table (this
-// proxy does not own it), else 200 with contract.Backends as JSON.
+// ServeHTTP answers GET /debug/backends?ingress=ns/name or ?httproute=ns/name: 400 without
+// exactly one valid parameter, 503 before the first table, 404 when this proxy does not serve
+// the object (an Ingress not in its table; an HTTPRoute in an Ingress proxy's table, or one
+// whose parentRefs do not name this proxy's Gateway), else 200 with contract.Backends as JSON.
+// An HTTPRoute that names the Gateway but attached to no listener has no routes.
 func (d *Debug) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ns, name, ok := strings.Cut(r.URL.Query().Get("ingress"), "/")
-	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-		http.Error(w, "want ?ingress=<namespace>/<name>", http.StatusBadRequest)
+	q := r.URL.Query()
+	kind, param := "Ingress", "ingress"
+	if q.Has("httproute") {
+		kind, param = "HTTPRoute", "httproute"
+	}
+	ns, name, ok := strings.Cut(q.Get(param), "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") || (q.Has("ingress") && q.Has("httproute")) {
+		http.Error(w, "want ?ingress=<namespace>/<name> or ?httproute=<namespace>/<name>", http.StatusBadRequest)
 		return
 	}
 	id := types.NamespacedName{Namespace: ns, Name: name}
@@ -62,11 +69,11 @@ func (d *Debug) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no routing table yet", http.StatusServiceUnavailable)
 		return
 	}
-	if !slices.Contains(rt.table.Owned, id) {
-		http.Error(w, fmt.Sprintf("this proxy does not serve Ingress %s (not of its IngressClass or namespaces, or not seen yet)", id), http.StatusNotFound)
+	if msg := notServed(rt.table, kind, id); msg != "" {
+		http.Error(w, msg, http.StatusNotFound)
 		return
 	}
-	out := backendsOf(rt, id, d.now())
+	out := backendsOf(rt, kind, id, d.now())
 	if in := d.last.Load(); in != nil && in.table == rt.table {
 		out.Generation, out.Applied = in.gen, in.at
 	}
@@ -76,17 +83,44 @@ func (d *Debug) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = enc.Encode(out)
 }
 
-// backendsOf lists the routes of Ingress id in a compiled table, with live endpoint state.
-func backendsOf(rt *router, id types.NamespacedName, now time.Time) contract.Backends {
-	out := contract.Backends{Ingress: id.String(), Routes: []contract.BackendRoute{}}
-	routes := append(rt.table.Routes(), rt.table.Defaults()...)
-	for _, r := range routes {
-		if r.Ingress != id {
-			continue
+// notServed says why the table does not serve the Ingress or HTTPRoute id, or "" when it does.
+func notServed(t *table.Table, kind string, id types.NamespacedName) string {
+	switch {
+	case kind == "Ingress" && t.Gateway != nil:
+		return fmt.Sprintf("this proxy does not serve Ingress %s (it is a Gateway's proxy)", id)
+	case kind == "Ingress" && !slices.Contains(t.Owned, id):
+		return fmt.Sprintf("this proxy does not serve Ingress %s (not of its IngressClass or namespaces, or not seen yet)", id)
+	case kind == "HTTPRoute" && t.Gateway == nil:
+		return fmt.Sprintf("this proxy does not serve HTTPRoute %s (it serves Ingresses, no Gateway)", id)
+	case kind == "HTTPRoute" && !slices.ContainsFunc(t.Gateway.Routes, func(rs table.RouteStatus) bool { return rs.Route == id }):
+		return fmt.Sprintf("this proxy does not serve HTTPRoute %s (no parentRef of it names this proxy's Gateway, or not seen yet)", id)
+	}
+	return ""
+}
+
+// backendsOf lists the routes of Ingress or HTTPRoute id in a compiled table, with live
+// endpoint state; a weighted split is two routes, each with its share.
+func backendsOf(rt *router, kind string, id types.NamespacedName, now time.Time) contract.Backends {
+	out := contract.Backends{Routes: []contract.BackendRoute{}}
+	of := func(r *table.Route) bool { return r.Ingress == id }
+	if kind == "HTTPRoute" {
+		out.HTTPRoute = id.String()
+		of = func(r *table.Route) bool { return r.HTTPRoute == id }
+	} else {
+		out.Ingress = id.String()
+	}
+	seen := map[string]bool{} // a Gateway route attached to two listeners is one row
+	add := func(r *table.Route, be *table.Backend, weight int) {
+		key := fmt.Sprint(r.Host, "|", r.Path, "|", r.PathType, "|", be.Key, "|", weight)
+		if seen[key] {
+			return
 		}
-		be := r.Backend
+		seen[key] = true
 		route := contract.BackendRoute{Host: r.Host, Path: r.Path, PathType: r.PathType, Service: be.Service.String(), Port: be.Port,
-			Protocol: string(be.Protocol), Balance: be.Balance.String(), Endpoints: []contract.BackendEndpoint{}}
+			Protocol: string(be.Protocol), Balance: be.Balance.String(), Weight: weight, Unresolved: be.Unresolved, Endpoints: []contract.BackendEndpoint{}}
+		if be.Unresolved {
+			route.Service = ""
+		}
 		live := map[string]*balancer.Endpoint{}
 		if p := rt.pools[be]; p != nil {
 			for _, e := range p.eps {
@@ -101,6 +135,18 @@ func backendsOf(rt *router, id types.NamespacedName, now time.Time) contract.Bac
 			route.Endpoints = append(route.Endpoints, e)
 		}
 		out.Routes = append(out.Routes, route)
+	}
+	for _, r := range append(rt.table.Routes(), rt.table.Defaults()...) {
+		if !of(r) || r.Backend == nil {
+			continue
+		}
+		if c := r.Canary; kind == "HTTPRoute" && c != nil && c.Backend != nil && c.WeightTotal > 0 {
+			share := c.Weight * 100 / c.WeightTotal
+			add(r, r.Backend, 100-share)
+			add(r, c.Backend, share)
+			continue
+		}
+		add(r, r.Backend, 0)
 	}
 	return out
 }

@@ -19,6 +19,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/proxy/table"
@@ -219,4 +220,106 @@ func portOf(hostport string) string {
 		panic(fmt.Sprintf("split %q: %v", hostport, err))
 	}
 	return p
+}
+
+// TestDebugBackendsHTTPRoute reads /debug/backends?httproute= from a Gateway proxy's table
+// (gatewayTable): the routes of an attached HTTPRoute with their endpoints, none for a route
+// whose parentRef names the Gateway but which no listener admits, 404 for what the Gateway
+// does not serve and for Ingresses; and, in a second table, a weighted split with an
+// unresolved backendRef.
+func TestDebugBackendsHTTPRoute(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	t.Cleanup(backend.Close)
+	addr := backend.Listener.Addr().String()
+	s, err := New(Options{Logger: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDebug(s)
+	admin := httptest.NewServer(AdminHandler(prometheus.NewRegistry(), nil, d.Route()))
+	t.Cleanup(admin.Close)
+	get := func(query string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(admin.URL + contract.DebugBackendsPath + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	decode := func(query string) contract.Backends {
+		t.Helper()
+		code, body := get(query)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", query, code, body)
+		}
+		var got contract.Backends
+		if err := json.Unmarshal([]byte(body), &got); err != nil {
+			t.Fatalf("decode %s: %v", body, err)
+		}
+		got.Applied = time.Time{}
+		return got
+	}
+	if code, body := get("?httproute=infra/api"); code != http.StatusServiceUnavailable {
+		t.Errorf("before the first table: %d %q, want 503", code, body)
+	}
+	d.Swap(gatewayTable(t, 8080, 8081, map[string]string{"api": addr}))
+
+	ready := []contract.BackendEndpoint{{Address: addr, Ready: true, Serving: true, Routed: true, Healthy: true}}
+	want := contract.Backends{HTTPRoute: "infra/api", Generation: 1, Routes: []contract.BackendRoute{
+		{Path: "/api", PathType: "Prefix", Service: "infra/api", Port: "80", Protocol: "http", Balance: "round-robin", Endpoints: ready}}}
+	if diff := cmp.Diff(want, decode("?httproute=infra/api")); diff != "" {
+		t.Errorf("infra/api (-want +got):\n%s", diff)
+	}
+	wantNone := contract.Backends{HTTPRoute: "other/steal", Generation: 1, Routes: []contract.BackendRoute{}}
+	if diff := cmp.Diff(wantNone, decode("?httproute=other/steal")); diff != "" {
+		t.Errorf("other/steal, not admitted (-want +got):\n%s", diff)
+	}
+	for _, tc := range []struct {
+		name, query string
+		code        int
+		body        string
+	}{
+		{"a route of another Gateway", "?httproute=infra/nope", http.StatusNotFound, "does not serve HTTPRoute infra/nope (no parentRef of it names this proxy's Gateway"},
+		{"an Ingress asked of a Gateway proxy", "?ingress=infra/api", http.StatusNotFound, "does not serve Ingress infra/api (it is a Gateway's proxy)"},
+		{"both parameters", "?ingress=infra/api&httproute=infra/api", http.StatusBadRequest, "want ?ingress=<namespace>/<name> or ?httproute="},
+		{"no namespace", "?httproute=api", http.StatusBadRequest, "want ?ingress="},
+		{"empty", "?httproute=", http.StatusBadRequest, "want ?ingress="},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := get(tc.query)
+			if code != tc.code || !strings.Contains(body, tc.body) {
+				t.Errorf("GET %s = %d %q, want %d containing %q", tc.query, code, body, tc.code, tc.body)
+			}
+		})
+	}
+
+	// A weighted split, 3:1, whose second backendRef names no Service.
+	in := table.Input{Gateway: &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "gw"},
+		Spec: gatewayv1.GatewaySpec{GatewayClassName: "metalgate", Listeners: []gatewayv1.Listener{{Name: "main", Port: 8080, Protocol: gatewayv1.HTTPProtocolType}}}},
+		AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true,
+		Namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "infra"}}}}
+	ref := func(svc string, w int32) gatewayv1.HTTPBackendRef {
+		return gatewayv1.HTTPBackendRef{BackendRef: gatewayv1.BackendRef{Weight: ptr(w),
+			BackendObjectReference: gatewayv1.BackendObjectReference{Name: gatewayv1.ObjectName(svc), Port: ptr(gatewayv1.PortNumber(80))}}}
+	}
+	in.HTTPRoutes = []*gatewayv1.HTTPRoute{{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "split"}, Spec: gatewayv1.HTTPRouteSpec{
+		CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "gw"}}},
+		Rules:           []gatewayv1.HTTPRouteRule{{BackendRefs: []gatewayv1.HTTPBackendRef{ref("api", 3), ref("gone", 1)}}}}}}
+	in.Services = []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "api"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}}
+	h, p, _ := net.SplitHostPort(addr)
+	pn, _ := strconv.Atoi(p)
+	in.Slices = []*discoveryv1.EndpointSlice{{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "api-1", Labels: map[string]string{discoveryv1.LabelServiceName: "api"}},
+		AddressType: discoveryv1.AddressTypeIPv4, Ports: []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(pn))}},
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{h}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}}}}
+	tab, _ := table.Build(in) // the unresolved ref is a problem on purpose
+	d.Swap(tab)
+	wantSplit := contract.Backends{HTTPRoute: "infra/split", Generation: 2, Routes: []contract.BackendRoute{
+		{Path: "/", PathType: "Prefix", Service: "infra/api", Port: "80", Protocol: "http", Balance: "round-robin", Weight: 75, Endpoints: ready},
+		{Path: "/", PathType: "Prefix", Weight: 25, Unresolved: true, Endpoints: []contract.BackendEndpoint{}},
+	}}
+	if diff := cmp.Diff(wantSplit, decode("?httproute=infra/split")); diff != "" {
+		t.Errorf("infra/split (-want +got):\n%s", diff)
+	}
 }
