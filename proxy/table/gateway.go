@@ -557,6 +557,17 @@ func (b *builder) compileHTTPRoute(hr *gatewayv1.HTTPRoute, id types.NamespacedN
 				opts.Policy.RequestRedirect, why = requestRedirect(f.RequestRedirect)
 			case gatewayv1.HTTPRouteFilterURLRewrite:
 				why = urlRewrite(f.URLRewrite, &opts.Policy, &fullPath)
+			case gatewayv1.HTTPRouteFilterRequestMirror:
+				var m Mirror
+				var reason gatewayv1.RouteConditionReason
+				var msg string
+				if m, reason, msg, why = b.requestMirror(hr, f.RequestMirror, opts); reason != "" {
+					if refsReason == "" {
+						refsReason = reason
+					}
+					refProblems = append(refProblems, ff+".requestMirror.backendRef: "+msg)
+				}
+				opts.Policy.Mirrors = append(opts.Policy.Mirrors, m)
 			default:
 				why = fmt.Sprintf("filter type %s is not supported", f.Type)
 			}
@@ -746,6 +757,36 @@ func requestRedirect(f *gatewayv1.HTTPRequestRedirectFilter) (*RequestRedirect, 
 		}
 	}
 	return rr, ""
+}
+
+// requestMirror maps a RequestMirror filter onto a Mirror: its backendRef resolved like a
+// rule's (reason and msg say why it did not: the mirror then gets nothing), its percent or
+// fraction the share of requests it gets (all when neither is set); why names a value that
+// is not supported.
+func (b *builder) requestMirror(hr *gatewayv1.HTTPRoute, f *gatewayv1.HTTPRequestMirrorFilter, opts Options) (m Mirror, reason gatewayv1.RouteConditionReason, msg, why string) {
+	if f == nil {
+		return m, "", "", "requestMirror is missing"
+	}
+	m.Numerator, m.Denominator = 1, 1
+	switch {
+	case f.Percent != nil && f.Fraction != nil:
+		return m, "", "", "requestMirror: percent and fraction are exclusive"
+	case f.Percent != nil:
+		if *f.Percent < 0 || *f.Percent > 100 {
+			return m, "", "", fmt.Sprintf("requestMirror.percent %d: from 0 to 100", *f.Percent)
+		}
+		m.Numerator, m.Denominator = int(*f.Percent), 100
+	case f.Fraction != nil:
+		m.Numerator, m.Denominator = int(f.Fraction.Numerator), 100
+		if f.Fraction.Denominator != nil {
+			m.Denominator = int(*f.Fraction.Denominator)
+		}
+		if m.Numerator < 0 || m.Denominator < 1 || m.Numerator > m.Denominator {
+			return m, "", "", fmt.Sprintf("requestMirror.fraction %d/%d: the numerator from 0 to the denominator, which is at least 1", m.Numerator, m.Denominator)
+		}
+	}
+	m.Backend, reason, msg = b.gatewayBackend(hr, f.BackendRef, opts)
+	return m, reason, msg, ""
 }
 
 // urlRewrite maps a URLRewrite onto UpstreamHost and Rewrite; a full-path replacement is

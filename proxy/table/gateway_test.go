@@ -243,7 +243,7 @@ func TestGatewayAttachment(t *testing.T) {
 			wantAccepted: accepted, wantRefs: "False/BackendNotFound", probes: []probe{{80, "x", "/", "500 infra/web"}}},
 		{name: "unsupported filter: the route serves nothing",
 			route: httpRoute("infra", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{
-				Filters:     []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestMirror, RequestMirror: &gatewayv1.HTTPRequestMirrorFilter{}}},
+				Filters:     []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterExtensionRef, ExtensionRef: &gatewayv1.LocalObjectReference{Group: "x.example", Kind: "Filter", Name: "f"}}},
 				BackendRefs: web.BackendRefs}), wantAccepted: "False/UnsupportedValue", wantRefs: resolved, probes: []probe{{80, "x", "/", ""}}},
 		{name: "unsupported match: regular expression path",
 			route: httpRoute("infra", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{

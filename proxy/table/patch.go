@@ -94,8 +94,8 @@ func (hr *hostRules) each(f func(*Route)) {
 	}
 }
 
-// routeBackends lists the backends a route refers to: its own, its canary's and its
-// external authentication service's (remap.route replaces exactly these); nil ones (a
+// routeBackends lists the backends a route refers to: its own, its canary's, its external
+// authentication service's and its mirrors' (remap.route replaces exactly these); nil ones (a
 // refused auth-url) are left out.
 func routeBackends(r *Route) []*Backend {
 	var out []*Backend
@@ -110,6 +110,9 @@ func routeBackends(r *Route) []*Backend {
 	}
 	if ea := r.Options.Policy.ExternalAuth; ea != nil {
 		add(ea.Backend)
+	}
+	for _, mi := range r.Options.Policy.Mirrors {
+		add(mi.Backend)
 	}
 	return out
 }
@@ -189,7 +192,7 @@ func equalStates(a, b []EndpointState) bool {
 
 // remap copies the parts of a table that reference a replaced backend, and only those. Every
 // *Backend a Table holds is reached from here: Route.Backend, Route.Canary.Backend,
-// Route.Options.Policy.ExternalAuth.Backend (routes in host rules, namespace rules,
+// Route.Options.Policy.ExternalAuth.Backend, Route.Options.Policy.Mirrors[].Backend (routes in host rules, namespace rules,
 // Default and namespace defaults, Gateway listeners), passthrough and Backends.
 // TestPatchLeavesNoOldBackend walks every pointer of a patched table to prove it.
 type remap struct {
@@ -222,6 +225,21 @@ func (m *remap) auth(ea *ExternalAuth) *ExternalAuth {
 	return n
 }
 
+// mirrors returns a copy of ms referencing the replaced backends, or nil when none of its
+// backends was replaced.
+func (m *remap) mirrors(ms []Mirror) []Mirror {
+	var out []Mirror
+	for i, mi := range ms {
+		if nb := m.backend(mi.Backend); nb != mi.Backend {
+			if out == nil {
+				out = slices.Clone(ms)
+			}
+			out[i].Backend = nb
+		}
+	}
+	return out
+}
+
 // route returns r, or a copy of it referencing the replaced backends.
 func (m *remap) route(r *Route) *Route {
 	if r == nil {
@@ -241,11 +259,15 @@ func (m *remap) route(r *Route) *Route {
 		}
 	}
 	ea := m.auth(r.Options.Policy.ExternalAuth)
-	if be == r.Backend && canary == r.Canary && ea == r.Options.Policy.ExternalAuth {
+	mirrors := m.mirrors(r.Options.Policy.Mirrors)
+	if be == r.Backend && canary == r.Canary && ea == r.Options.Policy.ExternalAuth && mirrors == nil {
 		return r
 	}
 	c := *r
 	c.Backend, c.Canary, c.Options.Policy.ExternalAuth = be, canary, ea
+	if mirrors != nil {
+		c.Options.Policy.Mirrors = mirrors
+	}
 	m.routes[r] = &c
 	return &c
 }

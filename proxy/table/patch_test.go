@@ -116,7 +116,8 @@ func patchIngressWorld(rng *rand.Rand, certPEM, keyPEM []byte) Input {
 }
 
 // patchGatewayWorld makes a random Gateway input: routes on the test Gateway's listeners
-// with one backend or two weighted ones (a canary), some in other namespaces, some missing.
+// with one backend or two weighted ones (a canary), some in other namespaces, some missing,
+// half of the rules with a mirror.
 func patchGatewayWorld(rng *rand.Rand) Input {
 	var routes []*gatewayv1.HTTPRoute
 	sections := []string{"http", "same", "sel", "foo", "wild", ""}
@@ -130,6 +131,10 @@ func patchGatewayWorld(rng *rand.Rand) Input {
 				Type: ptr(gatewayv1.PathMatchPathPrefix), Value: ptr(fmt.Sprintf("/p%d", j))}}}}
 			for k, o := 0, 1+rng.Intn(2); k < o; k++ {
 				rule.BackendRefs = append(rule.BackendRefs, backendRef("", svcs[rng.Intn(len(svcs))], 80, int32(1+rng.Intn(3))))
+			}
+			if rng.Intn(2) == 0 { // a mirror: its backend is patched like the others
+				rule.Filters = append(rule.Filters, gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterRequestMirror,
+					RequestMirror: &gatewayv1.HTTPRequestMirrorFilter{BackendRef: backendRef("", svcs[rng.Intn(len(svcs))], 80, -1).BackendObjectReference}})
 			}
 			rules = append(rules, rule)
 		}

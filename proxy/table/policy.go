@@ -51,6 +51,17 @@ type Policy struct {
 	// timeouts): no response head by then is 504; a response still streaming is cut. Not
 	// applied to protocol upgrades (WebSocket), which are long-lived by design.
 	RequestTimeout time.Duration
+	// Mirrors each get a copy of a sample of the requests (Gateway API's RequestMirror
+	// filter); their responses are discarded and the client's response never waits for them.
+	Mirrors []Mirror
+}
+
+// Mirror is one mirror of a route: a copy of Numerator out of every Denominator requests
+// (chosen at random) goes to Backend, with the headers the route's own backend gets. A
+// Backend that is Unresolved (the route's ResolvedRefs says why) gets nothing.
+type Mirror struct {
+	Backend                *Backend
+	Numerator, Denominator int
 }
 
 // RateLimit is a token bucket per client address: RPS requests a second on average, Burst
