@@ -226,12 +226,29 @@ type bench struct {
 	lat    []time.Duration
 	// means over the changes, from the proxy's histograms (ms; -1 unknown)
 	builds, applied float64
+	// fullBuilds and patches count how the proxy applied the changes (-1 unknown).
+	fullBuilds, patches float64
 }
 
-// buildLine says where the proxy spent an endpoint change.
+// buildLine says where the proxy spent an endpoint change: how many batches were patched
+// (the endpoint fast path) and how many built in full, with their means.
 func (b *bench) buildLine() string {
-	return fmt.Sprintf("mean table build %.1f ms, mean first event → table swapped %.1f ms (metalgate_proxy_table_build_seconds, _change_applied_seconds)",
-		b.builds, b.applied)
+	build := "no full build"
+	if b.fullBuilds != 0 {
+		build = fmt.Sprintf("%.0f full builds, mean %.1f ms", b.fullBuilds, b.builds)
+	}
+	return fmt.Sprintf("%.0f endpoint patches, %s; mean first event → table swapped %.1f ms (metalgate_proxy_table_patches_total, _builds_total, _build_seconds, _change_applied_seconds)",
+		b.patches, build, b.applied)
+}
+
+// counterDelta is how much counter name grew between two scrapes; -1 when unknown.
+func counterDelta(before, after, name string) float64 {
+	v0, ok0 := metric(before, name)
+	v1, ok1 := metric(after, name)
+	if !ok0 || !ok1 {
+		return -1
+	}
+	return v1 - v0
 }
 
 // meanDelta is the mean of the observations of histogram name between two scrapes, in ms.
@@ -762,6 +779,8 @@ func (b *bench) proxyPhase(ctx context.Context) error {
 	after, _ := scrape(ctx, hc, "http://"+proxyAdmin+"/metrics")
 	b.builds = meanDelta(before, after, "metalgate_proxy_table_build_seconds")
 	b.applied = meanDelta(before, after, "metalgate_proxy_change_applied_seconds")
+	b.fullBuilds = counterDelta(before, after, "metalgate_proxy_table_builds_total")
+	b.patches = counterDelta(before, after, "metalgate_proxy_table_patches_total")
 	b.prxMax = p.mem(ctx, hc, "http://"+proxyAdmin+"/metrics")
 	b.logf("   endpoint update p50 %.1f ms, p99 %.1f ms; proxy: %s; after the changes: %s", pct(b.lat, 0.5), pct(b.lat, 0.99), b.buildLine(), b.prxMax)
 	return nil
