@@ -37,6 +37,7 @@ M = [
  ("M16 reversible affinity cookie", "proxy/dataplane/router.go", [("return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])", "return base64.RawURLEncoding.EncodeToString([]byte(addr))")], "TestAffinityCookieKeyed"),
  ("M18 TLS records past a response ignored", "proxy/dataplane/h1transport.go", [("case b.c.tls != nil && !b.tlsClean():", "case false && !b.tlsClean():")], "TestHostileTLSBackend"),
  ("M17 103 dropped on the direct path", "proxy/dataplane/direct.go", [("s.writeHead(bw, r, a) }, got1xx, a.route", "s.writeHead(bw, r, a) }, func(int, http.Header) error { _ = got1xx; return nil }, a.route")], "TestEarlyHints"),
+ ("M19 a removed endpoint kept after a patched Swap", "proxy/dataplane/router.go", [("if refs[e.Addr]--; refs[e.Addr] <= 0 {", "if refs[e.Addr]--; false {")], "TestSwapPatchedTable"),
 ]
 only = sys.argv[1:]
 failed = 0
