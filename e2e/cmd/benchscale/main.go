@@ -51,6 +51,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -224,6 +225,12 @@ type bench struct {
 	prxMax memInfo
 	ready  time.Duration
 	lat    []time.Duration
+	// write is each change's EndpointSlice update call (part of lat): the API server and
+	// etcd's share of a change's latency.
+	write []time.Duration
+	// appliedP99 is the bucket bound of the proxy's first event → table swapped p99 over the
+	// changes (ms; -1 unknown): the proxy's own share.
+	appliedP99 float64
 	// means over the changes, from the proxy's histograms (ms; -1 unknown)
 	builds, applied float64
 	// fullBuilds and patches count how the proxy applied the changes (-1 unknown).
@@ -239,6 +246,64 @@ func (b *bench) buildLine() string {
 	}
 	return fmt.Sprintf("%.0f endpoint patches, %s; mean first event → table swapped %.1f ms (metalgate_proxy_table_patches_total, _builds_total, _build_seconds, _change_applied_seconds)",
 		b.patches, build, b.applied)
+}
+
+// shareLine splits an endpoint change's latency: the EndpointSlice update call (API server and
+// etcd), and the proxy's first event → table swapped (its histogram's p99 bucket bound).
+func (b *bench) shareLine() string {
+	applied := "unknown"
+	if b.appliedP99 >= 0 {
+		applied = fmt.Sprintf("≤ %.0f ms", b.appliedP99)
+	}
+	return fmt.Sprintf("of which the EndpointSlice update call p50 %.1f ms, p99 %.1f ms; the proxy's first event → swapped p99 %s (histogram bucket)",
+		pct(b.write, 0.5), pct(b.write, 0.99), applied)
+}
+
+// bucketQuantile is the upper bound (ms) of the bucket holding quantile q of the observations
+// of histogram name between two scrapes; -1 when unknown or none.
+func bucketQuantile(before, after, name string, q float64) float64 {
+	type bucket struct{ le, n float64 }
+	read := func(text string) map[string]float64 {
+		out := map[string]float64{}
+		prefix := name + `_bucket{le="`
+		for _, line := range strings.Split(text, "\n") {
+			rest, ok := strings.CutPrefix(line, prefix)
+			if !ok {
+				continue
+			}
+			le, val, ok := strings.Cut(rest, `"} `)
+			if !ok {
+				continue
+			}
+			if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
+				out[le] = v
+			}
+		}
+		return out
+	}
+	b0, b1 := read(before), read(after)
+	var bs []bucket
+	for le, n := range b1 {
+		v, err := strconv.ParseFloat(le, 64) // "+Inf" parses as +Inf
+		if err != nil {
+			continue
+		}
+		bs = append(bs, bucket{v, n - b0[le]})
+	}
+	if len(bs) == 0 {
+		return -1
+	}
+	sort.Slice(bs, func(i, j int) bool { return bs[i].le < bs[j].le })
+	total := bs[len(bs)-1].n
+	if total <= 0 {
+		return -1
+	}
+	for _, bk := range bs {
+		if bk.n >= q*total {
+			return bk.le * 1000
+		}
+	}
+	return -1
 }
 
 // counterDelta is how much counter name grew between two scrapes; -1 when unknown.
@@ -762,6 +827,7 @@ func (b *bench) proxyPhase(ctx context.Context) error {
 		if err := b.c.Update(ctx, &s); err != nil {
 			return fmt.Errorf("change %d: %w", g, err)
 		}
+		b.write = append(b.write, time.Since(start))
 		for {
 			if _, body, _ := get(ctx, hc, "http://"+proxyHTTP+"/", probeHost); body == nb.name {
 				break
@@ -779,10 +845,12 @@ func (b *bench) proxyPhase(ctx context.Context) error {
 	after, _ := scrape(ctx, hc, "http://"+proxyAdmin+"/metrics")
 	b.builds = meanDelta(before, after, "metalgate_proxy_table_build_seconds")
 	b.applied = meanDelta(before, after, "metalgate_proxy_change_applied_seconds")
+	b.appliedP99 = bucketQuantile(before, after, "metalgate_proxy_change_applied_seconds", 0.99)
 	b.fullBuilds = counterDelta(before, after, "metalgate_proxy_table_builds_total")
 	b.patches = counterDelta(before, after, "metalgate_proxy_table_patches_total")
 	b.prxMax = p.mem(ctx, hc, "http://"+proxyAdmin+"/metrics")
 	b.logf("   endpoint update p50 %.1f ms, p99 %.1f ms; proxy: %s; after the changes: %s", pct(b.lat, 0.5), pct(b.lat, 0.99), b.buildLine(), b.prxMax)
+	b.logf("   %s", b.shareLine())
 	return nil
 }
 
@@ -1107,6 +1175,7 @@ func (b *bench) print(w io.Writer) {
 	fmt.Fprintf(w, "memory detail: controller %s\n               speaker    %s\n               proxy      %s\n               proxy end  %s\n",
 		b.ctrl, b.spk, b.prx, b.prxMax)
 	fmt.Fprintf(w, "endpoint changes: %s\n", b.buildLine())
+	fmt.Fprintf(w, "endpoint change latency: %s\n", b.shareLine())
 	fmt.Fprintf(w, "speaker: all announced %.1fs after its start; %s\n", b.spkT.Seconds(), b.arp)
 	fmt.Fprintf(w, "RESULT controller_rss_mib=%.0f speaker_rss_mib=%.0f proxy_rss_mib=%.0f proxy_ready_s=%.2f endpoint_update_p99_ms=%.1f alloc_10k_s=%.1f\n",
 		b.ctrl.rss, b.spk.rss, b.prx.rss, b.ready.Seconds(), p99, b.alloc.Seconds())
