@@ -2,17 +2,9 @@ package gateway_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,6 +12,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/metalgate/metalgate/controllers/gateway"
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 // TestGatewayListenerCertificates: an HTTPS listener whose certificateRef names a Secret that
@@ -77,7 +70,7 @@ func TestGatewayListenerCertificates(t *testing.T) {
 	expect("Secret missing", "https", "ResolvedRefs=False/InvalidCertificateRef Programmed=False/Invalid", "Secret "+ns+"/cert not found")
 	expect("Secret missing", "http", "ResolvedRefs=True/ResolvedRefs Programmed=True/Programmed", "")
 
-	crt, key := selfSignedPair(t, "web.example")
+	crt, key := testenv.SelfSigned(t, "web.example")
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cert"}, Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: []byte("not a key")}}
 	create(t, sec)
@@ -93,27 +86,7 @@ func TestGatewayListenerCertificates(t *testing.T) {
 // certSecret creates a kubernetes.io/tls Secret with a valid self-signed key pair.
 func certSecret(t *testing.T, ns, name string) {
 	t.Helper()
-	crt, key := selfSignedPair(t, name+".example")
+	crt, key := testenv.SelfSigned(t, name+".example")
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key}})
-}
-
-// selfSignedPair returns a PEM certificate and key for host, valid for an hour.
-func selfSignedPair(t *testing.T, host string) (crt, key []byte) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kd, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
 }

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 // TestGatewayCertificates: an HTTPS listener's certificate comes from its certificateRefs, a
@@ -19,7 +21,7 @@ import (
 // ReferenceGrant), of the wrong type, with a bad key pair, a missing one, a non-Secret kind.
 func TestGatewayCertificates(t *testing.T) {
 	secret := func(ns, name, host string, typ corev1.SecretType) *corev1.Secret {
-		crt, key := selfSigned(t, host)
+		crt, key := testenv.SelfSigned(t, host)
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: typ,
 			Data: map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key}}
 	}
@@ -117,7 +119,7 @@ func TestGatewayCertificates(t *testing.T) {
 // to that Secret (or to every Secret). Hostile grants first: one for HTTPRoutes, one from
 // another namespace, one to another Secret, one to ConfigMaps, one in the wrong namespace.
 func TestGatewayCertificateReferenceGrant(t *testing.T) {
-	crt, key := selfSigned(t, "shared.example")
+	crt, key := testenv.SelfSigned(t, "shared.example")
 	shared := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "certs", Name: "shared"}, Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key}}
 	l := testListener("https", 443, "", gatewayv1.NamespacesFromAll)

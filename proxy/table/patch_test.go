@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 // The endpoint-only fast path must be a build: whenever PatchEndpoints accepts a change, its
@@ -243,7 +245,7 @@ func checkBackendsListed(t *testing.T, what string, tab *Table) {
 }
 
 func TestPatchEndpointsEqualsBuild(t *testing.T) {
-	certPEM, keyPEM := selfSigned(t, "x.example.com")
+	certPEM, keyPEM := testenv.SelfSigned(t, "x.example.com")
 	worlds := []struct {
 		name string
 		make func(*rand.Rand) Input

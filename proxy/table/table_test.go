@@ -1,13 +1,6 @@
 package table
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"testing"
 	"time"
 
@@ -16,6 +9,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -227,7 +222,7 @@ func TestEndpoints(t *testing.T) {
 }
 
 func TestCertificates(t *testing.T) {
-	crt, key := selfSigned(t, "x.com")
+	crt, key := testenv.SelfSigned(t, "x.com")
 	ing := ingress("tls", 0, path{"x.com", "/", "Prefix", "s"})
 	ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{"x.com", "*.y.com"}, SecretName: "cert"}}
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cert"}, Type: corev1.SecretTypeTLS,
@@ -245,23 +240,4 @@ func TestCertificates(t *testing.T) {
 	if !tab.Lookup("x.com", "/").TLS {
 		t.Error("route for x.com not marked TLS")
 	}
-}
-
-func selfSigned(t testing.TB, host string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kd, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
 }

@@ -14,6 +14,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 // Invariant 10, "Tenants are walls", for the routing table: a host belongs to one namespace,
@@ -105,7 +107,7 @@ func world(t testing.TB, ings ...*networkingv1.Ingress) (in Input, certs map[str
 				continue
 			}
 			seen["secret "+id] = true
-			crt, key := selfSigned(t, tl.SecretName)
+			crt, key := testenv.SelfSigned(t, tl.SecretName)
 			blk, _ := pem.Decode(crt)
 			certs[string(blk.Bytes)] = id
 			in.Secrets = append(in.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ing.Namespace, Name: tl.SecretName}, Type: corev1.SecretTypeTLS,
