@@ -113,6 +113,9 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 		a.reqID = newRequestID()
 	}
 	w.reqID = a.reqID
+	if ms := route.Options.Policy.Mirrors; len(ms) > 0 {
+		s.mirror(rt, r, a, ms)
+	}
 	balanceBy(r, p, a)
 	if s.takesDirectPath(r, p) {
 		s.forwardDirect(w, r, a)

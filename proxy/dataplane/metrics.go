@@ -13,6 +13,7 @@ type Metrics struct {
 	LimitHits         *prometheus.CounterVec
 	ConnsDiscarded    *prometheus.CounterVec
 	ClientConnections *prometheus.GaugeVec
+	Mirrors           *prometheus.CounterVec
 }
 
 // Limits counted by metalgate_proxy_limit_hits_total.
@@ -72,11 +73,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "metalgate_proxy_client_connections",
 			Help: "Client connections open, by listener (http, https).",
 		}, []string{"listener"}),
+		Mirrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metalgate_proxy_mirror_requests_total",
+			Help: "Mirror copies of requests (HTTPRoute RequestMirror), by result: sent (the mirror answered), failed (no answer in time, or a broken one), dropped (too many mirror requests in flight), body_too_large (a body over 64 KiB is not mirrored), no_endpoints, unsupported (upgrades, h2c and gRPC backends).",
+		}, []string{"result"}),
 	}
 	for i, c := range []string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"} {
 		m.requests[i] = reqs.WithLabelValues(c)
 	}
-	reg.MustRegister(reqs, m.Duration, m.UpstreamErrors, m.Ejections, m.Retries, m.TableSwaps, m.LimitHits, m.ConnsDiscarded, m.ClientConnections)
+	reg.MustRegister(reqs, m.Duration, m.UpstreamErrors, m.Ejections, m.Retries, m.TableSwaps, m.LimitHits, m.ConnsDiscarded, m.ClientConnections, m.Mirrors)
 	return m
 }
 
@@ -94,6 +99,12 @@ func (m *Metrics) request(code int) {
 func (s *Server) limitHit(limit string) {
 	if m := s.opts.Metrics; m != nil {
 		m.LimitHits.WithLabelValues(limit).Inc()
+	}
+}
+
+func (s *Server) countMirror(result string) {
+	if m := s.opts.Metrics; m != nil {
+		m.Mirrors.WithLabelValues(result).Inc()
 	}
 }
 

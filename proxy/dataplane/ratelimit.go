@@ -17,6 +17,7 @@ type limiters struct {
 	mu      sync.Mutex
 	buckets map[limitKey]*bucket
 	now     func() time.Time
+	mirror  mirrorLimit // mirror requests in flight (mirror.go)
 }
 
 const maxLimitKeys = 100_000
