@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -73,5 +74,26 @@ func TestMergeRouteParents(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestRouteBackendsIndex: the backend index lists the Services of backendRefs and of
+// RequestMirror filters (a mirror Service appearing or going changes the route's
+// ResolvedRefs), once each, and not refs of other kinds.
+func TestRouteBackendsIndex(t *testing.T) {
+	other := gwv1.Namespace("other")
+	cm := gwv1.Kind("ConfigMap")
+	hr := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "r"}, Spec: gwv1.HTTPRouteSpec{Rules: []gwv1.HTTPRouteRule{{
+		BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web"}}}},
+		Filters: []gwv1.HTTPRouteFilter{
+			{Type: gwv1.HTTPRouteFilterRequestMirror, RequestMirror: &gwv1.HTTPRequestMirrorFilter{BackendRef: gwv1.BackendObjectReference{Name: "shadow", Namespace: &other}}},
+			{Type: gwv1.HTTPRouteFilterRequestMirror, RequestMirror: &gwv1.HTTPRequestMirrorFilter{BackendRef: gwv1.BackendObjectReference{Name: "web"}}},
+			{Type: gwv1.HTTPRouteFilterRequestMirror, RequestMirror: &gwv1.HTTPRequestMirrorFilter{BackendRef: gwv1.BackendObjectReference{Name: "cm", Kind: &cm}}},
+		},
+	}}}}
+	got := routeBackends(hr)
+	want := []string{"app/web", "other/shadow"}
+	if !slices.Equal(got, want) {
+		t.Errorf("routeBackends = %v, want %v", got, want)
 	}
 }

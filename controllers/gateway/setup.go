@@ -138,7 +138,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	return true, nil
 }
 
-// indexBackend indexes HTTPRoutes by the Services their backendRefs name, "namespace/name".
+// indexBackend indexes HTTPRoutes by the Services their backendRefs and RequestMirror filters
+// name, "namespace/name".
 const indexBackend = "metalgate.io/httproute-backend"
 
 func routeBackends(o client.Object) []string {
@@ -147,18 +148,25 @@ func routeBackends(o client.Object) []string {
 		return nil
 	}
 	var out []string
+	add := func(ref gwv1.BackendObjectReference) {
+		if ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Service" {
+			return
+		}
+		ns := hr.Namespace
+		if ref.Namespace != nil {
+			ns = string(*ref.Namespace)
+		}
+		if k := ns + "/" + string(ref.Name); !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
 	for _, rule := range hr.Spec.Rules {
 		for _, b := range rule.BackendRefs {
-			ref := b.BackendObjectReference
-			if ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Service" {
-				continue
-			}
-			ns := hr.Namespace
-			if ref.Namespace != nil {
-				ns = string(*ref.Namespace)
-			}
-			if k := ns + "/" + string(ref.Name); !slices.Contains(out, k) {
-				out = append(out, k)
+			add(b.BackendObjectReference)
+		}
+		for _, f := range rule.Filters {
+			if f.Type == gwv1.HTTPRouteFilterRequestMirror && f.RequestMirror != nil {
+				add(f.RequestMirror.BackendRef) // a mirror's Service counts as a backend
 			}
 		}
 	}
