@@ -128,7 +128,7 @@ func TestPlugin(t *testing.T) {
 	owner := election.Owner(vip, readyProxyNodes(t, cl, ns)) // externalTrafficPolicy Local
 
 	t.Run("announcers", func(t *testing.T) {
-		row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(vip.String()) + `\s+` + regexp.QuoteMeta(ns+"/metalgate-proxy") + `\s+layer2\s+` + regexp.QuoteMeta(owner) + `\s+eth0\s*$`)
+		row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(vip.String()) + `\s+` + regexp.QuoteMeta(ns+"/metalgate-proxy") + `\s+-\s+layer2\s+` + regexp.QuoteMeta(owner) + `\s+eth0\s*$`)
 		var out string
 		eventually(t, 30*time.Second, fmt.Sprintf("announcers shows %s announced by %s alone", vip, owner), func() error {
 			var code int
@@ -322,7 +322,7 @@ func TestPlugin(t *testing.T) {
 		bgpPool := manualPool(t, cl, "e2e-plugin-bgp-", pluginBGPPool)
 		peer := routerPeering(t, l, cl, "e2e-plugin-router", bgpPool.Name, nil)
 		_, bgpVIP := webService(t, cs, cl, ns, bgpPool.Name)
-		row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(bgpVIP.String()) + `\s+` + regexp.QuoteMeta(ns+"/web") + `\s+bgp\s+` +
+		row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(bgpVIP.String()) + `\s+` + regexp.QuoteMeta(ns+"/web") + `\s+-\s+bgp\s+` +
 			regexp.QuoteMeta(strings.Join(names, ",")) + `\s+` + regexp.QuoteMeta(peer.Name) + `\s*$`)
 		var out string
 		eventually(t, 60*time.Second, fmt.Sprintf("announcers shows %s announced by BGP from every node to %s", bgpVIP, peer.Name), func() error {

@@ -107,14 +107,23 @@ func podState(p *corev1.Pod) string {
 // announcerRow is one VIP of one Service in one mode, with every node announcing it.
 type announcerRow struct {
 	vip, service, mode string
-	nodes              []string
-	via                []string // interfaces (layer2) or BGPPeers (bgp), sorted and unique
+	// gateway is the Gateway (namespace/name) whose Service this is (annotation
+	// metalgate.io/gateway on the Service); "" for any other Service.
+	gateway string
+	nodes   []string
+	via     []string // interfaces (layer2) or BGPPeers (bgp), sorted and unique
 }
 
-// announcerView joins the speakers' answers into rows, sorted by VIP, and lists what looks
-// wrong: a layer-2 VIP answered by two nodes, a metalgate VIP announced by no node, speakers
-// that did not answer.
+// announcerView joins the speakers' answers into rows, sorted by VIP, each with the Gateway its
+// Service serves (from services), and lists what looks wrong: a layer-2 VIP answered by two
+// nodes, a metalgate VIP announced by no node, speakers that did not answer.
 func announcerView(answers []speakerAnswer, services []corev1.Service, pools []v1alpha1.IPAddressPool) (rows []announcerRow, warnings []string) {
+	gatewayOf := map[string]string{} // Service namespace/name → Gateway namespace/name
+	for _, s := range services {
+		if gw := s.Annotations[contract.AnnotationGateway]; gw != "" {
+			gatewayOf[s.Namespace+"/"+s.Name] = gw
+		}
+	}
 	byKey := map[[3]string]*announcerRow{}
 	announced := map[string]bool{}
 	silent := 0
@@ -129,7 +138,7 @@ func announcerView(answers []speakerAnswer, services []corev1.Service, pools []v
 			k := [3]string{vip, an.Service, an.Mode}
 			r := byKey[k]
 			if r == nil {
-				r = &announcerRow{vip: vip, service: an.Service, mode: an.Mode}
+				r = &announcerRow{vip: vip, service: an.Service, mode: an.Mode, gateway: gatewayOf[an.Service]}
 				byKey[k] = r
 			}
 			r.nodes = appendUnique(r.nodes, a.got.Node)
@@ -155,7 +164,7 @@ func announcerView(answers []speakerAnswer, services []corev1.Service, pools []v
 	for _, r := range rows {
 		if r.mode == contract.ModeLayer2 && len(r.nodes) > 1 {
 			warnings = append(warnings, fmt.Sprintf("VIP %s (%s) is announced by layer 2 from %d nodes at once (%s): clients flap between them; do the speakers reach each other (memberlist port 7946)?",
-				r.vip, r.service, len(r.nodes), strings.Join(r.nodes, ", ")))
+				r.vip, withGateway(r.service, r.gateway), len(r.nodes), strings.Join(r.nodes, ", ")))
 		}
 	}
 	var missing []string
@@ -165,7 +174,7 @@ func announcerView(answers []speakerAnswer, services []corev1.Service, pools []v
 			if err != nil || !inAnyPool(a, pools) || announced[a.String()] {
 				continue
 			}
-			msg := fmt.Sprintf("VIP %s of Service %s/%s is announced by no node", a, s.Namespace, s.Name)
+			msg := fmt.Sprintf("VIP %s of Service %s is announced by no node", a, withGateway(s.Namespace+"/"+s.Name, s.Annotations[contract.AnnotationGateway]))
 			if silent > 0 {
 				msg += fmt.Sprintf(" that answered (%d speaker(s) did not)", silent)
 			}
@@ -198,9 +207,9 @@ func announcers(ctx context.Context, e *env, out io.Writer) error {
 
 func writeAnnouncers(out io.Writer, rows []announcerRow, warnings []string) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "VIP\tSERVICE\tMODE\tNODE(S)\tINTERFACE/PEERS")
+	fmt.Fprintln(w, "VIP\tSERVICE\tGATEWAY\tMODE\tNODE(S)\tINTERFACE/PEERS")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.vip, r.service, r.mode, orDash(strings.Join(r.nodes, ",")), orDash(strings.Join(r.via, ",")))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.vip, r.service, orDash(r.gateway), r.mode, orDash(strings.Join(r.nodes, ",")), orDash(strings.Join(r.via, ",")))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -227,6 +236,15 @@ func announcerOf(rows []announcerRow) map[string]string {
 		out[r.vip] = s
 	}
 	return out
+}
+
+// withGateway is "ns/svc (Gateway ns/gw)" for the Service metalgate made for a Gateway, else
+// the Service alone.
+func withGateway(service, gateway string) string {
+	if gateway == "" {
+		return service
+	}
+	return service + " (Gateway " + gateway + ")"
 }
 
 func canonicalIP(s string) string {

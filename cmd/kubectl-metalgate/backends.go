@@ -8,35 +8,72 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/metalgate/metalgate/api/contract"
 )
 
-// proxyAnswer is what one proxy pod said about an Ingress.
+// proxyAnswer is what one proxy pod said about an Ingress or HTTPRoute.
 type proxyAnswer struct {
 	proxy    proxyPod
-	backends *contract.Backends // set when the proxy serves the Ingress
-	notOurs  string             // the proxy's 404 message: it does not serve the Ingress
+	backends *contract.Backends // set when the proxy serves the object
+	notOurs  string             // the proxy's 404 message: it does not serve the object
 	err      error              // no usable answer
 }
 
-// backends prints the live routing table of every proxy pod that serves the Ingress.
-func backends(ctx context.Context, e *env, out io.Writer) error {
-	id := e.args[0]
-	if !strings.Contains(id, "/") {
-		ns := e.contextNamespace
-		if e.o.namespaceSet {
-			ns = e.o.namespace
+// The kinds backends takes as TARGET: what a "kind/" prefix may say (as kubectl spells them).
+var (
+	ingressKinds   = []string{"ingress", "ingresses", "ing", "ingress.networking.k8s.io", "ingresses.networking.k8s.io"}
+	httpRouteKinds = []string{"httproute", "httproutes", "httproute.gateway.networking.k8s.io", "httproutes.gateway.networking.k8s.io"}
+)
+
+// backendsTarget parses the TARGET of backends: [KIND/]NAME or [KIND/]NAMESPACE/NAME, KIND
+// ingress (the default) or httproute; a NAME alone is in namespace ns. It returns the
+// /debug/backends query parameter ("ingress" or "httproute") and the object.
+func backendsTarget(arg, ns string) (param string, id types.NamespacedName, err error) {
+	param, rest := "ingress", arg
+	if kind, after, ok := strings.Cut(arg, "/"); ok {
+		switch k := strings.ToLower(kind); {
+		case slices.Contains(ingressKinds, k):
+			rest = after
+		case slices.Contains(httpRouteKinds, k):
+			param, rest = "httproute", after
 		}
-		id = ns + "/" + id
 	}
-	if ns, name, _ := strings.Cut(id, "/"); ns == "" || name == "" || strings.Contains(name, "/") {
-		return fmt.Errorf("INGRESS %q: want namespace/name, or name with -n", e.args[0])
+	id.Namespace, id.Name = ns, rest
+	if before, after, ok := strings.Cut(rest, "/"); ok {
+		id.Namespace, id.Name = before, after
+	}
+	if id.Namespace == "" || id.Name == "" || strings.Contains(id.Name, "/") {
+		return "", id, fmt.Errorf("TARGET %q: want [ingress/]NAME, httproute/NAME (with -n NAMESPACE) or NAMESPACE/NAME after the kind", arg)
+	}
+	return param, id, nil
+}
+
+// backends prints the live routing table of every proxy pod that serves the Ingress, or of
+// the proxies of the Gateways an HTTPRoute names (routeBackends).
+func backends(ctx context.Context, e *env, out io.Writer) error {
+	ns := e.contextNamespace
+	if e.o.namespaceSet {
+		ns = e.o.namespace
+	}
+	param, id, err := backendsTarget(e.args[0], ns)
+	if err != nil {
+		return err
+	}
+	if param == "httproute" {
+		return routeBackends(ctx, e, out, id)
 	}
 	proxies, err := listProxies(ctx, e.c)
 	if err != nil {
@@ -45,25 +82,25 @@ func backends(ctx context.Context, e *env, out io.Writer) error {
 	if len(proxies) == 0 {
 		return errors.New("no metalgate proxy pods in any namespace (label app.kubernetes.io/component=proxy)")
 	}
-	answers := askProxies(ctx, e.pods, proxies, id)
-	return writeBackends(out, id, answers, e.now())
+	answers := askProxies(ctx, e.pods, proxies, url.Values{"ingress": {id.String()}})
+	return writeBackends(out, id.String(), answers, e.now())
 }
 
-// askProxies asks every running proxy pod for the Ingress's routes.
-func askProxies(ctx context.Context, pods podProxy, proxies []proxyPod, id string) []proxyAnswer {
+// askProxies asks every running proxy pod for the routes of query (?ingress= or ?httproute=).
+func askProxies(ctx context.Context, pods podProxy, proxies []proxyPod, query url.Values) []proxyAnswer {
 	out := make([]proxyAnswer, len(proxies))
-	parallel(len(proxies), func(i int) { out[i] = askProxy(ctx, pods, proxies[i], id) })
+	parallel(len(proxies), func(i int) { out[i] = askProxy(ctx, pods, proxies[i], query) })
 	return out
 }
 
-// askProxy asks one proxy pod for the Ingress's routes.
-func askProxy(ctx context.Context, pods podProxy, p proxyPod, id string) proxyAnswer {
+// askProxy asks one proxy pod for the routes of query.
+func askProxy(ctx context.Context, pods podProxy, p proxyPod, query url.Values) proxyAnswer {
 	a := proxyAnswer{proxy: p}
 	if p.pod.Status.Phase != corev1.PodRunning || p.pod.DeletionTimestamp != nil {
 		a.err = fmt.Errorf("pod is %s", podState(p.pod))
 		return a
 	}
-	code, body, err := pods.Get(ctx, p.pod.Namespace, p.pod.Name, p.adminPort, contract.DebugBackendsPath, url.Values{"ingress": {id}})
+	code, body, err := pods.Get(ctx, p.pod.Namespace, p.pod.Name, p.adminPort, contract.DebugBackendsPath, query)
 	switch {
 	case err != nil:
 		a.err = err
@@ -95,36 +132,15 @@ func writeBackends(out io.Writer, id string, answers []proxyAnswer, now time.Tim
 		}
 	}
 	for _, a := range answers {
-		b := a.backends
-		if b == nil {
+		if a.backends == nil {
 			continue
 		}
 		if served > 0 {
 			fmt.Fprintln(out)
 		}
 		served++
-		applied := "unknown"
-		if !b.Applied.IsZero() {
-			applied = fmt.Sprintf("%s ago", now.Sub(b.Applied).Round(time.Second))
-		}
-		fmt.Fprintf(out, "proxy %s (node %s): table generation %d, applied %s\n", a.proxy, orDash(a.proxy.pod.Spec.NodeName), b.Generation, applied)
-		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "HOST\tPATH\tSERVICE:PORT\tENDPOINT\tREADY\tHEALTHY\tIN-FLIGHT")
-		for _, r := range b.Routes {
-			host := r.Host
-			if host == "" {
-				host = "*"
-			}
-			path := fmt.Sprintf("%s (%s)", r.Path, r.PathType)
-			svc := r.Service + ":" + r.Port
-			if len(r.Endpoints) == 0 {
-				fmt.Fprintf(w, "%s\t%s\t%s\t<none>\t-\t-\t-\n", host, path, svc)
-			}
-			for _, ep := range r.Endpoints {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", host, path, svc, ep.Address, readiness(ep), health(ep), inFlight(ep))
-			}
-		}
-		if err := w.Flush(); err != nil {
+		fmt.Fprintf(out, "proxy %s (node %s): %s\n", a.proxy, orDash(a.proxy.pod.Spec.NodeName), tableAge(a.backends, now))
+		if err := writeRoutes(out, a.backends.Routes, false); err != nil {
 			return err
 		}
 	}
@@ -140,6 +156,50 @@ func writeBackends(out io.Writer, id string, answers []proxyAnswer, now time.Tim
 		}
 	}
 	return nil
+}
+
+// tableAge is "table generation N, applied D ago" of an answer.
+func tableAge(b *contract.Backends, now time.Time) string {
+	applied := "unknown"
+	if !b.Applied.IsZero() {
+		applied = fmt.Sprintf("%s ago", now.Sub(b.Applied).Round(time.Second))
+	}
+	return fmt.Sprintf("table generation %d, applied %s", b.Generation, applied)
+}
+
+// writeRoutes prints routes, one line per endpoint; weights adds the WEIGHT column (an
+// HTTPRoute's split between backendRefs).
+func writeRoutes(out io.Writer, routes []contract.BackendRoute, weights bool) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	weightCol := func(s string) string {
+		if !weights {
+			return ""
+		}
+		return s + "\t"
+	}
+	fmt.Fprintf(w, "HOST\tPATH\tSERVICE:PORT\t%sENDPOINT\tREADY\tHEALTHY\tIN-FLIGHT\n", weightCol("WEIGHT"))
+	for _, r := range routes {
+		host := r.Host
+		if host == "" {
+			host = "*"
+		}
+		path := fmt.Sprintf("%s (%s)", r.Path, r.PathType)
+		svc := r.Service + ":" + r.Port
+		if r.Unresolved {
+			svc = "<unresolved: 500>"
+		}
+		weight := "-"
+		if r.Weight > 0 {
+			weight = fmt.Sprintf("%d%%", r.Weight)
+		}
+		if len(r.Endpoints) == 0 {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s<none>\t-\t-\t-\n", host, path, svc, weightCol(weight))
+		}
+		for _, ep := range r.Endpoints {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s%s\t%s\t%s\t%s\n", host, path, svc, weightCol(weight), ep.Address, readiness(ep), health(ep), inFlight(ep))
+		}
+	}
+	return w.Flush()
 }
 
 // readiness is the READY column: the EndpointSlice conditions.
@@ -174,4 +234,181 @@ func inFlight(e contract.BackendEndpoint) string {
 		return "-"
 	}
 	return fmt.Sprint(e.InFlight)
+}
+
+// gatewayProxyLabels select the proxies the Gateway controller runs, one Deployment per
+// Gateway (controllers/gateway.DesiredDeployment), in any namespace; each pod's --gateway
+// argument names its Gateway.
+func gatewayProxyLabels() client.MatchingLabels {
+	return client.MatchingLabels{"app.kubernetes.io/name": "metalgate", "app.kubernetes.io/component": "gateway-proxy"}
+}
+
+// routeGateway is one Gateway an HTTPRoute's parentRefs name, and what its proxies said.
+type routeGateway struct {
+	gateway types.NamespacedName
+	// problem says why no proxy was asked: no such Gateway, not metalgate's, no proxy pod.
+	problem string
+	// notAccepted is metalgate's Accepted=False condition of the route for this Gateway
+	// ("Reason: message"), "" when accepted or not reported.
+	notAccepted string
+	answers     []proxyAnswer
+}
+
+// routeBackends prints, for each Gateway the HTTPRoute's parentRefs name, the route's live
+// routes as that Gateway's proxies serve them.
+func routeBackends(ctx context.Context, e *env, out io.Writer, id types.NamespacedName) error {
+	var hr gwv1.HTTPRoute
+	if err := e.c.Get(ctx, id, &hr); err != nil {
+		switch {
+		case meta.IsNoMatchError(err):
+			return fmt.Errorf("HTTPRoute %s: the cluster has no Gateway API CRDs", id)
+		case apierrors.IsNotFound(err):
+			return fmt.Errorf("HTTPRoute %s not found", id)
+		}
+		return fmt.Errorf("get HTTPRoute %s: %w", id, err)
+	}
+	gws := parentGateways(&hr)
+	if len(gws) == 0 {
+		return fmt.Errorf("HTTPRoute %s is attached to no Gateway: its spec.parentRefs name none", id)
+	}
+	proxies, err := listProxyPods(ctx, e.c, gatewayProxyLabels())
+	if err != nil {
+		return err
+	}
+	rgs := make([]routeGateway, 0, len(gws))
+	for _, gw := range gws {
+		rg := routeGateway{gateway: gw, notAccepted: notAccepted(&hr, gw)}
+		problem, programmed, err := gatewayProblem(ctx, e.c, gw)
+		if err != nil {
+			return err
+		}
+		var mine []proxyPod
+		for _, p := range proxies {
+			if p.gateway == gw.String() {
+				mine = append(mine, p)
+			}
+		}
+		switch {
+		case problem != "":
+			rg.problem = problem
+		case len(mine) == 0:
+			rg.problem = fmt.Sprintf("no proxy pod (label app.kubernetes.io/component=gateway-proxy, argument --gateway=%s)%s", gw, programmed)
+		default:
+			rg.answers = askProxies(ctx, e.pods, mine, url.Values{"httproute": {id.String()}})
+		}
+		rgs = append(rgs, rg)
+	}
+	return writeRouteBackends(out, id.String(), rgs, e.now())
+}
+
+// parentGateways are the Gateways hr's parentRefs name, in order, each once.
+func parentGateways(hr *gwv1.HTTPRoute) []types.NamespacedName {
+	var out []types.NamespacedName
+	for _, pr := range hr.Spec.ParentRefs {
+		if (pr.Group != nil && *pr.Group != gwv1.GroupName) || (pr.Kind != nil && *pr.Kind != "Gateway") {
+			continue
+		}
+		gw := types.NamespacedName{Namespace: hr.Namespace, Name: string(pr.Name)}
+		if pr.Namespace != nil {
+			gw.Namespace = string(*pr.Namespace)
+		}
+		if !slices.Contains(out, gw) {
+			out = append(out, gw)
+		}
+	}
+	return out
+}
+
+// notAccepted is "Reason: message" of metalgate's Accepted=False condition of hr for Gateway
+// gw, or "".
+func notAccepted(hr *gwv1.HTTPRoute, gw types.NamespacedName) string {
+	for _, ps := range hr.Status.Parents {
+		ns := hr.Namespace
+		if ps.ParentRef.Namespace != nil {
+			ns = string(*ps.ParentRef.Namespace)
+		}
+		if ps.ControllerName != gatewayController || ns != gw.Namespace || string(ps.ParentRef.Name) != gw.Name {
+			continue
+		}
+		if c := meta.FindStatusCondition(ps.Conditions, string(gwv1.RouteConditionAccepted)); c != nil && c.Status == metav1.ConditionFalse {
+			return c.Reason + ": " + c.Message
+		}
+	}
+	return ""
+}
+
+// gatewayProblem says why Gateway gw has no metalgate proxy to ask ("" when it should have
+// one), and programmed is its Programmed=False condition (" (Programmed=False, Reason:
+// message)"), or "".
+func gatewayProblem(ctx context.Context, c client.Reader, gw types.NamespacedName) (problem, programmed string, err error) {
+	var g gwv1.Gateway
+	if err := c.Get(ctx, gw, &g); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "no such Gateway", "", nil
+		}
+		return "", "", fmt.Errorf("get Gateway %s: %w", gw, err)
+	}
+	var gc gwv1.GatewayClass
+	if err := c.Get(ctx, types.NamespacedName{Name: string(g.Spec.GatewayClassName)}, &gc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Sprintf("its GatewayClass %s does not exist", g.Spec.GatewayClassName), "", nil
+		}
+		return "", "", fmt.Errorf("get GatewayClass %s: %w", g.Spec.GatewayClassName, err)
+	}
+	if gc.Spec.ControllerName != gatewayController {
+		return fmt.Sprintf("not metalgate's: its GatewayClass %s has controller %s", gc.Name, gc.Spec.ControllerName), "", nil
+	}
+	if c := meta.FindStatusCondition(g.Status.Conditions, string(gwv1.GatewayConditionProgrammed)); c != nil && c.Status == metav1.ConditionFalse {
+		programmed = fmt.Sprintf(" (Programmed=False, %s: %s)", c.Reason, c.Message)
+	}
+	return "", programmed, nil
+}
+
+// writeRouteBackends prints, per Gateway of HTTPRoute id, each proxy's routes of it, and why a
+// Gateway has none; an error when no proxy routes the HTTPRoute at all.
+func writeRouteBackends(out io.Writer, id string, rgs []routeGateway, now time.Time) error {
+	served, unattached, asked := 0, 0, 0
+	var why []string
+	for _, rg := range rgs {
+		if rg.problem != "" {
+			fmt.Fprintf(out, "Gateway %s: %s\n", rg.gateway, rg.problem)
+			why = append(why, fmt.Sprintf("Gateway %s: %s", rg.gateway, rg.problem))
+			continue
+		}
+		for _, a := range rg.answers {
+			asked++
+			switch {
+			case a.err != nil:
+				fmt.Fprintf(out, "Gateway %s: proxy %s did not answer: %v\n", rg.gateway, a.proxy, a.err)
+				why = append(why, fmt.Sprintf("proxy %s of Gateway %s did not answer", a.proxy, rg.gateway))
+				continue
+			case a.backends == nil:
+				fmt.Fprintf(out, "Gateway %s: proxy %s: %s\n", rg.gateway, a.proxy, a.notOurs)
+				why = append(why, fmt.Sprintf("proxy %s of Gateway %s: %s", a.proxy, rg.gateway, a.notOurs))
+				continue
+			}
+			fmt.Fprintf(out, "Gateway %s, proxy %s (node %s): %s\n", rg.gateway, a.proxy, orDash(a.proxy.pod.Spec.NodeName), tableAge(a.backends, now))
+			if len(a.backends.Routes) == 0 {
+				unattached++
+				msg := fmt.Sprintf("HTTPRoute %s is attached to no listener of Gateway %s", id, rg.gateway)
+				if rg.notAccepted != "" {
+					msg += " (" + rg.notAccepted + ")"
+				}
+				fmt.Fprintf(out, "  no routes: %s\n", msg)
+				why = append(why, msg)
+				continue
+			}
+			served++
+			if err := writeRoutes(out, a.backends.Routes, true); err != nil {
+				return err
+			}
+		}
+	}
+	if served > 0 {
+		return nil
+	}
+	if unattached > 0 && unattached == asked && len(why) == unattached {
+		return fmt.Errorf("HTTPRoute %s is attached to no Gateway: %s; kubectl metalgate check says why", id, strings.Join(why, "; "))
+	}
+	return fmt.Errorf("no metalgate proxy routes HTTPRoute %s: %s", id, strings.Join(why, "; "))
 }

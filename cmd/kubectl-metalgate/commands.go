@@ -110,10 +110,7 @@ func allocations(ctx context.Context, e *env, out io.Writer) error {
 		if pool == "" {
 			pool = "-"
 		}
-		name := s.Name
-		if gw := s.Annotations[contract.AnnotationGateway]; gw != "" {
-			name += " (Gateway " + gw + ")" // the Service metalgate made for that Gateway
-		}
+		name := withGateway(s.Name, s.Annotations[contract.AnnotationGateway]) // the Service metalgate made for a Gateway names it
 		for _, a := range addrs {
 			ann := announcer[canonicalIP(a)]
 			if ann == "" {

@@ -31,10 +31,15 @@ const usage = `kubectl metalgate: what metalgate allocated, announces and routes
 Usage:
   kubectl metalgate pools             usage of every IPAddressPool, per family
   kubectl metalgate allocations       Service -> address -> pool -> announcer
-  kubectl metalgate announcers        per VIP: the node announcing it by layer 2 (and interface)
-                                      or the nodes announcing it by BGP (and peers), from the speakers
-  kubectl metalgate backends INGRESS  the live routing table of the proxies serving INGRESS
-                                      (namespace/name, or name with -n): rules, endpoints, health
+  kubectl metalgate announcers        per VIP: its Service (and the Gateway it serves), the node
+                                      announcing it by layer 2 (and interface) or the nodes
+                                      announcing it by BGP (and peers), from the speakers
+  kubectl metalgate backends TARGET   the live routing table of the proxies serving TARGET:
+                                      rules, backends, endpoints, health. TARGET is an Ingress
+                                      (NAME with -n, or NAMESPACE/NAME; ingress/ in front is
+                                      optional) or httproute/NAME (with -n, or
+                                      httproute/NAMESPACE/NAME): an HTTPRoute as the proxies of
+                                      the Gateways its parentRefs name route it
   kubectl metalgate check             configuration problems: overlapping or invalid pools, pools
                                       nothing announces, pending Services, Ingresses no proxy
                                       serves, Ingress status conflicts; exits 1 when it finds any
@@ -47,7 +52,7 @@ Flags (before or after the command):
   --kubeconfig PATH   kubeconfig (default: $KUBECONFIG, else ~/.kube/config)
   --context NAME      kubeconfig context
   -n, --namespace NS  metalgate's namespace, where pools and speakers live (default
-                      metalgate-system); for backends, the Ingress's namespace (default:
+                      metalgate-system); for backends, TARGET's namespace (default:
                       the kubeconfig context's); for migrate, where MetalLB's objects go
 
 migrate flags:

@@ -255,13 +255,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	proxySrv := httptest.NewServer(dataplane.AdminHandler(prometheus.NewRegistry(), nil, dbg.Route()))
 	t.Cleanup(proxySrv.Close)
 	pods := httpPods{"metalgate-system/speaker-1:7472": speakerSrv, "metalgate-system/metalgate-proxy-1:10254": proxySrv}
-	connect := func(o options) (*env, error) {
-		e, err := newEnv(o)
-		if err == nil {
-			e.pods = pods
-		}
-		return e, err
-	}
+	connect := connectWith(pods)
 
 	tests := []struct {
 		name     string
@@ -278,8 +272,8 @@ func TestAgainstAPIServer(t *testing.T) {
 			"metalgate-system  metalgate-proxy  100.64.0.2  announced  layer2 n1",
 		}, nil},
 		{"announcers", []string{"announcers"}, 0, []string{
-			"100.64.0.0  default/web                       layer2  n1       eth0",
-			"100.64.0.2  metalgate-system/metalgate-proxy  layer2  n1       eth0",
+			"100.64.0.0  default/web                       -        layer2  n1       eth0",
+			"100.64.0.2  metalgate-system/metalgate-proxy  -        layer2  n1       eth0",
 			"warning: speaker speaker-2 on node n2 did not answer: pod metalgate-system/speaker-2 port 7472: no route to host",
 			"warning: speaker speaker-3 on node n3 did not answer: pod is pending",
 			"warning: VIP 100.64.0.1 of Service default/dark is announced by no node that answered (2 speaker(s) did not)",

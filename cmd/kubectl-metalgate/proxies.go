@@ -26,6 +26,7 @@ type proxyPod struct {
 	namespaces []string // --watch-namespace; empty: all
 	classless  bool     // --watch-ingress-without-class
 	publish    string   // --publish-service namespace/name; "" : the Service selecting the pod
+	gateway    string   // --gateway namespace/name: a Gateway's proxy; "" : an Ingress proxy
 	adminPort  int
 }
 
@@ -51,8 +52,14 @@ func (p proxyPod) String() string { return p.pod.Namespace + "/" + p.pod.Name }
 
 // listProxies lists the metalgate proxy pods of every namespace, sorted by namespace/name.
 func listProxies(ctx context.Context, c client.Reader) ([]proxyPod, error) {
+	return listProxyPods(ctx, c, proxyLabels())
+}
+
+// listProxyPods lists the pods with labels in every namespace that run `metalgate proxy`,
+// sorted by namespace/name.
+func listProxyPods(ctx context.Context, c client.Reader, sel client.MatchingLabels) ([]proxyPod, error) {
 	var pods corev1.PodList
-	if err := c.List(ctx, &pods, proxyLabels()); err != nil {
+	if err := c.List(ctx, &pods, sel); err != nil {
 		return nil, fmt.Errorf("list proxy pods: %w", err)
 	}
 	var out []proxyPod
@@ -99,6 +106,8 @@ func parseProxyPod(pod *corev1.Pod) (proxyPod, bool) {
 				p.classless = !hasValue || value == "true"
 			case "publish-service":
 				p.publish = value
+			case "gateway":
+				p.gateway = value
 			case "admin-bind-address":
 				if k := strings.LastIndexByte(value, ':'); k >= 0 {
 					var port int

@@ -14,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
@@ -25,6 +26,13 @@ func lbService(ns, name string, ips ...string) corev1.Service {
 	for _, ip := range ips {
 		s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
 	}
+	return s
+}
+
+// gatewayService is the LoadBalancer Service metalgate makes for Gateway gw (namespace/name).
+func gatewayService(ns, name, gw string, ips ...string) corev1.Service {
+	s := lbService(ns, name, ips...)
+	s.Annotations = map[string]string{contract.AnnotationGateway: gw}
 	return s
 }
 
@@ -67,6 +75,21 @@ func TestAnnouncerView(t *testing.T) {
 			wantWarnings: []string{"VIP 100.64.0.10 (a/web) is announced by layer 2 from 2 nodes at once (n1, n2): clients flap between them; do the speakers reach each other (memberlist port 7946)?"},
 		},
 		{
+			name: "a Gateway's Service: its rows and warnings name the Gateway",
+			answers: []speakerAnswer{node("n1", l2("metalgate-system/gw-infra-web-1a2b", "100.64.0.20", "eth0"), l2("a/web", "100.64.0.10", "eth0")),
+				node("n2", l2("metalgate-system/gw-infra-web-1a2b", "100.64.0.20", "eth1"))},
+			services: []corev1.Service{gatewayService("metalgate-system", "gw-infra-web-1a2b", "infra/web", "100.64.0.20"), lbService("a", "web", "100.64.0.10"),
+				gatewayService("metalgate-system", "gw-infra-dark-3c4d", "infra/dark", "100.64.0.21")},
+			wantRows: []announcerRow{
+				{vip: "100.64.0.10", service: "a/web", mode: contract.ModeLayer2, nodes: []string{"n1"}, via: []string{"eth0"}},
+				{vip: "100.64.0.20", service: "metalgate-system/gw-infra-web-1a2b", gateway: "infra/web", mode: contract.ModeLayer2, nodes: []string{"n1", "n2"}, via: []string{"eth0", "eth1"}},
+			},
+			wantWarnings: []string{
+				"VIP 100.64.0.20 (metalgate-system/gw-infra-web-1a2b (Gateway infra/web)) is announced by layer 2 from 2 nodes at once (n1, n2): clients flap between them; do the speakers reach each other (memberlist port 7946)?",
+				"VIP 100.64.0.21 of Service metalgate-system/gw-infra-dark-3c4d (Gateway infra/dark) is announced by no node; kubectl metalgate check, and the Service's events, say why",
+			},
+		},
+		{
 			name:     "a VIP nobody announces, a foreign address ignored, a silent speaker",
 			answers:  []speakerAnswer{node("n1"), {pod: "speaker-n2", node: "n2", err: errors.New("connection refused")}},
 			services: []corev1.Service{lbService("a", "web", "100.64.0.10"), lbService("a", "other-lb", "203.0.113.7"), lbService("a", "pending")},
@@ -94,21 +117,23 @@ func TestWriteAnnouncersAndAnnouncerOf(t *testing.T) {
 		{vip: "100.64.0.10", service: "a/web", mode: contract.ModeLayer2, nodes: []string{"n1"}, via: []string{"eth0"}},
 		{vip: "100.64.0.11", service: "a/api", mode: contract.ModeBGP, nodes: []string{"n1", "n2", "n3", "n4", "n5"}, via: []string{"router"}},
 		{vip: "100.64.0.12", service: "a/x", mode: contract.ModeBGP, nodes: []string{"n1"}},
+		{vip: "100.64.0.13", service: "metalgate-system/gw-infra-web-1a2b", gateway: "infra/web", mode: contract.ModeLayer2, nodes: []string{"n2"}, via: []string{"eth0"}},
 	}
 	var out bytes.Buffer
 	if err := writeAnnouncers(&out, rows, []string{"something"}); err != nil {
 		t.Fatal(err)
 	}
-	want := `VIP          SERVICE  MODE    NODE(S)         INTERFACE/PEERS
-100.64.0.10  a/web    layer2  n1              eth0
-100.64.0.11  a/api    bgp     n1,n2,n3,n4,n5  router
-100.64.0.12  a/x      bgp     n1              -
+	want := `VIP          SERVICE                             GATEWAY    MODE    NODE(S)         INTERFACE/PEERS
+100.64.0.10  a/web                               -          layer2  n1              eth0
+100.64.0.11  a/api                               -          bgp     n1,n2,n3,n4,n5  router
+100.64.0.12  a/x                                 -          bgp     n1              -
+100.64.0.13  metalgate-system/gw-infra-web-1a2b  infra/web  layer2  n2              eth0
 warning: something
 `
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("output (-want +got):\n%s", diff)
 	}
-	wantOf := map[string]string{"100.64.0.10": "layer2 n1", "100.64.0.11": "bgp 5 nodes", "100.64.0.12": "bgp n1"}
+	wantOf := map[string]string{"100.64.0.10": "layer2 n1", "100.64.0.11": "bgp 5 nodes", "100.64.0.12": "bgp n1", "100.64.0.13": "layer2 n2"}
 	if diff := cmp.Diff(wantOf, announcerOf(rows)); diff != "" {
 		t.Errorf("announcerOf (-want +got):\n%s", diff)
 	}
@@ -417,5 +442,103 @@ func TestParallel(t *testing.T) {
 		if got := ran[i].Load(); got != 1 {
 			t.Errorf("f(%d) ran %d times", i, got)
 		}
+	}
+}
+
+func TestBackendsTarget(t *testing.T) {
+	tests := []struct {
+		arg       string
+		wantParam string
+		wantID    string
+		wantErr   string
+	}{
+		{"web", "ingress", "ctx/web", ""},
+		{"shop/web", "ingress", "shop/web", ""},
+		{"ingress/web", "ingress", "ctx/web", ""},
+		{"ing/shop/web", "ingress", "shop/web", ""},
+		{"Ingresses.networking.k8s.io/web", "ingress", "ctx/web", ""},
+		{"httproute/web", "httproute", "ctx/web", ""},
+		{"httproutes/app/web", "httproute", "app/web", ""},
+		{"HTTPRoute.gateway.networking.k8s.io/web", "httproute", "ctx/web", ""},
+		{"httproute/", "", "", `TARGET "httproute/": want`},
+		{"httproute/a/b/c", "", "", `TARGET "httproute/a/b/c": want`},
+		{"/web", "", "", `TARGET "/web": want`},
+		{"a/b/c", "", "", `TARGET "a/b/c": want`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.arg, func(t *testing.T) {
+			param, id, err := backendsTarget(tc.arg, "ctx")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || param != tc.wantParam || id.String() != tc.wantID {
+				t.Errorf("= %q, %q, %v; want %q, %q", param, id, err, tc.wantParam, tc.wantID)
+			}
+		})
+	}
+}
+
+func TestWriteRouteBackends(t *testing.T) {
+	now := time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
+	gwProxy := func(name, gw string) proxyPod {
+		p := readyProxy("metalgate-system", name, true, "--gateway="+gw)
+		p.pod.Spec.NodeName = "n1"
+		return p
+	}
+	web, other := types.NamespacedName{Namespace: "infra", Name: "web"}, types.NamespacedName{Namespace: "infra", Name: "other"}
+	split := &contract.Backends{HTTPRoute: "app/shop", Generation: 4, Applied: now.Add(-5 * time.Second), Routes: []contract.BackendRoute{
+		{Host: "shop.test", Path: "/", PathType: "Prefix", Service: "app/shop", Port: "80", Weight: 90, Endpoints: []contract.BackendEndpoint{
+			{Address: "10.244.1.5:8080", Ready: true, Serving: true, Routed: true, Healthy: true, InFlight: 2},
+			{Address: "10.244.1.6:8080", Serving: true, Terminating: true}}},
+		{Host: "shop.test", Path: "/", PathType: "Prefix", Weight: 10, Unresolved: true},
+		{Host: "shop.test", Path: "/api", PathType: "Exact", Service: "app/api", Port: "8080"},
+	}}
+	none := &contract.Backends{HTTPRoute: "app/shop", Generation: 1}
+	tests := []struct {
+		name    string
+		rgs     []routeGateway
+		want    string
+		wantErr string
+	}{
+		{"routed by one Gateway, another has no proxy, a third's proxy is unreachable", []routeGateway{
+			{gateway: web, answers: []proxyAnswer{{proxy: gwProxy("gw-web-1", "infra/web"), backends: split}}},
+			{gateway: other, problem: "no proxy pod (label app.kubernetes.io/component=gateway-proxy, argument --gateway=infra/other)"},
+			{gateway: types.NamespacedName{Namespace: "infra", Name: "far"}, answers: []proxyAnswer{{proxy: gwProxy("gw-far-1", "infra/far"), err: errors.New("no route to host")}}},
+		}, `Gateway infra/web, proxy metalgate-system/gw-web-1 (node n1): table generation 4, applied 5s ago
+HOST       PATH          SERVICE:PORT       WEIGHT  ENDPOINT         READY        HEALTHY         IN-FLIGHT
+shop.test  / (Prefix)    app/shop:80        90%     10.244.1.5:8080  yes          yes             2
+shop.test  / (Prefix)    app/shop:80        90%     10.244.1.6:8080  terminating  - (not routed)  -
+shop.test  / (Prefix)    <unresolved: 500>  10%     <none>           -            -               -
+shop.test  /api (Exact)  app/api:8080       -       <none>           -            -               -
+Gateway infra/other: no proxy pod (label app.kubernetes.io/component=gateway-proxy, argument --gateway=infra/other)
+Gateway infra/far: proxy metalgate-system/gw-far-1 did not answer: no route to host
+`, ""},
+		{"the route is not admitted by the only Gateway's listeners", []routeGateway{
+			{gateway: web, notAccepted: "NotAllowedByListeners: no listener admits routes of namespace app",
+				answers: []proxyAnswer{{proxy: gwProxy("gw-web-1", "infra/web"), backends: none}}},
+		}, `Gateway infra/web, proxy metalgate-system/gw-web-1 (node n1): table generation 1, applied unknown
+  no routes: HTTPRoute app/shop is attached to no listener of Gateway infra/web (NotAllowedByListeners: no listener admits routes of namespace app)
+`, "HTTPRoute app/shop is attached to no Gateway: HTTPRoute app/shop is attached to no listener of Gateway infra/web (NotAllowedByListeners"},
+		{"no Gateway of the route has a usable proxy", []routeGateway{
+			{gateway: web, problem: "not metalgate's: its GatewayClass nginx has controller example.com/nginx"},
+			{gateway: other, answers: []proxyAnswer{{proxy: gwProxy("gw-other-1", "infra/other"), notOurs: "this proxy does not serve HTTPRoute app/shop (not seen yet)"}}},
+		}, `Gateway infra/web: not metalgate's: its GatewayClass nginx has controller example.com/nginx
+Gateway infra/other: proxy metalgate-system/gw-other-1: this proxy does not serve HTTPRoute app/shop (not seen yet)
+`, "no metalgate proxy routes HTTPRoute app/shop: Gateway infra/web: not metalgate's"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := writeRouteBackends(&out, "app/shop", tc.rgs, now)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("err = %v, want %q", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, out.String()); diff != "" {
+				t.Errorf("output (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
