@@ -41,6 +41,9 @@ func Features() []features.FeatureName {
 		features.SupportHTTPRoute308RedirectStatusCode,
 		features.SupportHTTPRouteRequestTimeout,
 		features.SupportHTTPRouteBackendTimeout,
+		features.SupportHTTPRouteRequestMirror,
+		features.SupportHTTPRouteRequestMultipleMirrors,
+		features.SupportHTTPRouteRequestPercentageMirror,
 	}
 	slices.Sort(fs)
 	return fs
