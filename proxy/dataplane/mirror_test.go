@@ -398,3 +398,50 @@ func mapsEqual(a, b map[string]float64) bool {
 	}
 	return true
 }
+
+// TestMirrorSharesPool: a route mirrored to its own backend (mirror and primary share the
+// h1 transport's connections to it) never gets the mirror's answer: under concurrency, each
+// client answer is the one to its own request (the echo of its own X-Request-Id and path).
+func TestMirrorSharesPool(t *testing.T) {
+	forEachPath(t, func(t *testing.T, opts Options) {
+		primary := echoBackend(t, "primary")
+		tab := buildTable(t, route{host: "app.test", path: "/", endpoints: []string{hostport(primary)}})
+		r := tab.Lookup("app.test", "/")
+		r.Options.Policy.Mirrors = []table.Mirror{{Backend: r.Backend, Numerator: 1, Denominator: 1}}
+		opts.Metrics = NewMetrics(prometheus.NewRegistry())
+		s, addr, _ := startProxy(t, opts, tab)
+		var wg sync.WaitGroup
+		errs := make(chan string, 200)
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 25; i++ {
+					path := "/g" + string(rune('a'+g)) + "/" + strings.Repeat("i", i+1)
+					req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+					req.Host = "app.test"
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						errs <- err.Error()
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					var e echoReply
+					if err := json.Unmarshal(b, &e); err != nil || e.Path != path || strings.Join(e.Header["X-Request-Id"], ",") != resp.Header.Get("X-Request-Id") {
+						errs <- "answer " + string(b) + " to " + path + " (request ID " + resp.Header.Get("X-Request-Id") + ")"
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
+		}
+		waitMirrorsDone(t, s)
+		if n := testutil.ToFloat64(opts.Metrics.Mirrors.WithLabelValues(mirrorSent)); n != 200 {
+			t.Errorf("sent = %v, want 200", n)
+		}
+	})
+}
