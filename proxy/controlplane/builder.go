@@ -90,7 +90,8 @@ type builder struct {
 	last *table.Table
 	// arbitrated are the Services whose endpoints the arbitration reads (this proxy's own and
 	// every announced proxy's), and readyArbitrated those of them with a ready endpoint, as
-	// of the last full build (Options.YieldTraffic only).
+	// of the last full build. The status publisher arbitrates whatever Options.YieldTraffic
+	// says, so they are recorded at every full build.
 	arbitrated, readyArbitrated map[types.NamespacedName]bool
 }
 
@@ -218,6 +219,7 @@ func (b *builder) rebuild(ctx context.Context, log logr.Logger) {
 		log.Error(err, "snapshot for table build failed")
 		return
 	}
+	b.recordArbitrated(ctx, in)
 	t, problems := table.Build(b.routed(ctx, in))
 	b.opts.Swap(t)
 	b.last = t
@@ -258,7 +260,6 @@ func (b *builder) routed(ctx context.Context, in table.Input) table.Input {
 		}
 	}
 	cands, expires := b.arb.candidates(in, own, ownSvc, nil)
-	b.recordArbitrated(in, own, cands)
 	if !expires.IsZero() { // a proxy without ready endpoints stops outranking others then
 		b.mu.Lock()
 		if b.expiry == nil {

@@ -21,10 +21,12 @@ import (
 // backends only. table.PatchEndpoints refuses what endpoints change beyond endpoint lists
 // (a RefusedEndpoint message, the ranking of default backends); the builder refuses what
 // reads endpoints outside the table:
-//   - the arbitration of Options.YieldTraffic (routed) ranks proxies by whether their
-//     publish Services have a ready endpoint: a batch touching this proxy's own Service or
-//     an announced proxy's takes the full path. The presence of the others is refreshed as
-//     a build would (their readiness is as of the last build: their slices did not change);
+//   - the arbitration ranks proxies by whether their publish Services have a ready
+//     endpoint: the status publisher always (it decides who writes an Ingress's status), the
+//     builder too with Options.YieldTraffic (routed). A batch touching this proxy's own
+//     Service or an announced proxy's takes the full path, with or without YieldTraffic.
+//     With it, the presence of the others is refreshed as routed would (their readiness is
+//     as of the last build: their slices did not change);
 //   - the status publisher reads the snapshot of the last full build: Ingresses, Services,
 //     and of the EndpointSlices only the readiness of the same arbitrated Services, which
 //     the fast path never changes, so that snapshot stays true and is not resent;
@@ -109,7 +111,7 @@ func (b *builder) patch(ctx context.Context, log logr.Logger, bt batch, first, s
 		b.opts.Swap(t)
 		b.last = t
 	}
-	if b.arb != nil {
+	if b.opts.YieldTraffic && b.arb != nil {
 		for id := range b.readyArbitrated { // as routed would: their slices did not change
 			b.arb.presence.serving(id, true)
 		}
@@ -144,11 +146,23 @@ func (b *builder) serviceSlices(ctx context.Context, services map[types.Namespac
 }
 
 // recordArbitrated remembers, at a full build, the Services whose endpoints the arbitration
-// reads (own and every candidate's) and which of them have a ready endpoint.
-func (b *builder) recordArbitrated(in table.Input, own types.NamespacedName, cands []Candidate) {
-	b.arbitrated = map[types.NamespacedName]bool{own: true}
-	for _, c := range cands {
-		b.arbitrated[c.Service] = true
+// reads — this proxy's own publish Service and every announced proxy's (CandidateFromService:
+// the candidates the arbiter makes, without touching its presence state) — and which of them
+// have a ready endpoint.
+func (b *builder) recordArbitrated(ctx context.Context, in table.Input) {
+	b.arbitrated, b.readyArbitrated = nil, nil
+	if b.arb == nil {
+		return
+	}
+	own, _ := b.arb.self.resolve(ctx, in.Services) // unknown: only the announced ones
+	b.arbitrated = map[types.NamespacedName]bool{}
+	if own.Name != "" {
+		b.arbitrated[own] = true
+	}
+	for _, svc := range in.Services {
+		if _, ok, _ := CandidateFromService(svc); ok {
+			b.arbitrated[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = true
+		}
 	}
 	b.readyArbitrated = map[types.NamespacedName]bool{}
 	for _, s := range in.Slices {

@@ -15,13 +15,20 @@ import (
 	"github.com/metalgate/metalgate/proxy/controlplane"
 )
 
-// TestEndpointFastPath: against a real API server, with Options.YieldTraffic on (arbitration
-// shapes the table: --serve-yielded-ingresses=false), an EndpointSlice change of a routed Service is applied by the endpoint fast path
-// (metalgate_proxy_table_patches_total, no full build) and routed; a Service change, and an
-// endpoint change of the proxy's own publish Service (which the arbitration reads), still
-// take the full build.
+// TestEndpointFastPath: against a real API server, an EndpointSlice change of a routed
+// Service is applied by the endpoint fast path (metalgate_proxy_table_patches_total, no full
+// build) and routed; a Service change, and an endpoint change of the proxy's own publish
+// Service, still take the full build — with Options.YieldTraffic on (the arbitration shapes
+// the table too) and off (the status publisher still arbitrates by those endpoints: patching
+// them once left an Ingress's status with a proxy that had no ready endpoint).
 func TestEndpointFastPath(t *testing.T) {
 	kube.Need(t)
+	for name, yield := range map[string]bool{"yield": true, "serve-yielded": false} {
+		t.Run(name, func(t *testing.T) { endpointFastPath(t, yield) })
+	}
+}
+
+func endpointFastPath(t *testing.T, yield bool) {
 	ns := namespace(t)
 	create(t, service(ns, "web", corev1.ServiceTypeClusterIP))
 	v0 := startBackend(t, "v0")
@@ -33,7 +40,7 @@ func TestEndpointFastPath(t *testing.T) {
 	self0 := startBackendOn(t, "self0", v0.port)
 	setSlice(t, ns, "proxy", self0)
 	create(t, ingress(ns, "self", "metalgate", "self.test", "proxy"))
-	p := startProxy(t, ns, func(o *controlplane.Options) { o.YieldTraffic = true })
+	p := startProxy(t, ns, func(o *controlplane.Options) { o.YieldTraffic = yield })
 	routed := func(host, name string) {
 		t.Helper()
 		testenv.Eventually(t, 10*time.Second, host+" answered by "+name, func() error {
