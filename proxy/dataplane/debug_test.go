@@ -106,18 +106,7 @@ func TestDebugBackends(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := NewDebug(s)
-	admin := httptest.NewServer(AdminHandler(prometheus.NewRegistry(), nil, d.Route()))
-	t.Cleanup(admin.Close)
-	get := func(query string) (int, string) {
-		t.Helper()
-		resp, err := http.Get(admin.URL + contract.DebugBackendsPath + query)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get, adminURL := debugBackends(t, d)
 	if code, body := get("?ingress=shop/web"); code != http.StatusServiceUnavailable {
 		t.Errorf("before the first table: %d %q, want 503", code, body)
 	}
@@ -207,7 +196,7 @@ func TestDebugBackends(t *testing.T) {
 			}
 		})
 	}
-	if resp, err := http.Post(admin.URL+contract.DebugBackendsPath+"?ingress=shop/web", "text/plain", nil); err != nil {
+	if resp, err := http.Post(adminURL+contract.DebugBackendsPath+"?ingress=shop/web", "text/plain", nil); err != nil {
 		t.Fatal(err)
 	} else if resp.Body.Close(); resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST: %d, want 405", resp.StatusCode)
@@ -236,18 +225,7 @@ func TestDebugBackendsHTTPRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := NewDebug(s)
-	admin := httptest.NewServer(AdminHandler(prometheus.NewRegistry(), nil, d.Route()))
-	t.Cleanup(admin.Close)
-	get := func(query string) (int, string) {
-		t.Helper()
-		resp, err := http.Get(admin.URL + contract.DebugBackendsPath + query)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get, _ := debugBackends(t, d)
 	decode := func(query string) contract.Backends {
 		t.Helper()
 		code, body := get(query)
@@ -322,4 +300,22 @@ func TestDebugBackendsHTTPRoute(t *testing.T) {
 	if diff := cmp.Diff(wantSplit, decode("?httproute=infra/split")); diff != "" {
 		t.Errorf("infra/split (-want +got):\n%s", diff)
 	}
+}
+
+// debugBackends serves d on an admin handler and returns a getter of its backends endpoint
+// (the status and body of GET /debug/backends with query) and the handler's URL.
+func debugBackends(t *testing.T, d *Debug) (get func(query string) (int, string), url string) {
+	t.Helper()
+	admin := httptest.NewServer(AdminHandler(prometheus.NewRegistry(), nil, d.Route()))
+	t.Cleanup(admin.Close)
+	return func(query string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(admin.URL + contract.DebugBackendsPath + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}, admin.URL
 }

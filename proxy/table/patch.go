@@ -387,53 +387,58 @@ func (m *remap) gateway(g *gatewayTable) *gatewayTable {
 	if g == nil {
 		return nil
 	}
-	var ports map[int32][]*gwListener
-	for port, ls := range g.ports {
-		var out []*gwListener
-		for i, l := range ls {
-			if n := m.listener(l); n != l {
-				if out == nil {
-					out = slices.Clone(ls)
-				}
-				out[i] = n
-			}
-		}
-		if out != nil {
-			if ports == nil {
-				ports = maps.Clone(g.ports)
-			}
-			ports[port] = out
-		}
-	}
-	if ports == nil {
+	ports, changed := remapLists(g.ports, func(l *gwListener) (*gwListener, bool) {
+		n := m.listener(l)
+		return n, n != l
+	})
+	if !changed {
 		return g
 	}
 	return &gatewayTable{ports: ports}
 }
 
+// listener returns l, or a copy of it with the entries whose routes changed.
 func (m *remap) listener(l *gwListener) *gwListener {
-	var hosts map[string][]gwEntry
-	for h, es := range l.hosts {
-		var out []gwEntry
-		for i, e := range es {
-			if n := m.route(e.r); n != e.r {
-				if out == nil {
-					out = slices.Clone(es)
-				}
-				out[i].r = n
-			}
+	hosts, changed := remapLists(l.hosts, func(e gwEntry) (gwEntry, bool) {
+		n := m.route(e.r)
+		if n == e.r {
+			return e, false
 		}
-		if out != nil {
-			if hosts == nil {
-				hosts = maps.Clone(l.hosts)
-			}
-			hosts[h] = out
-		}
-	}
-	if hosts == nil {
+		e.r = n
+		return e, true
+	})
+	if !changed {
 		return l
 	}
 	c := *l
 	c.hosts = hosts
 	return &c
+}
+
+// remapLists returns in, or a copy of it in which every list with an element f changes is a
+// copy with f's results (copy on write: unchanged lists and the map itself are shared when
+// nothing changes), and whether anything changed.
+func remapLists[K comparable, V any](in map[K][]V, f func(V) (V, bool)) (map[K][]V, bool) {
+	var out map[K][]V
+	for k, vs := range in {
+		var c []V
+		for i, v := range vs {
+			if n, changed := f(v); changed {
+				if c == nil {
+					c = slices.Clone(vs)
+				}
+				c[i] = n
+			}
+		}
+		if c != nil {
+			if out == nil {
+				out = maps.Clone(in)
+			}
+			out[k] = c
+		}
+	}
+	if out == nil {
+		return in, false
+	}
+	return out, true
 }
