@@ -64,6 +64,9 @@ type Input struct {
 	Gateway *gatewayv1.Gateway
 	// HTTPRoutes are the candidates; only those with a parentRef naming Gateway are read.
 	HTTPRoutes []*gatewayv1.HTTPRoute
+	// GRPCRoutes likewise: each is served as the HTTP/2 requests its rules match (path
+	// /service/method, headers), to its backends over HTTP/2 without TLS (h2c).
+	GRPCRoutes []*gatewayv1.GRPCRoute
 	// ReferenceGrants allow backendRefs to Services of other namespaces.
 	ReferenceGrants []*gatewayv1beta1.ReferenceGrant
 	// Namespaces give the labels that allowedRoutes.namespaces.selector matches; a route of

@@ -26,6 +26,12 @@ const GatewayController gatewayv1.GatewayController = "metalgate.io/gateway-cont
 
 const gatewayGroup = gatewayv1.GroupName
 
+// The route kinds a Gateway table serves (RouteStatus.Kind, Route.RouteKind).
+const (
+	KindHTTPRoute = "HTTPRoute"
+	KindGRPCRoute = "GRPCRoute"
+)
+
 // RequestMatch is what a request must carry besides its host and path to take a route: the
 // Gateway API method, header and query parameter matches, all exact. Ingress routes have none.
 type RequestMatch struct {
@@ -73,6 +79,7 @@ type GatewayStatus struct {
 // naming it, with the Accepted and ResolvedRefs conditions (observedGeneration the route's,
 // lastTransitionTime left for the writer).
 type RouteStatus struct {
+	Kind    string // KindHTTPRoute or KindGRPCRoute
 	Route   types.NamespacedName
 	Parents []gatewayv1.RouteParentStatus
 }

@@ -61,6 +61,9 @@ type Route struct {
 	// then), and Match what else than host and path a request must carry to take it.
 	HTTPRoute types.NamespacedName
 	Match     *RequestMatch
+	// RouteKind is the kind of the route HTTPRoute names: KindHTTPRoute or KindGRPCRoute
+	// ("" for an Ingress route).
+	RouteKind string
 }
 
 // Backend is one Service port with its endpoints and balancing policy. Backends are shared
