@@ -96,10 +96,12 @@ const DebugBackendsPath = "/debug/backends"
 // Backends is the answer of DebugBackendsPath: the routes of one Ingress (or HTTPRoute) in the
 // table the proxy serves now, with what the data plane knows about each endpoint.
 type Backends struct {
-	Ingress string `json:"ingress"` // namespace/name; "" when HTTPRoute is set
+	Ingress string `json:"ingress"` // namespace/name; "" when HTTPRoute or GRPCRoute is set
 	// HTTPRoute is the HTTPRoute asked for (namespace/name) of a Gateway's proxy; "" for an
 	// Ingress.
 	HTTPRoute string `json:"httpRoute,omitempty"`
+	// GRPCRoute likewise, for a GRPCRoute.
+	GRPCRoute string `json:"grpcRoute,omitempty"`
 	// Generation counts the tables installed since the proxy started (1 is the first);
 	// Applied is when this one was installed. Both are zero when unknown.
 	Generation uint64         `json:"generation"`

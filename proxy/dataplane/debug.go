@@ -47,20 +47,23 @@ func (d *Debug) Route() AdminRoute {
 	return AdminRoute{Pattern: "GET " + contract.DebugBackendsPath, Handler: d}
 }
 
-// ServeHTTP answers GET /debug/backends?ingress=ns/name or ?httproute=ns/name: 400 without
-// exactly one valid parameter, 503 before the first table, 404 when this proxy does not serve
-// the object (an Ingress not in its table; an HTTPRoute in an Ingress proxy's table, or one
-// whose parentRefs do not name this proxy's Gateway), else 200 with contract.Backends as JSON.
-// An HTTPRoute that names the Gateway but attached to no listener has no routes.
+// ServeHTTP answers GET /debug/backends?ingress=ns/name, ?httproute=ns/name or
+// ?grpcroute=ns/name: 400 without exactly one valid parameter, 503 before the first table,
+// 404 when this proxy does not serve the object (an Ingress not in its table; a route in an
+// Ingress proxy's table, or one whose parentRefs do not name this proxy's Gateway), else 200
+// with contract.Backends as JSON. A route that names the Gateway but attached to no listener
+// has no routes.
 func (d *Debug) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	kind, param := "Ingress", "ingress"
-	if q.Has("httproute") {
-		kind, param = "HTTPRoute", "httproute"
+	kind, param, given := "Ingress", "ingress", 0
+	for _, k := range []struct{ kind, param string }{{"Ingress", "ingress"}, {table.KindHTTPRoute, "httproute"}, {table.KindGRPCRoute, "grpcroute"}} {
+		if q.Has(k.param) {
+			kind, param, given = k.kind, k.param, given+1
+		}
 	}
 	ns, name, ok := strings.Cut(q.Get(param), "/")
-	if !ok || ns == "" || name == "" || strings.Contains(name, "/") || (q.Has("ingress") && q.Has("httproute")) {
-		http.Error(w, "want ?ingress=<namespace>/<name> or ?httproute=<namespace>/<name>", http.StatusBadRequest)
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") || given > 1 {
+		http.Error(w, "want ?ingress=<namespace>/<name>, ?httproute=<namespace>/<name> or ?grpcroute=<namespace>/<name>", http.StatusBadRequest)
 		return
 	}
 	id := types.NamespacedName{Namespace: ns, Name: name}
@@ -83,17 +86,19 @@ func (d *Debug) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = enc.Encode(out)
 }
 
-// notServed says why the table does not serve the Ingress or HTTPRoute id, or "" when it does.
+// notServed says why the table does not serve the Ingress, HTTPRoute or GRPCRoute id, or ""
+// when it does.
 func notServed(t *table.Table, kind string, id types.NamespacedName) string {
 	switch {
 	case kind == "Ingress" && t.Gateway != nil:
 		return fmt.Sprintf("this proxy does not serve Ingress %s (it is a Gateway's proxy)", id)
 	case kind == "Ingress" && !slices.Contains(t.Owned, id):
 		return fmt.Sprintf("this proxy does not serve Ingress %s (not of its IngressClass or namespaces, or not seen yet)", id)
-	case kind == "HTTPRoute" && t.Gateway == nil:
-		return fmt.Sprintf("this proxy does not serve HTTPRoute %s (it serves Ingresses, no Gateway)", id)
-	case kind == "HTTPRoute" && !slices.ContainsFunc(t.Gateway.Routes, func(rs table.RouteStatus) bool { return rs.Route == id }):
-		return fmt.Sprintf("this proxy does not serve HTTPRoute %s (no parentRef of it names this proxy's Gateway, or not seen yet)", id)
+	case kind == "Ingress":
+	case t.Gateway == nil:
+		return fmt.Sprintf("this proxy does not serve %s %s (it serves Ingresses, no Gateway)", kind, id)
+	case !slices.ContainsFunc(t.Gateway.Routes, func(rs table.RouteStatus) bool { return rs.Kind == kind && rs.Route == id }):
+		return fmt.Sprintf("this proxy does not serve %s %s (no parentRef of it names this proxy's Gateway, or not seen yet)", kind, id)
 	}
 	return ""
 }
@@ -103,10 +108,15 @@ func notServed(t *table.Table, kind string, id types.NamespacedName) string {
 func backendsOf(rt *router, kind string, id types.NamespacedName, now time.Time) contract.Backends {
 	out := contract.Backends{Routes: []contract.BackendRoute{}}
 	of := func(r *table.Route) bool { return r.Ingress == id }
-	if kind == "HTTPRoute" {
-		out.HTTPRoute = id.String()
-		of = func(r *table.Route) bool { return r.HTTPRoute == id }
-	} else {
+	switch kind {
+	case table.KindHTTPRoute, table.KindGRPCRoute:
+		if kind == table.KindHTTPRoute {
+			out.HTTPRoute = id.String()
+		} else {
+			out.GRPCRoute = id.String()
+		}
+		of = func(r *table.Route) bool { return r.RouteKind == kind && r.HTTPRoute == id }
+	default:
 		out.Ingress = id.String()
 	}
 	seen := map[string]bool{} // a Gateway route attached to two listeners is one row
@@ -140,7 +150,7 @@ func backendsOf(rt *router, kind string, id types.NamespacedName, now time.Time)
 		if !of(r) || r.Backend == nil {
 			continue
 		}
-		if c := r.Canary; kind == "HTTPRoute" && c != nil && c.Backend != nil && c.WeightTotal > 0 {
+		if c := r.Canary; kind != "Ingress" && c != nil && c.Backend != nil && c.WeightTotal > 0 {
 			share := c.Weight * 100 / c.WeightTotal
 			add(r, r.Backend, 100-share)
 			add(r, c.Backend, share)

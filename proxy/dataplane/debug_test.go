@@ -261,7 +261,7 @@ func TestDebugBackendsHTTPRoute(t *testing.T) {
 	}{
 		{"a route of another Gateway", "?httproute=infra/nope", http.StatusNotFound, "does not serve HTTPRoute infra/nope (no parentRef of it names this proxy's Gateway"},
 		{"an Ingress asked of a Gateway proxy", "?ingress=infra/api", http.StatusNotFound, "does not serve Ingress infra/api (it is a Gateway's proxy)"},
-		{"both parameters", "?ingress=infra/api&httproute=infra/api", http.StatusBadRequest, "want ?ingress=<namespace>/<name> or ?httproute="},
+		{"both parameters", "?ingress=infra/api&httproute=infra/api", http.StatusBadRequest, "want ?ingress=<namespace>/<name>, ?httproute=<namespace>/<name> or ?grpcroute="},
 		{"no namespace", "?httproute=api", http.StatusBadRequest, "want ?ingress="},
 		{"empty", "?httproute=", http.StatusBadRequest, "want ?ingress="},
 	} {

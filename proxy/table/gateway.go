@@ -134,7 +134,7 @@ func (t *Table) Match(port int32, r *http.Request) *Route {
 		}
 		q := r.URL.Query()
 		for _, e := range entries {
-			if e.r.PathType == "Exact" && e.r.Path != path || e.r.PathType != "Exact" && !prefixMatch(e.r.Path, path) {
+			if !gwPathMatches(e.r, path) {
 				continue
 			}
 			if e.r.Match.matches(r, q) {
@@ -144,6 +144,18 @@ func (t *Table) Match(port int32, r *http.Request) *Route {
 		return nil // the most specific listener answers alone
 	}
 	return nil
+}
+
+// gwPathMatches says whether path takes route r of a Gateway table: an Exact path, a
+// GRPCRoute's method regular expression (over the whole path), or a path prefix by elements.
+func gwPathMatches(r *Route, path string) bool {
+	switch r.PathType {
+	case "Exact":
+		return r.Path == path
+	case grpcMethodRegex:
+		return r.Regex.MatchString(path)
+	}
+	return prefixMatch(r.Path, path)
 }
 
 // GatewayCertificate returns the certificate of a Gateway table's HTTPS listener on local port
@@ -271,17 +283,17 @@ func (b *builder) buildGateway() {
 		nsLabels[ns.Name] = ns.Labels
 	}
 	seq := 0
-	for _, hr := range routesByAge(b.in.HTTPRoutes) {
+	for _, ro := range routesByAge(b.gatewayRoutes()) {
 		var ours []int
-		for i, pr := range hr.Spec.ParentRefs {
-			if b.namesGateway(pr, hr.Namespace) {
+		for i, pr := range ro.parentRefs {
+			if b.namesGateway(pr, ro.meta.Namespace) {
 				ours = append(ours, i)
 			}
 		}
 		if len(ours) == 0 {
 			continue // another Gateway's route: not ours to route nor to write status on
 		}
-		st.Routes = append(st.Routes, b.attachRoute(gw, hr, ours, listeners, nsLabels, st, seq))
+		st.Routes = append(st.Routes, b.attachRoute(gw, ro, ours, listeners, nsLabels, st, seq))
 		seq += 1 << 32
 	}
 	for _, l := range listeners {
@@ -289,7 +301,12 @@ func (b *builder) buildGateway() {
 			sort.SliceStable(es, func(i, j int) bool { return gwBefore(es[i], es[j]) })
 		}
 	}
-	sort.Slice(st.Routes, func(i, j int) bool { return st.Routes[i].Route.String() < st.Routes[j].Route.String() })
+	sort.Slice(st.Routes, func(i, j int) bool {
+		if a, c := st.Routes[i], st.Routes[j]; a.Route != c.Route {
+			return a.Route.String() < c.Route.String()
+		}
+		return st.Routes[i].Kind < st.Routes[j].Kind
+	})
 	b.t.gateway, b.t.Gateway = gt, st
 }
 
@@ -320,35 +337,78 @@ func (b *builder) gatewayListeners(gw *gatewayv1.Gateway, st *GatewayStatus) (*g
 	return gt, listeners
 }
 
-// routesByAge is routes oldest first, then by namespace/name: Gateway API's order of
-// precedence between routes.
-func routesByAge(in []*gatewayv1.HTTPRoute) []*gatewayv1.HTTPRoute {
-	routes := append([]*gatewayv1.HTTPRoute(nil), in...)
+// gwRoute is an HTTPRoute or a GRPCRoute, as far as attaching it to listeners goes: the
+// fields both kinds share, and the route itself to compile.
+type gwRoute struct {
+	kind       string // KindHTTPRoute or KindGRPCRoute
+	meta       *metav1.ObjectMeta
+	parentRefs []gatewayv1.ParentReference
+	hostnames  []gatewayv1.Hostname
+	http       *gatewayv1.HTTPRoute // set for KindHTTPRoute
+	grpc       *gatewayv1.GRPCRoute // set for KindGRPCRoute
+}
+
+// ref is the route as a backendRef's referrer: its kind, namespace and name.
+func (r gwRoute) ref() routeRef {
+	return routeRef{kind: r.kind, id: types.NamespacedName{Namespace: r.meta.Namespace, Name: r.meta.Name}}
+}
+
+// routeRef names the route a backendRef or mirror belongs to: ReferenceGrants are granted
+// to a kind of route in a namespace.
+type routeRef struct {
+	kind string
+	id   types.NamespacedName
+}
+
+// gatewayRoutes is every HTTPRoute and GRPCRoute of the Input.
+func (b *builder) gatewayRoutes() []gwRoute {
+	out := make([]gwRoute, 0, len(b.in.HTTPRoutes)+len(b.in.GRPCRoutes))
+	for _, hr := range b.in.HTTPRoutes {
+		out = append(out, gwRoute{kind: KindHTTPRoute, meta: &hr.ObjectMeta, parentRefs: hr.Spec.ParentRefs, hostnames: hr.Spec.Hostnames, http: hr})
+	}
+	for _, gr := range b.in.GRPCRoutes {
+		out = append(out, gwRoute{kind: KindGRPCRoute, meta: &gr.ObjectMeta, parentRefs: gr.Spec.ParentRefs, hostnames: gr.Spec.Hostnames, grpc: gr})
+	}
+	return out
+}
+
+// routesByAge is routes oldest first, then by namespace/name (then kind): Gateway API's order
+// of precedence between routes, HTTPRoutes and GRPCRoutes alike.
+func routesByAge(routes []gwRoute) []gwRoute {
 	sort.SliceStable(routes, func(i, j int) bool {
-		a, c := routes[i], routes[j]
+		a, c := routes[i].meta, routes[j].meta
 		if !a.CreationTimestamp.Equal(&c.CreationTimestamp) {
 			return a.CreationTimestamp.Before(&c.CreationTimestamp)
 		}
 		if a.Namespace != c.Namespace {
 			return a.Namespace < c.Namespace
 		}
-		return a.Name < c.Name
+		if a.Name != c.Name {
+			return a.Name < c.Name
+		}
+		return routes[i].kind < routes[j].kind
 	})
 	return routes
 }
 
-// attachRoute compiles hr, attaches it through its parentRefs ours (indexes naming gw) to the
+// attachRoute compiles ro, attaches it through its parentRefs ours (indexes naming gw) to the
 // listeners that admit it, counting it once per listener and adding its routes there (seq
 // orders them after older routes'), and returns its parent statuses.
-func (b *builder) attachRoute(gw *gatewayv1.Gateway, hr *gatewayv1.HTTPRoute, ours []int, listeners []*gwListener,
+func (b *builder) attachRoute(gw *gatewayv1.Gateway, ro gwRoute, ours []int, listeners []*gwListener,
 	nsLabels map[string]labels.Set, st *GatewayStatus, seq int) RouteStatus {
-	id := types.NamespacedName{Namespace: hr.Namespace, Name: hr.Name}
-	rules, unsupported, refsReason, refsMsg := b.compileHTTPRoute(hr, id)
-	rs := RouteStatus{Route: id}
+	var rules []gatewayRule
+	var unsupported, refsMsg string
+	var refsReason gatewayv1.RouteConditionReason
+	if ro.grpc != nil {
+		rules, unsupported, refsReason, refsMsg = b.compileGRPCRoute(ro.grpc, ro.ref())
+	} else {
+		rules, unsupported, refsReason, refsMsg = b.compileHTTPRoute(ro.http, ro.ref())
+	}
+	rs := RouteStatus{Kind: ro.kind, Route: ro.ref().id}
 	attached := map[int]bool{}
 	for _, i := range ours {
-		pr := hr.Spec.ParentRefs[i]
-		reason, msg, hosts := b.attach(gw, hr, pr, nsLabels)
+		pr := ro.parentRefs[i]
+		reason, msg, hosts := b.attach(gw, ro, pr, nsLabels)
 		if reason == "" && unsupported != "" {
 			reason, msg = gatewayv1.RouteReasonUnsupportedValue, unsupported
 		}
@@ -371,22 +431,22 @@ func (b *builder) attachRoute(gw *gatewayv1.Gateway, hr *gatewayv1.HTTPRoute, ou
 				}
 			}
 		}
-		rs.Parents = append(rs.Parents, parentStatus(gw, hr, pr, reason, msg, refsReason, refsMsg))
+		rs.Parents = append(rs.Parents, parentStatus(gw, ro.meta.Generation, pr, reason, msg, refsReason, refsMsg))
 	}
 	return rs
 }
 
 // parentStatus is a route's status for one parentRef naming gw: Accepted (or why not) and
 // ResolvedRefs (or which reason the first unresolved backendRef gave).
-func parentStatus(gw *gatewayv1.Gateway, hr *gatewayv1.HTTPRoute, pr gatewayv1.ParentReference,
+func parentStatus(gw *gatewayv1.Gateway, generation int64, pr gatewayv1.ParentReference,
 	reason gatewayv1.RouteConditionReason, msg string, refsReason gatewayv1.RouteConditionReason, refsMsg string) gatewayv1.RouteParentStatus {
 	accepted := metav1.Condition{Type: string(gatewayv1.RouteConditionAccepted), Status: metav1.ConditionTrue,
-		Reason: string(gatewayv1.RouteReasonAccepted), Message: "attached to Gateway " + gw.Namespace + "/" + gw.Name, ObservedGeneration: hr.Generation}
+		Reason: string(gatewayv1.RouteReasonAccepted), Message: "attached to Gateway " + gw.Namespace + "/" + gw.Name, ObservedGeneration: generation}
 	if reason != "" {
 		accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, string(reason), msg
 	}
 	resolved := metav1.Condition{Type: string(gatewayv1.RouteConditionResolvedRefs), Status: metav1.ConditionTrue,
-		Reason: string(gatewayv1.RouteReasonResolvedRefs), Message: "every backendRef resolved", ObservedGeneration: hr.Generation}
+		Reason: string(gatewayv1.RouteReasonResolvedRefs), Message: "every backendRef resolved", ObservedGeneration: generation}
 	if refsReason != "" {
 		resolved.Status, resolved.Reason, resolved.Message = metav1.ConditionFalse, string(refsReason), refsMsg
 	}
@@ -403,6 +463,10 @@ func gwBefore(a, c gwEntry) bool {
 	}
 	if len(ra.Path) != len(rc.Path) {
 		return len(ra.Path) > len(rc.Path)
+	}
+	// A GRPCRoute's method expression (its Path "/") is more specific than no method match.
+	if ax, cx := ra.PathType == grpcMethodRegex, rc.PathType == grpcMethodRegex; ax != cx {
+		return ax
 	}
 	ma, mc := ra.Match, rc.Match
 	if (ma.Method != "") != (mc.Method != "") {
@@ -431,7 +495,7 @@ func (b *builder) namesGateway(pr gatewayv1.ParentReference, routeNS string) boo
 
 // attach finds the listeners a parentRef of the route attaches to, with the hostnames the
 // route serves on each (by listener index), or the reason it attaches nowhere.
-func (b *builder) attach(gw *gatewayv1.Gateway, hr *gatewayv1.HTTPRoute, pr gatewayv1.ParentReference, nsLabels map[string]labels.Set) (gatewayv1.RouteConditionReason, string, map[int][]string) {
+func (b *builder) attach(gw *gatewayv1.Gateway, ro gwRoute, pr gatewayv1.ParentReference, nsLabels map[string]labels.Set) (gatewayv1.RouteConditionReason, string, map[int][]string) {
 	var selected []int
 	for i, l := range gw.Spec.Listeners {
 		if pr.SectionName != nil && *pr.SectionName != l.Name || pr.Port != nil && *pr.Port != l.Port {
@@ -446,7 +510,7 @@ func (b *builder) attach(gw *gatewayv1.Gateway, hr *gatewayv1.HTTPRoute, pr gate
 	var why []string
 	for _, i := range selected {
 		l := &gw.Spec.Listeners[i]
-		if w := routeRefused(l, gw.Namespace, hr.Namespace, nsLabels); w != "" {
+		if w := routeRefused(l, gw.Namespace, ro.meta.Namespace, ro.kind, nsLabels); w != "" {
 			why = append(why, fmt.Sprintf("listener %s: %s", l.Name, w))
 			continue
 		}
@@ -463,10 +527,10 @@ func (b *builder) attach(gw *gatewayv1.Gateway, hr *gatewayv1.HTTPRoute, pr gate
 			lh = strings.ToLower(string(*l.Hostname))
 		}
 		var hs []string
-		if len(hr.Spec.Hostnames) == 0 {
+		if len(ro.hostnames) == 0 {
 			hs = []string{lh}
 		}
-		for _, rh := range hr.Spec.Hostnames {
+		for _, rh := range ro.hostnames {
 			if h, ok := intersect(lh, strings.ToLower(string(rh))); ok {
 				hs = append(hs, h)
 			}
@@ -492,11 +556,12 @@ func sectionText(pr gatewayv1.ParentReference) string {
 	return s
 }
 
-// routeRefused says why listener l of a Gateway in namespace gwNS does not admit an HTTPRoute
-// of namespace routeNS, or "".
-func routeRefused(l *gatewayv1.Listener, gwNS, routeNS string, nsLabels map[string]labels.Set) string {
+// routeRefused says why listener l of a Gateway in namespace gwNS does not admit a route of
+// kind kind (HTTPRoute or GRPCRoute: both are served on HTTP and HTTPS listeners) in
+// namespace routeNS, or "".
+func routeRefused(l *gatewayv1.Listener, gwNS, routeNS, kind string, nsLabels map[string]labels.Set) string {
 	if l.Protocol != gatewayv1.HTTPProtocolType && l.Protocol != gatewayv1.HTTPSProtocolType {
-		return fmt.Sprintf("protocol %s does not serve HTTPRoutes", l.Protocol)
+		return fmt.Sprintf("protocol %s does not serve %ss", l.Protocol, kind)
 	}
 	from, ar := gatewayv1.NamespacesFromSame, l.AllowedRoutes
 	if ar != nil && ar.Namespaces != nil && ar.Namespaces.From != nil {
@@ -527,17 +592,17 @@ func routeRefused(l *gatewayv1.Listener, gwNS, routeNS string, nsLabels map[stri
 		return ""
 	}
 	for _, k := range ar.Kinds {
-		if (k.Group == nil || string(*k.Group) == gatewayGroup) && k.Kind == "HTTPRoute" {
+		if (k.Group == nil || string(*k.Group) == gatewayGroup) && string(k.Kind) == kind {
 			return ""
 		}
 	}
-	return "allowedRoutes.kinds does not list HTTPRoute"
+	return "allowedRoutes.kinds does not list " + kind
 }
 
 // compileHTTPRoute compiles an HTTPRoute's rules into routes without a host. unsupported
 // says which value metalgate does not implement ("" when none: then the route is served);
 // refsReason and refsMsg say which backendRefs did not resolve ("" when all did).
-func (b *builder) compileHTTPRoute(hr *gatewayv1.HTTPRoute, id types.NamespacedName) (rules []gatewayRule, unsupported string, refsReason gatewayv1.RouteConditionReason, refsMsg string) {
+func (b *builder) compileHTTPRoute(hr *gatewayv1.HTTPRoute, from routeRef) (rules []gatewayRule, unsupported string, refsReason gatewayv1.RouteConditionReason, refsMsg string) {
 	var refProblems []string
 	for ri, rule := range hr.Spec.Rules {
 		field := fmt.Sprintf("spec.rules[%d]", ri)
@@ -568,7 +633,7 @@ func (b *builder) compileHTTPRoute(hr *gatewayv1.HTTPRoute, id types.NamespacedN
 				var m Mirror
 				var reason gatewayv1.RouteConditionReason
 				var msg string
-				if m, reason, msg, why = b.requestMirror(hr, f.RequestMirror, opts); reason != "" {
+				if m, reason, msg, why = b.requestMirror(from, f.RequestMirror, opts); reason != "" {
 					if refsReason == "" {
 						refsReason = reason
 					}
@@ -582,7 +647,14 @@ func (b *builder) compileHTTPRoute(hr *gatewayv1.HTTPRoute, id types.NamespacedN
 				return nil, ff + ": " + why, "", ""
 			}
 		}
-		be, canary, reason, msg, why := b.ruleBackends(hr, id, rule, opts)
+		refs := make([]gatewayv1.BackendRef, len(rule.BackendRefs))
+		for i, ref := range rule.BackendRefs {
+			if len(ref.Filters) > 0 {
+				return nil, fmt.Sprintf("%s.backendRefs[%d].filters: backendRef filters are not supported", field, i), "", ""
+			}
+			refs[i] = ref.BackendRef
+		}
+		be, canary, reason, msg, why := b.ruleBackends(from, refs, opts)
 		if why != "" {
 			return nil, field + ".backendRefs: " + why, "", ""
 		}
@@ -602,7 +674,7 @@ func (b *builder) compileHTTPRoute(hr *gatewayv1.HTTPRoute, id types.NamespacedN
 			if why != "" {
 				return nil, fmt.Sprintf("%s.matches[%d].%s", field, mi, why), "", ""
 			}
-			r.HTTPRoute, r.Backend, r.Canary, r.Options = id, be, canary, opts
+			r.HTTPRoute, r.RouteKind, r.Backend, r.Canary, r.Options = from.id, KindHTTPRoute, be, canary, opts
 			if fullPath != nil && r.PathType != "Exact" {
 				// The data plane replaces a whole path by expanding a regular expression
 				// matching all of it; "$" in the target is literal.
@@ -770,7 +842,7 @@ func requestRedirect(f *gatewayv1.HTTPRequestRedirectFilter) (*RequestRedirect, 
 // rule's (reason and msg say why it did not: the mirror then gets nothing), its percent or
 // fraction the share of requests it gets (all when neither is set); why names a value that
 // is not supported.
-func (b *builder) requestMirror(hr *gatewayv1.HTTPRoute, f *gatewayv1.HTTPRequestMirrorFilter, opts Options) (m Mirror, reason gatewayv1.RouteConditionReason, msg, why string) {
+func (b *builder) requestMirror(from routeRef, f *gatewayv1.HTTPRequestMirrorFilter, opts Options) (m Mirror, reason gatewayv1.RouteConditionReason, msg, why string) {
 	if f == nil {
 		return m, "", "", "requestMirror is missing"
 	}
@@ -792,7 +864,7 @@ func (b *builder) requestMirror(hr *gatewayv1.HTTPRoute, f *gatewayv1.HTTPReques
 			return m, "", "", fmt.Sprintf("requestMirror.fraction %d/%d: the numerator from 0 to the denominator, which is at least 1", m.Numerator, m.Denominator)
 		}
 	}
-	m.Backend, reason, msg = b.gatewayBackend(hr, f.BackendRef, opts)
+	m.Backend, reason, msg = b.gatewayBackend(from, f.BackendRef, opts)
 	return m, reason, msg, ""
 }
 
@@ -823,22 +895,19 @@ func urlRewrite(f *gatewayv1.HTTPURLRewriteFilter, p *Policy, fullPath **string)
 // canary split Ingresses use). An unresolved ref routes to an Unresolved backend (500, the
 // share of the requests its weight gives it) and is reported in reason and msg; why names an
 // unsupported value.
-func (b *builder) ruleBackends(hr *gatewayv1.HTTPRoute, id types.NamespacedName, rule gatewayv1.HTTPRouteRule, opts Options) (be *Backend, canary *Canary, reason gatewayv1.RouteConditionReason, msg, why string) {
+func (b *builder) ruleBackends(from routeRef, refs []gatewayv1.BackendRef, opts Options) (be *Backend, canary *Canary, reason gatewayv1.RouteConditionReason, msg, why string) {
 	type weighted struct {
 		be *Backend
 		w  int
 	}
 	var out []weighted
 	var msgs []string
-	for i, ref := range rule.BackendRefs {
-		if len(ref.Filters) > 0 {
-			return nil, nil, "", "", fmt.Sprintf("[%d].filters: backendRef filters are not supported", i)
-		}
+	for i, ref := range refs {
 		w := 1
 		if ref.Weight != nil {
 			w = int(*ref.Weight)
 		}
-		rb, rr, m := b.gatewayBackend(hr, ref.BackendObjectReference, opts)
+		rb, rr, m := b.gatewayBackend(from, ref.BackendObjectReference, opts)
 		if rr != "" {
 			if reason == "" {
 				reason = rr
@@ -853,19 +922,19 @@ func (b *builder) ruleBackends(hr *gatewayv1.HTTPRoute, id types.NamespacedName,
 	switch len(out) {
 	case 0:
 		// No backend, or all of weight 0: the spec answers 500.
-		return &Backend{Key: "unresolved:" + id.String(), Unresolved: true}, nil, reason, msg, ""
+		return &Backend{Key: "unresolved:" + from.id.String(), Unresolved: true}, nil, reason, msg, ""
 	case 1:
 		return out[0].be, nil, reason, msg, ""
 	case 2:
-		return out[0].be, &Canary{CanaryRule: CanaryRule{Weight: out[1].w, WeightTotal: out[0].w + out[1].w}, Ingress: id, Backend: out[1].be}, reason, msg, ""
+		return out[0].be, &Canary{CanaryRule: CanaryRule{Weight: out[1].w, WeightTotal: out[0].w + out[1].w}, Ingress: from.id, Backend: out[1].be}, reason, msg, ""
 	}
 	return nil, nil, "", "", "more than two backendRefs with a weight are not supported (a weighted split has two)"
 }
 
 // gatewayBackend resolves one backendRef: a Service port, in another namespace only with a
 // ReferenceGrant there. When it cannot, it returns a backend without endpoints and why.
-func (b *builder) gatewayBackend(hr *gatewayv1.HTTPRoute, ref gatewayv1.BackendObjectReference, opts Options) (*Backend, gatewayv1.RouteConditionReason, string) {
-	ns := hr.Namespace
+func (b *builder) gatewayBackend(from routeRef, ref gatewayv1.BackendObjectReference, opts Options) (*Backend, gatewayv1.RouteConditionReason, string) {
+	ns := from.id.Namespace
 	if ref.Namespace != nil {
 		ns = string(*ref.Namespace)
 	}
@@ -881,8 +950,8 @@ func (b *builder) gatewayBackend(hr *gatewayv1.HTTPRoute, ref gatewayv1.BackendO
 			k = string(*ref.Kind)
 		}
 		return none, gatewayv1.RouteReasonInvalidKind, fmt.Sprintf("kind %s of group %q is not a Service", k, g)
-	case ns != hr.Namespace && !b.granted(hr.Namespace, svcID):
-		return none, gatewayv1.RouteReasonRefNotPermitted, fmt.Sprintf("Service %s is in another namespace and no ReferenceGrant there allows HTTPRoutes of namespace %s", svcID, hr.Namespace)
+	case ns != from.id.Namespace && !Granted(b.in.ReferenceGrants, from.kind, from.id.Namespace, "Service", svcID):
+		return none, gatewayv1.RouteReasonRefNotPermitted, fmt.Sprintf("Service %s is in another namespace and no ReferenceGrant there allows %ss of namespace %s", svcID, from.kind, from.id.Namespace)
 	case ref.Port == nil:
 		return none, gatewayv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s: port is required", svcID)
 	}
@@ -897,15 +966,8 @@ func (b *builder) gatewayBackend(hr *gatewayv1.HTTPRoute, ref gatewayv1.BackendO
 	if !found {
 		return none, gatewayv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s has no port %d", svcID, *ref.Port)
 	}
-	id := types.NamespacedName{Namespace: hr.Namespace, Name: hr.Name}
 	ib := &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svcID.Name, Port: networkingv1.ServiceBackendPort{Number: *ref.Port}}}
-	return b.backend(id, ns, ib, opts), "", ""
-}
-
-// granted reports whether a ReferenceGrant in the Service's namespace lets HTTPRoutes of
-// namespace from refer to it.
-func (b *builder) granted(from string, svc types.NamespacedName) bool {
-	return Granted(b.in.ReferenceGrants, "HTTPRoute", from, "Service", svc)
+	return b.backend(from.id, ns, ib, opts), "", ""
 }
 
 // Granted reports whether one of grants, in the namespace of to, lets objects of the Gateway

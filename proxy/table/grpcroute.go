@@ -1,0 +1,142 @@
+package table
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// A GRPCRoute is served as the HTTP requests gRPC makes: a call of method M of service S is
+// a POST of path /S/M over HTTP/2, its metadata HTTP headers. So a GRPCRoute compiles into
+// the same Routes as an HTTPRoute — one route model, one table, one matcher — with:
+//   - service and method: Exact of both is the exact path /S/M; of the service alone the
+//     path prefix /S (whole elements, as PathPrefix); of the method alone, or a
+//     RegularExpression of either, a regular expression over the whole path;
+//   - headers: exact header matches (RegularExpression is not supported);
+//   - filters: the request and response header modifiers of HTTPRoute;
+//   - backends: HTTP/2 without TLS (h2c), which gRPC needs, whatever the Service says.
+//
+// A call no route takes gets 404, which gRPC clients report as Unimplemented.
+
+// grpcMethodRegex marks the routes whose Path is matched by Route.Regex (a method match other
+// than an exact service, with or without an exact method).
+const grpcMethodRegex = "RegularExpression"
+
+// compileGRPCRoute compiles a GRPCRoute's rules into routes without a host, as
+// compileHTTPRoute does for HTTPRoutes; its backends are h2c.
+func (b *builder) compileGRPCRoute(gr *gatewayv1.GRPCRoute, from routeRef) (rules []gatewayRule, unsupported string, refsReason gatewayv1.RouteConditionReason, refsMsg string) {
+	var refProblems []string
+	for ri, rule := range gr.Spec.Rules {
+		field := fmt.Sprintf("spec.rules[%d]", ri)
+		opts, _ := parseOptions(nil, false)
+		opts.Protocol = ProtocolH2C
+		if rule.SessionPersistence != nil {
+			return nil, field + ".sessionPersistence: not supported", "", ""
+		}
+		for fi, f := range rule.Filters {
+			var why string
+			switch f.Type {
+			case gatewayv1.GRPCRouteFilterRequestHeaderModifier:
+				opts.Policy.RequestHeaders, why = headerEdits(f.RequestHeaderModifier)
+			case gatewayv1.GRPCRouteFilterResponseHeaderModifier:
+				opts.Policy.ResponseHeaders, why = headerEdits(f.ResponseHeaderModifier)
+			default:
+				// RequestMirror included: the data plane does not mirror HTTP/2 to h2c backends.
+				why = fmt.Sprintf("filter type %s is not supported on GRPCRoutes", f.Type)
+			}
+			if why != "" {
+				return nil, fmt.Sprintf("%s.filters[%d]: %s", field, fi, why), "", ""
+			}
+		}
+		refs := make([]gatewayv1.BackendRef, len(rule.BackendRefs))
+		for i, ref := range rule.BackendRefs {
+			if len(ref.Filters) > 0 {
+				return nil, fmt.Sprintf("%s.backendRefs[%d].filters: backendRef filters are not supported", field, i), "", ""
+			}
+			refs[i] = ref.BackendRef
+		}
+		be, canary, reason, msg, why := b.ruleBackends(from, refs, opts)
+		if why != "" {
+			return nil, field + ".backendRefs: " + why, "", ""
+		}
+		if reason != "" {
+			if refsReason == "" {
+				refsReason = reason
+			}
+			refProblems = append(refProblems, field+".backendRefs: "+msg)
+		}
+		matches := rule.Matches
+		if len(matches) == 0 {
+			matches = []gatewayv1.GRPCRouteMatch{{}}
+		}
+		var rl gatewayRule
+		for mi, m := range matches {
+			r, why := grpcMatchRoute(m)
+			if why != "" {
+				return nil, fmt.Sprintf("%s.matches[%d].%s", field, mi, why), "", ""
+			}
+			r.HTTPRoute, r.RouteKind, r.Backend, r.Canary, r.Options = from.id, KindGRPCRoute, be, canary, opts
+			rl.routes = append(rl.routes, r)
+		}
+		rules = append(rules, rl)
+	}
+	return rules, "", refsReason, strings.Join(refProblems, "; ")
+}
+
+// grpcMatchRoute makes the route of one GRPCRoute match: the path its method match selects,
+// and its headers.
+func grpcMatchRoute(m gatewayv1.GRPCRouteMatch) (*Route, string) {
+	r := &Route{Path: "/", PathType: "Prefix", Match: &RequestMatch{}}
+	if mm := m.Method; mm != nil {
+		svc, method := "", ""
+		if mm.Service != nil {
+			svc = *mm.Service
+		}
+		if mm.Method != nil {
+			method = *mm.Method
+		}
+		exact := mm.Type == nil || *mm.Type == gatewayv1.GRPCMethodMatchExact
+		switch {
+		case !exact && *mm.Type != gatewayv1.GRPCMethodMatchRegularExpression:
+			return nil, fmt.Sprintf("method.type %s is not supported (Exact and RegularExpression are)", *mm.Type)
+		case svc == "" && method == "":
+			return nil, "method: service or method is required"
+		case exact && (strings.ContainsAny(svc, "/ \t\r\n") || strings.ContainsAny(method, "/ \t\r\n")):
+			return nil, fmt.Sprintf("method: %q/%q is not a gRPC service and method name", svc, method)
+		case exact && svc != "" && method != "":
+			r.Path, r.PathType = "/"+svc+"/"+method, "Exact"
+		case exact && svc != "":
+			r.Path = "/" + svc
+		default:
+			sre, mre := `[^/]+`, `[^/]+`
+			switch {
+			case exact: // the method alone
+				mre = regexp.QuoteMeta(method)
+			default:
+				if svc != "" {
+					sre = svc
+				}
+				if method != "" {
+					mre = method
+				}
+			}
+			re, err := regexp.Compile("^/(?:" + sre + ")/(?:" + mre + ")$")
+			if err != nil {
+				return nil, fmt.Sprintf("method: not a regular expression (RE2 syntax): %v", err)
+			}
+			r.PathType, r.Regex = grpcMethodRegex, re
+		}
+	}
+	for i, h := range m.Headers {
+		if h.Type != nil && *h.Type != gatewayv1.GRPCHeaderMatchExact {
+			return nil, fmt.Sprintf("headers[%d].type %s is not supported (Exact is)", i, *h.Type)
+		}
+		if !validHeaderName(string(h.Name)) {
+			return nil, fmt.Sprintf("headers[%d].name %q is not a header name", i, h.Name)
+		}
+		r.Match.Headers = append(r.Match.Headers, Header{Name: canonicalHeader(string(h.Name)), Value: h.Value})
+	}
+	return r, ""
+}
