@@ -38,6 +38,9 @@ type Reconciler struct {
 	// Deployments reads the proxy Deployments (a cache of Namespace only); required with
 	// Proxy.Image.
 	Deployments client.Reader
+	// GRPCRoutes says the API server serves GRPCRoute: its routes are read and their status
+	// written. False (Setup's choice when the CRD is not installed): HTTPRoutes only.
+	GRPCRoutes bool
 
 	// asked holds, per Gateway, when its Service last asked the allocator for other static
 	// addresses and the answer has not been seen yet (see staticAnswerWait). The zero value
@@ -136,7 +139,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	var routes *table.GatewayStatus
-	var candidates []*gwv1.HTTPRoute
+	var candidates []client.Object // HTTPRoutes and GRPCRoutes
 	if plan.Accepted.Status == metav1.ConditionTrue {
 		var err error
 		if routes, candidates, err = r.routeStatus(ctx, &gw); err != nil {
@@ -321,7 +324,7 @@ func eventTime(e *corev1.Event) time.Time {
 }
 
 // cleanup deletes the Services (and proxy Deployments) made for Gateway key, found by their
-// annotation, and metalgate's parent statuses for it on HTTPRoutes.
+// annotation, and metalgate's parent statuses for it on HTTPRoutes and GRPCRoutes.
 func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) error {
 	r.asked.forget(key)
 	if err := r.forgetRoutes(ctx, key); err != nil {

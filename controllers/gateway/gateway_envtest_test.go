@@ -165,7 +165,7 @@ func TestGatewayGetsVIP(t *testing.T) {
 					return fmt.Sprintf("listener %s: %s", l.Name, why)
 				}
 			}
-			if l.AttachedRoutes != 0 || len(l.SupportedKinds) != 1 || l.SupportedKinds[0].Kind != "HTTPRoute" {
+			if l.AttachedRoutes != 0 || len(l.SupportedKinds) != 2 || l.SupportedKinds[0].Kind != "HTTPRoute" || l.SupportedKinds[1].Kind != "GRPCRoute" {
 				return fmt.Sprintf("listener %s: attachedRoutes %d supportedKinds %v", l.Name, l.AttachedRoutes, l.SupportedKinds)
 			}
 		}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -41,8 +42,9 @@ func (p Plan) WantsService() bool {
 	return p.Accepted.Status == metav1.ConditionTrue && p.AddressProblem == "" && len(p.Ports) > 0
 }
 
-// httpRouteKind is the one route kind this increment supports on HTTP and HTTPS listeners.
-var httpRouteKind = gwv1.RouteGroupKind{Group: ptr(gwv1.Group(gwv1.GroupName)), Kind: "HTTPRoute"}
+// routeKindsServed are the route kinds HTTP and HTTPS listeners support, in the order
+// supportedKinds lists them by default.
+var routeKindsServed = []gwv1.Kind{table.KindHTTPRoute, table.KindGRPCRoute}
 
 // PlanGateway decides gw's Plan. Cases, in the order they are checked:
 //   - a spec.addresses entry of a type other than IPAddress: Accepted=False UnsupportedAddress
@@ -52,8 +54,8 @@ var httpRouteKind = gwv1.RouteGroupKind{Group: ptr(gwv1.Group(gwv1.GroupName)), 
 //
 // A listener cannot be served when its protocol is not HTTP or HTTPS (UnsupportedProtocol)
 // or it conflicts with another on its port: other protocol (ProtocolConflict), or same
-// protocol and hostname (HostnameConflict). Route kinds other than HTTPRoute in
-// allowedRoutes.kinds give ResolvedRefs=False InvalidRouteKinds (the listener keeps the valid
+// protocol and hostname (HostnameConflict). Route kinds other than HTTPRoute and GRPCRoute
+// in allowedRoutes.kinds give ResolvedRefs=False InvalidRouteKinds (the listener keeps the valid
 // ones); an HTTPS certificateRef that is not a core Secret (InvalidCertificateRef), or is in
 // another namespace that no ReferenceGrant of grants lets the Gateway's namespace refer to
 // (RefNotPermitted), gives ResolvedRefs=False and the listener is not served.
@@ -145,7 +147,7 @@ func listenerStatuses(gw *gwv1.Gateway, grants []*gwv1beta1.ReferenceGrant) ([]g
 			st.SupportedKinds = kinds
 			if len(badKinds) > 0 {
 				resolved = cond(gwv1.ListenerConditionResolvedRefs, false, gwv1.ListenerReasonInvalidRouteKinds,
-					fmt.Sprintf("route kinds not supported on %s listeners: %s (supported: HTTPRoute)", l.Protocol, strings.Join(badKinds, ", ")))
+					fmt.Sprintf("route kinds not supported on %s listeners: %s (supported: HTTPRoute, GRPCRoute)", l.Protocol, strings.Join(badKinds, ", ")))
 			}
 			if l.Protocol == gwv1.HTTPSProtocolType {
 				if reason, msg := certificateRefs(gw.Namespace, l.TLS, grants); reason != "" {
@@ -211,23 +213,28 @@ func hostname(h *gwv1.Hostname) string {
 	return string(*h)
 }
 
-// routeKinds splits allowedRoutes.kinds into the supported (HTTPRoute; the default when none
-// are listed) and the rest, as "group/Kind".
+// routeKinds splits allowedRoutes.kinds into the supported (HTTPRoute and GRPCRoute, both
+// the default when none are listed; each once, in the order listed) and the rest, as
+// "group/Kind".
 func routeKinds(ar *gwv1.AllowedRoutes) (supportedKinds []gwv1.RouteGroupKind, bad []string) {
-	if ar == nil || len(ar.Kinds) == 0 {
-		return []gwv1.RouteGroupKind{httpRouteKind}, nil
-	}
 	supportedKinds = []gwv1.RouteGroupKind{}
+	if ar == nil || len(ar.Kinds) == 0 {
+		for _, k := range routeKindsServed {
+			supportedKinds = append(supportedKinds, gwv1.RouteGroupKind{Group: ptr(gwv1.Group(gwv1.GroupName)), Kind: k})
+		}
+		return supportedKinds, nil
+	}
 	for _, k := range ar.Kinds {
 		group := gwv1.GroupName
 		if k.Group != nil {
 			group = string(*k.Group)
 		}
-		if group == gwv1.GroupName && k.Kind == httpRouteKind.Kind {
-			supportedKinds = append(supportedKinds, httpRouteKind)
-			continue
+		switch {
+		case group != gwv1.GroupName || !slices.Contains(routeKindsServed, k.Kind):
+			bad = append(bad, group+"/"+string(k.Kind))
+		case !slices.ContainsFunc(supportedKinds, func(s gwv1.RouteGroupKind) bool { return s.Kind == k.Kind }):
+			supportedKinds = append(supportedKinds, gwv1.RouteGroupKind{Group: ptr(gwv1.Group(gwv1.GroupName)), Kind: k.Kind})
 		}
-		bad = append(bad, group+"/"+string(k.Kind))
 	}
 	return supportedKinds, bad
 }

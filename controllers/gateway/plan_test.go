@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,20 +76,21 @@ func TestPlanGateway(t *testing.T) {
 		problem   bool   // AddressProblem set
 		ports     []int32
 		static    []string
-		listeners []string // summary per listener, and its supported kinds count
+		listeners []string // summary per listener, and its supported kinds in order
+		kindsMsg  []string // each in some listener's InvalidRouteKinds message
 		service   bool
 		grants    []*gwv1beta1.ReferenceGrant
 	}{{
 		name: "one HTTP listener", gw: gw(l("http", "HTTP", 80)),
 		accepted: "Accepted=True/Accepted", ports: []int32{80}, service: true,
-		listeners: []string{"Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts kinds=1"},
+		listeners: []string{"Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts kinds=HTTPRoute,GRPCRoute"},
 	}, {
 		name: "ports are distinct and sorted", gw: gw(l("b", "HTTP", 8080), l("a", "HTTP", 80, host("a.test")), l("c", "HTTP", 80, host("c.test")), l("s", "HTTPS", 443)),
 		accepted: "Accepted=True/Accepted", ports: []int32{80, 443, 8080}, service: true,
 	}, {
 		name: "unsupported protocol only", gw: gw(l("tcp", "TCP", 5432)),
 		accepted: "Accepted=False/ListenersNotValid", msg: "tcp",
-		listeners: []string{"Accepted=False/UnsupportedProtocol ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts kinds=0"},
+		listeners: []string{"Accepted=False/UnsupportedProtocol ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts kinds="},
 	}, {
 		name: "one valid, one unsupported", gw: gw(l("http", "HTTP", 80), l("tls", "TLS", 443)),
 		accepted: "Accepted=True/ListenersNotValid", msg: "tls", ports: []int32{80}, service: true,
@@ -96,59 +98,82 @@ func TestPlanGateway(t *testing.T) {
 		name: "protocol conflict on one port", gw: gw(l("http", "HTTP", 443), l("https", "HTTPS", 443)),
 		accepted: "Accepted=False/ListenersNotValid",
 		listeners: []string{
-			"Accepted=False/ProtocolConflict ResolvedRefs=True/ResolvedRefs Conflicted=True/ProtocolConflict kinds=1",
-			"Accepted=False/ProtocolConflict ResolvedRefs=True/ResolvedRefs Conflicted=True/ProtocolConflict kinds=1",
+			"Accepted=False/ProtocolConflict ResolvedRefs=True/ResolvedRefs Conflicted=True/ProtocolConflict kinds=HTTPRoute,GRPCRoute",
+			"Accepted=False/ProtocolConflict ResolvedRefs=True/ResolvedRefs Conflicted=True/ProtocolConflict kinds=HTTPRoute,GRPCRoute",
 		},
 	}, {
 		name: "hostname conflict, a third listener on the port with another hostname is fine", gw: gw(l("a", "HTTP", 80), l("b", "HTTP", 80), l("c", "HTTP", 80, host("c.test"))),
 		accepted: "Accepted=True/ListenersNotValid", ports: []int32{80}, service: true,
 		listeners: []string{
-			"Accepted=False/HostnameConflict ResolvedRefs=True/ResolvedRefs Conflicted=True/HostnameConflict kinds=1",
-			"Accepted=False/HostnameConflict ResolvedRefs=True/ResolvedRefs Conflicted=True/HostnameConflict kinds=1",
-			"Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts kinds=1",
+			"Accepted=False/HostnameConflict ResolvedRefs=True/ResolvedRefs Conflicted=True/HostnameConflict kinds=HTTPRoute,GRPCRoute",
+			"Accepted=False/HostnameConflict ResolvedRefs=True/ResolvedRefs Conflicted=True/HostnameConflict kinds=HTTPRoute,GRPCRoute",
+			"Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts kinds=HTTPRoute,GRPCRoute",
 		},
 	}, {
 		name: "an unsupported listener takes no port", gw: gw(l("http", "HTTP", 80), l("udp", "UDP", 80)),
 		accepted: "Accepted=True/ListenersNotValid", ports: []int32{80}, service: true,
 		listeners: []string{
-			"Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts kinds=1",
-			"Accepted=False/UnsupportedProtocol ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts kinds=0",
+			"Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts kinds=HTTPRoute,GRPCRoute",
+			"Accepted=False/UnsupportedProtocol ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts kinds=",
 		},
 	}, {
-		name: "invalid route kinds", gw: gw(l("only-bad", "HTTP", 80, kinds("TCPRoute")), l("some", "HTTP", 81, kinds("HTTPRoute", "GRPCRoute"))),
+		name: "invalid route kinds", gw: gw(l("only-bad", "HTTP", 80, kinds("TCPRoute")), l("some", "HTTP", 81, kinds("HTTPRoute", "TLSRoute", "GRPCRoute"))),
 		accepted: "Accepted=True/Accepted", ports: []int32{80, 81}, service: true,
 		listeners: []string{
-			"Accepted=True/Accepted ResolvedRefs=False/InvalidRouteKinds Conflicted=False/NoConflicts kinds=0",
-			"Accepted=True/Accepted ResolvedRefs=False/InvalidRouteKinds Conflicted=False/NoConflicts kinds=1",
+			"Accepted=True/Accepted ResolvedRefs=False/InvalidRouteKinds Conflicted=False/NoConflicts kinds=",
+			"Accepted=True/Accepted ResolvedRefs=False/InvalidRouteKinds Conflicted=False/NoConflicts kinds=HTTPRoute,GRPCRoute",
 		},
+		kindsMsg: []string{"gateway.networking.k8s.io/TCPRoute (supported: HTTPRoute, GRPCRoute)", "gateway.networking.k8s.io/TLSRoute (supported: HTTPRoute, GRPCRoute)"},
+	}, {
+		name: "a listener that allows only GRPCRoute", gw: gw(l("grpc", "HTTP", 80, kinds("GRPCRoute")), l("grpcs", "HTTPS", 443, kinds("GRPCRoute"))),
+		accepted: "Accepted=True/Accepted", ports: []int32{80, 443}, service: true,
+		listeners: []string{
+			"Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts kinds=GRPCRoute",
+			"Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts kinds=GRPCRoute",
+		},
+	}, {
+		name: "a listener that allows only HTTPRoute", gw: gw(l("http", "HTTP", 80, kinds("HTTPRoute"))),
+		accepted: "Accepted=True/Accepted", ports: []int32{80}, service: true,
+		listeners: []string{"Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts kinds=HTTPRoute"},
+	}, {
+		name: "kinds in the order listed, each once", gw: gw(l("http", "HTTP", 80, kinds("GRPCRoute", "HTTPRoute", "GRPCRoute"))),
+		accepted: "Accepted=True/Accepted", ports: []int32{80}, service: true,
+		listeners: []string{"Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts kinds=GRPCRoute,HTTPRoute"},
+	}, {
+		name: "a route kind of the right name in another group", gw: gw(l("http", "HTTP", 80, func(l *gwv1.Listener) {
+			l.AllowedRoutes = &gwv1.AllowedRoutes{Kinds: []gwv1.RouteGroupKind{{Group: ptr(gwv1.Group("example.com")), Kind: "GRPCRoute"}}}
+		})),
+		accepted: "Accepted=True/Accepted", ports: []int32{80}, service: true,
+		listeners: []string{"Accepted=True/Accepted ResolvedRefs=False/InvalidRouteKinds Conflicted=False/NoConflicts kinds="},
+		kindsMsg:  []string{"example.com/GRPCRoute"},
 	}, {
 		name: "certificate of another kind", gw: gw(l("s", "HTTPS", 443, certRef(gwv1.SecretObjectReference{Kind: ptr(gwv1.Kind("ConfigMap")), Name: "c"}))),
 		accepted:  "Accepted=False/ListenersNotValid",
-		listeners: []string{"Accepted=True/Accepted ResolvedRefs=False/InvalidCertificateRef Conflicted=False/NoConflicts kinds=1"},
+		listeners: []string{"Accepted=True/Accepted ResolvedRefs=False/InvalidCertificateRef Conflicted=False/NoConflicts kinds=HTTPRoute,GRPCRoute"},
 	}, {
 		name: "certificate in another namespace", gw: gw(l("s", "HTTPS", 443, certRef(gwv1.SecretObjectReference{Namespace: ptr(gwv1.Namespace("other")), Name: "c"}))),
 		accepted:  "Accepted=False/ListenersNotValid",
-		listeners: []string{"Accepted=True/Accepted ResolvedRefs=False/RefNotPermitted Conflicted=False/NoConflicts kinds=1"},
+		listeners: []string{"Accepted=True/Accepted ResolvedRefs=False/RefNotPermitted Conflicted=False/NoConflicts kinds=HTTPRoute,GRPCRoute"},
 	}, {
 		name: "certificate in another namespace, grant for HTTPRoutes only", gw: gw(l("s", "HTTPS", 443, certRef(gwv1.SecretObjectReference{Namespace: ptr(gwv1.Namespace("other")), Name: "c"}))),
 		grants:    []*gwv1beta1.ReferenceGrant{secretGrant("other", "HTTPRoute", "ns", nil)},
 		accepted:  "Accepted=False/ListenersNotValid",
-		listeners: []string{"Accepted=True/Accepted ResolvedRefs=False/RefNotPermitted Conflicted=False/NoConflicts kinds=1"},
+		listeners: []string{"Accepted=True/Accepted ResolvedRefs=False/RefNotPermitted Conflicted=False/NoConflicts kinds=HTTPRoute,GRPCRoute"},
 	}, {
 		name: "certificate in another namespace, grant to another Secret", gw: gw(l("s", "HTTPS", 443, certRef(gwv1.SecretObjectReference{Namespace: ptr(gwv1.Namespace("other")), Name: "c"}))),
 		grants:    []*gwv1beta1.ReferenceGrant{secretGrant("other", "Gateway", "ns", ptr(gwv1.ObjectName("d")))},
 		accepted:  "Accepted=False/ListenersNotValid",
-		listeners: []string{"Accepted=True/Accepted ResolvedRefs=False/RefNotPermitted Conflicted=False/NoConflicts kinds=1"},
+		listeners: []string{"Accepted=True/Accepted ResolvedRefs=False/RefNotPermitted Conflicted=False/NoConflicts kinds=HTTPRoute,GRPCRoute"},
 	}, {
 		name: "certificate in another namespace, grant from Gateways of another namespace", gw: gw(l("s", "HTTPS", 443, certRef(gwv1.SecretObjectReference{Namespace: ptr(gwv1.Namespace("other")), Name: "c"}))),
 		grants:    []*gwv1beta1.ReferenceGrant{secretGrant("other", "Gateway", "elsewhere", nil)},
 		accepted:  "Accepted=False/ListenersNotValid",
-		listeners: []string{"Accepted=True/Accepted ResolvedRefs=False/RefNotPermitted Conflicted=False/NoConflicts kinds=1"},
+		listeners: []string{"Accepted=True/Accepted ResolvedRefs=False/RefNotPermitted Conflicted=False/NoConflicts kinds=HTTPRoute,GRPCRoute"},
 	}, {
 		name: "certificate in another namespace, granted to that Secret", gw: gw(l("s", "HTTPS", 443, certRef(gwv1.SecretObjectReference{Namespace: ptr(gwv1.Namespace("other")), Name: "c"}))),
 		grants:   []*gwv1beta1.ReferenceGrant{secretGrant("other", "Gateway", "ns", ptr(gwv1.ObjectName("c")))},
 		accepted: "Accepted=True/Accepted", ports: []int32{443}, service: true,
-		listeners: []string{"Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts kinds=1"},
+		listeners: []string{"Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts kinds=HTTPRoute,GRPCRoute"},
 	}, {
 		name: "certificate in the Gateway's namespace, named explicitly", gw: gw(l("s", "HTTPS", 443, certRef(gwv1.SecretObjectReference{Namespace: ptr(gwv1.Namespace("ns")), Kind: ptr(gwv1.Kind("Secret")), Group: ptr(gwv1.Group("")), Name: "c"}))),
 		accepted: "Accepted=True/Accepted", ports: []int32{443}, service: true,
@@ -199,10 +224,26 @@ func TestPlanGateway(t *testing.T) {
 			if tc.listeners != nil {
 				var got []string
 				for _, ls := range p.Listeners {
-					got = append(got, fmt.Sprintf("%s kinds=%d", summary(ls.Conditions), len(ls.SupportedKinds)))
+					var ks []string
+					for _, k := range ls.SupportedKinds {
+						if k.Group == nil || *k.Group != gwv1.GroupName {
+							t.Errorf("listener %s: supported kind %s without group %s", ls.Name, k.Kind, gwv1.GroupName)
+						}
+						ks = append(ks, string(k.Kind))
+					}
+					got = append(got, fmt.Sprintf("%s kinds=%s", summary(ls.Conditions), strings.Join(ks, ",")))
 				}
 				if diff := cmp.Diff(tc.listeners, got); diff != "" {
 					t.Errorf("listeners (-want +got):\n%s", diff)
+				}
+			}
+			for _, want := range tc.kindsMsg {
+				if !slices.ContainsFunc(p.Listeners, func(ls gwv1.ListenerStatus) bool {
+					return slices.ContainsFunc(ls.Conditions, func(c metav1.Condition) bool {
+						return c.Reason == string(gwv1.ListenerReasonInvalidRouteKinds) && strings.Contains(c.Message, want)
+					})
+				}) {
+					t.Errorf("no InvalidRouteKinds message contains %q: %+v", want, p.Listeners)
 				}
 			}
 			if p.WantsService() != tc.service {

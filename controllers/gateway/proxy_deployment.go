@@ -38,7 +38,7 @@ const ComponentGatewayProxy = "gateway-proxy"
 
 // DesiredDeployment is the proxy Deployment of gw: in namespace, named and labelled like its
 // Service (whose selector are those labels), one replica running
-// `metalgate proxy --gateway=<namespace>/<name>`, listening on the listeners' ports as a
+// `metalgate proxy --gateway=<namespace>/<name> --h2c`, listening on the listeners' ports as a
 // non-root user (net.ipv4.ip_unprivileged_port_start=0, a namespaced safe sysctl, lets it bind
 // ports below 1024 without a capability).
 //
@@ -101,10 +101,12 @@ func DesiredDeployment(gw *gwv1.Gateway, gc *gwv1.GatewayClass, plan Plan, names
 	}
 }
 
-// proxyArgs are the arguments of gw's proxy: the Gateway, and the class's trust in
+// proxyArgs are the arguments of gw's proxy: the Gateway; --h2c, so that its plain HTTP
+// listeners also take HTTP/2 with prior knowledge (gRPC clients without TLS speak nothing
+// else, and a GRPCRoute may attach to an HTTP listener); and the class's trust in
 // hand-written EndpointSlices.
 func proxyArgs(gw *gwv1.Gateway, gc *gwv1.GatewayClass) []string {
-	args := []string{"proxy", "--gateway=" + gw.Namespace + "/" + gw.Name}
+	args := []string{"proxy", "--gateway=" + gw.Namespace + "/" + gw.Name, "--h2c"}
 	if gc.Annotations[contract.AnnotationAllowUnmanagedEndpointSlices] == "true" {
 		args = append(args, "--allow-unmanaged-endpointslices")
 	}

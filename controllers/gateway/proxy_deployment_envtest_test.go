@@ -52,7 +52,7 @@ func TestGatewayProxyDeployment(t *testing.T) {
 				}
 			}
 			c := d.Spec.Template.Spec.Containers
-			if len(c) != 1 || c[0].Image != image || strings.Join(c[0].Args, " ") != "proxy --gateway="+ns+"/served" {
+			if len(c) != 1 || c[0].Image != image || strings.Join(c[0].Args, " ") != "proxy --gateway="+ns+"/served --h2c" {
 				return fmt.Sprintf("containers %+v", c)
 			}
 			var ports []string

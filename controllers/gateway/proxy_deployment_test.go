@@ -10,11 +10,11 @@ import (
 	"github.com/metalgate/metalgate/api/contract"
 )
 
-// TestProxyArgs: only a GatewayClass annotated exactly "true" makes its Gateways' proxies
-// trust hand-written EndpointSlices; the Gateway's own annotations never do (its owner is not
-// the cluster operator).
+// TestProxyArgs: every Gateway proxy accepts h2c (gRPC without TLS); only a GatewayClass
+// annotated exactly "true" makes its Gateways' proxies trust hand-written EndpointSlices; the
+// Gateway's own annotations never do (its owner is not the cluster operator).
 func TestProxyArgs(t *testing.T) {
-	base := []string{"proxy", "--gateway=team-a/web"}
+	base := []string{"proxy", "--gateway=team-a/web", "--h2c"}
 	allow := append(append([]string(nil), base...), "--allow-unmanaged-endpointslices")
 	for _, tc := range []struct {
 		name       string

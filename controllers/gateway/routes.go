@@ -25,19 +25,17 @@ import (
 // leader only, and the proxies stay read-only (config/rbac/gateway-proxy).
 
 // routeInput reads what table.Build needs for gw's routes and certificates: every HTTPRoute,
-// ReferenceGrant, Namespace and Service (from the manager's cache, not copied: Build only
-// reads, and the routes are copied before a status write), and the Secrets its HTTPS
-// listeners name (certificateSecrets). EndpointSlices are not read: they change what is
-// routed, not whether a route is attached or its references resolve.
+// GRPCRoute (when the API server serves them, Reconciler.GRPCRoutes), ReferenceGrant,
+// Namespace and Service (from the manager's cache, not copied: Build only reads, and the
+// routes are copied before a status write), and the Secrets its HTTPS listeners name
+// (certificateSecrets). EndpointSlices are not read: they change what is routed, not whether
+// a route is attached or its references resolve.
 func (r *Reconciler) routeInput(ctx context.Context, gw *gwv1.Gateway) (table.Input, error) {
 	in := table.Input{Gateway: gw}
 	nocopy := client.UnsafeDisableDeepCopy
-	var routes gwv1.HTTPRouteList
-	if err := r.Client.List(ctx, &routes, nocopy); err != nil {
-		return in, fmt.Errorf("list HTTPRoutes: %w", err)
-	}
-	for i := range routes.Items {
-		in.HTTPRoutes = append(in.HTTPRoutes, &routes.Items[i])
+	var err error
+	if in.HTTPRoutes, in.GRPCRoutes, err = r.listRoutes(ctx, nocopy); err != nil {
+		return in, err
 	}
 	grants, err := r.referenceGrants(ctx)
 	if err != nil {
@@ -103,65 +101,132 @@ func (r *Reconciler) certificateSecrets(ctx context.Context, gw *gwv1.Gateway, g
 	return out, nil
 }
 
-// routeStatus builds gw's table and returns its status part, and the routes it read.
-func (r *Reconciler) routeStatus(ctx context.Context, gw *gwv1.Gateway) (*table.GatewayStatus, []*gwv1.HTTPRoute, error) {
+// listRoutes lists every HTTPRoute and, when the API server serves them, every GRPCRoute.
+func (r *Reconciler) listRoutes(ctx context.Context, opts ...client.ListOption) ([]*gwv1.HTTPRoute, []*gwv1.GRPCRoute, error) {
+	var hrs gwv1.HTTPRouteList
+	if err := r.Client.List(ctx, &hrs, opts...); err != nil {
+		return nil, nil, fmt.Errorf("list HTTPRoutes: %w", err)
+	}
+	http := make([]*gwv1.HTTPRoute, len(hrs.Items))
+	for i := range hrs.Items {
+		http[i] = &hrs.Items[i]
+	}
+	if !r.GRPCRoutes {
+		return http, nil, nil
+	}
+	var grs gwv1.GRPCRouteList
+	if err := r.Client.List(ctx, &grs, opts...); err != nil {
+		return nil, nil, fmt.Errorf("list GRPCRoutes: %w", err)
+	}
+	grpc := make([]*gwv1.GRPCRoute, len(grs.Items))
+	for i := range grs.Items {
+		grpc[i] = &grs.Items[i]
+	}
+	return http, grpc, nil
+}
+
+// routeStatus builds gw's table and returns its status part, and the routes it read (the
+// HTTPRoutes, then the GRPCRoutes).
+func (r *Reconciler) routeStatus(ctx context.Context, gw *gwv1.Gateway) (*table.GatewayStatus, []client.Object, error) {
 	in, err := r.routeInput(ctx, gw)
 	if err != nil {
 		return nil, nil, err
 	}
 	t, _ := table.Build(in) // Problems are about Ingresses; a Gateway's are in its status
-	return t.Gateway, in.HTTPRoutes, nil
+	return t.Gateway, routeObjects(in.HTTPRoutes, in.GRPCRoutes), nil
 }
 
-// writeRouteStatuses writes, on every HTTPRoute that names gw or holds a parent status of
-// metalgate's for it, the parent statuses st computed (none for a route that no longer names
-// it), leaving every other parent's entry as it is.
-func (r *Reconciler) writeRouteStatuses(ctx context.Context, gw types.NamespacedName, st *table.GatewayStatus, routes []*gwv1.HTTPRoute) error {
-	want := map[types.NamespacedName][]gwv1.RouteParentStatus{}
+// routeObjects is both kinds of routes in one list, HTTPRoutes first.
+func routeObjects(http []*gwv1.HTTPRoute, grpc []*gwv1.GRPCRoute) []client.Object {
+	out := make([]client.Object, 0, len(http)+len(grpc))
+	for _, hr := range http {
+		out = append(out, hr)
+	}
+	for _, gr := range grpc {
+		out = append(out, gr)
+	}
+	return out
+}
+
+// routeParts are what the controller reads and writes alike in an HTTPRoute and a GRPCRoute:
+// both kinds share CommonRouteSpec (parentRefs) and RouteStatus (status.parents).
+type routeParts struct {
+	kind   string // table.KindHTTPRoute or table.KindGRPCRoute
+	spec   *gwv1.CommonRouteSpec
+	status *gwv1.RouteStatus
+}
+
+// partsOf are o's routeParts, pointing into o; ok is false for any other kind than
+// HTTPRoute and GRPCRoute.
+func partsOf(o client.Object) (p routeParts, ok bool) {
+	switch rt := o.(type) {
+	case *gwv1.HTTPRoute:
+		return routeParts{table.KindHTTPRoute, &rt.Spec.CommonRouteSpec, &rt.Status.RouteStatus}, true
+	case *gwv1.GRPCRoute:
+		return routeParts{table.KindGRPCRoute, &rt.Spec.CommonRouteSpec, &rt.Status.RouteStatus}, true
+	}
+	return routeParts{}, false
+}
+
+// routeKey names one route of one kind in table.GatewayStatus.Routes.
+type routeKey struct {
+	kind  string
+	route types.NamespacedName
+}
+
+// writeRouteStatuses writes, on every route (HTTPRoute or GRPCRoute) that names gw or holds
+// a parent status of metalgate's for it, the parent statuses st computed (none for a route
+// that no longer names it), leaving every other parent's entry as it is.
+func (r *Reconciler) writeRouteStatuses(ctx context.Context, gw types.NamespacedName, st *table.GatewayStatus, routes []client.Object) error {
+	want := map[routeKey][]gwv1.RouteParentStatus{}
 	if st != nil {
 		for _, rs := range st.Routes {
-			want[rs.Route] = rs.Parents
+			want[routeKey{rs.Kind, rs.Route}] = rs.Parents
 		}
 	}
 	now := metav1.Now()
-	for _, hr := range routes {
-		key := types.NamespacedName{Namespace: hr.Namespace, Name: hr.Name}
-		ours, named := want[key]
-		if !named && !slices.ContainsFunc(hr.Status.Parents, func(p gwv1.RouteParentStatus) bool { return isOurs(p, gw, hr.Namespace) }) {
+	for _, o := range routes {
+		p, ok := partsOf(o)
+		if !ok {
 			continue
 		}
-		next := MergeRouteParents(hr.Status.Parents, gw, hr.Namespace, ours, now)
-		if equality.Semantic.DeepEqual(next, hr.Status.Parents) {
+		key := types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+		ours, named := want[routeKey{p.kind, key}]
+		if !named && !slices.ContainsFunc(p.status.Parents, func(ps gwv1.RouteParentStatus) bool { return isOurs(ps, gw, key.Namespace) }) {
 			continue
 		}
-		updated := hr.DeepCopy()
-		updated.Status.Parents = next
+		next := MergeRouteParents(p.status.Parents, gw, key.Namespace, ours, now)
+		if equality.Semantic.DeepEqual(next, p.status.Parents) {
+			continue
+		}
+		updated, ok := o.DeepCopyObject().(client.Object)
+		if !ok {
+			return fmt.Errorf("copy %s %s: not a client.Object", p.kind, key)
+		}
+		up, _ := partsOf(updated)
+		up.status.Parents = next
 		if err := r.Client.Status().Update(ctx, updated); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
-			return fmt.Errorf("update status of HTTPRoute %s: %w", key, err)
+			return fmt.Errorf("update status of %s %s: %w", p.kind, key, err)
 		}
-		ctrl.LoggerFrom(ctx).V(1).Info("wrote HTTPRoute status", "httproute", key.String(), "parents", len(ours))
+		ctrl.LoggerFrom(ctx).V(1).Info("wrote route status", "kind", p.kind, "route", key.String(), "parents", len(ours))
 	}
 	return nil
 }
 
 // forgetRoutes removes metalgate's parent statuses for Gateway gw (deleted, or no longer
-// metalgate's) from every HTTPRoute.
+// metalgate's) from every HTTPRoute and GRPCRoute.
 func (r *Reconciler) forgetRoutes(ctx context.Context, gw types.NamespacedName) error {
-	var list gwv1.HTTPRouteList
-	if err := r.Client.List(ctx, &list); err != nil {
+	http, grpc, err := r.listRoutes(ctx)
+	if err != nil {
 		if meta.IsNoMatchError(err) {
 			return nil
 		}
-		return fmt.Errorf("list HTTPRoutes: %w", err)
+		return err
 	}
-	routes := make([]*gwv1.HTTPRoute, len(list.Items))
-	for i := range list.Items {
-		routes[i] = &list.Items[i]
-	}
-	return r.writeRouteStatuses(ctx, gw, nil, routes)
+	return r.writeRouteStatuses(ctx, gw, nil, routeObjects(http, grpc))
 }
 
 // isOurs says whether p is metalgate's parent status for Gateway gw (a parentRef of a route

@@ -36,15 +36,32 @@ func backendService(t *testing.T, ns, name string) {
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}})
 }
 
-// ourParent is the parent status metalgate wrote on route ns/name for Gateway gwNS/gwName, as
-// "Accepted=<status>/<reason> ResolvedRefs=<status>/<reason>", or "" when there is none.
+// ourParent is the parent status metalgate wrote on HTTPRoute ns/name for Gateway
+// gwNS/gwName (ourRouteParent), and the route.
 func ourParent(t *testing.T, ns, name, gwNS, gwName string) (string, *gwv1.HTTPRoute) {
 	t.Helper()
 	var hr gwv1.HTTPRoute
-	if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &hr); err != nil {
+	return ourRouteParent(t, &hr, ns, name, gwNS, gwName), &hr
+}
+
+// ourRouteParent reads route ns/name into route (an HTTPRoute or a GRPCRoute) and returns the
+// parent status metalgate wrote on it for Gateway gwNS/gwName, as
+// "Accepted=<status>/<reason> ResolvedRefs=<status>/<reason>", or "" when there is none.
+func ourRouteParent(t *testing.T, route client.Object, ns, name, gwNS, gwName string) string {
+	t.Helper()
+	if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, route); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range hr.Status.Parents {
+	var parents []gwv1.RouteParentStatus
+	switch r := route.(type) {
+	case *gwv1.HTTPRoute:
+		parents = r.Status.Parents
+	case *gwv1.GRPCRoute:
+		parents = r.Status.Parents
+	default:
+		t.Fatalf("ourRouteParent: %T is not a route", route)
+	}
+	for _, p := range parents {
 		if p.ControllerName != gateway.ControllerName || string(p.ParentRef.Name) != gwName ||
 			p.ParentRef.Namespace == nil || string(*p.ParentRef.Namespace) != gwNS {
 			continue
@@ -56,14 +73,14 @@ func ourParent(t *testing.T, ns, name, gwNS, gwName string) (string, *gwv1.HTTPR
 				out += typ + "=none "
 				continue
 			}
-			if c.ObservedGeneration != hr.Generation || c.LastTransitionTime.IsZero() {
-				out += fmt.Sprintf("%s(generation %d of %d, time %v) ", typ, c.ObservedGeneration, hr.Generation, c.LastTransitionTime)
+			if c.ObservedGeneration != route.GetGeneration() || c.LastTransitionTime.IsZero() {
+				out += fmt.Sprintf("%s(generation %d of %d, time %v) ", typ, c.ObservedGeneration, route.GetGeneration(), c.LastTransitionTime)
 			}
 			out += fmt.Sprintf("%s=%s/%s ", typ, c.Status, c.Reason)
 		}
-		return out[:len(out)-1], &hr
+		return out[:len(out)-1]
 	}
-	return "", &hr
+	return ""
 }
 
 // TestGatewayRouteStatus: the controller writes each HTTPRoute's parent status for its

@@ -44,8 +44,8 @@ type Options struct {
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status;gateways/status,verbs=get;update;patch
 // Route status (routes.go): what the Gateways' proxies read, and the routes' status.
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;referencegrants,verbs=get;list;watch
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;grpcroutes;referencegrants,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes/status;grpcroutes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // The Secrets HTTPS listeners name, read one by one to report ResolvedRefs (never listed):
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
@@ -56,10 +56,15 @@ type Options struct {
 // +kubebuilder:rbac:groups="",namespace=metalgate-system,resources=pods,verbs=get
 
 // Setup registers the GatewayClass and Gateway reconcilers with mgr, whose scheme must know
-// gateway.networking.k8s.io/v1. When the API server does not serve Gateway API (its CRDs are
-// not installed), it registers nothing, says so in the log, and returns nil: the rest of the
-// controller runs as before. Like every reconciler of the manager, both run on the leader
-// only, so only the leader writes status.
+// gateway.networking.k8s.io/v1. When the API server does not serve Gateway API (the CRDs of
+// GatewayClass, Gateway, HTTPRoute or ReferenceGrant are not installed), it registers
+// nothing, says so in the log, and returns nil: the rest of the controller runs as before.
+// When only GRPCRoute is missing (an install of Gateway API before v1.1, whose standard
+// channel lacked it), it says so and serves HTTPRoutes alone: GRPCRoutes are neither
+// watched nor listed, so nothing waits for a kind the API server lacks; a GRPCRoute CRD
+// installed later is served after a restart (of the controller, and of the Gateway proxies,
+// which decide the same way: proxy/controlplane). Like every reconciler of the manager, both
+// run on the leader only, so only the leader writes status.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, err error) {
 	if opts.Namespace == "" {
 		opts.Namespace = controllers.DefaultNamespace
@@ -69,17 +74,29 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 		{"GatewayClass", gwv1.GroupVersion.Version}, {"Gateway", gwv1.GroupVersion.Version},
 		{"HTTPRoute", gwv1.GroupVersion.Version}, {"ReferenceGrant", gwv1beta1.GroupVersion.Version},
 	} {
-		_, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: gwv1.GroupName, Kind: kind.kind}, kind.version)
-		if meta.IsNoMatchError(err) {
+		ok, err := served(mgr.GetRESTMapper(), kind.kind, kind.version)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
 			log.Info("Gateway API is not installed: Gateway controller disabled", "missing", kind.kind+"/"+kind.version)
 			return false, nil
 		}
-		if err != nil {
-			return false, fmt.Errorf("look up %s in the API server: %w", kind.kind, err)
-		}
+	}
+	grpc, err := served(mgr.GetRESTMapper(), "GRPCRoute", gwv1.GroupVersion.Version)
+	if err != nil {
+		return false, err
+	}
+	if !grpc {
+		log.Info("GRPCRoute is not installed: Gateways serve HTTPRoutes only", "missing", "GRPCRoute/"+gwv1.GroupVersion.Version)
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &gwv1.HTTPRoute{}, indexBackend, routeBackends); err != nil {
 		return false, fmt.Errorf("index HTTPRoutes by backend: %w", err)
+	}
+	if grpc {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, &gwv1.GRPCRoute{}, indexBackend, routeBackends); err != nil {
+			return false, fmt.Errorf("index GRPCRoutes by backend: %w", err)
+		}
 	}
 	c := mgr.GetClient()
 	err = ctrl.NewControllerManagedBy(mgr).
@@ -90,7 +107,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	if err != nil {
 		return false, fmt.Errorf("set up GatewayClass controller: %w", err)
 	}
-	r := &Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Proxy: opts.Proxy}
+	r := &Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Proxy: opts.Proxy, GRPCRoutes: grpc}
 	b := ctrl.NewControllerManagedBy(mgr)
 	if opts.Proxy.Image != "" {
 		// Deployments only from metalgate's namespace: a cache of its own, so the manager's
@@ -107,6 +124,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 		b = b.WatchesRawSource(source.Kind(dc, client.Object(&appsv1.Deployment{}), handler.EnqueueRequestsFromMapFunc(serviceGateway),
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetAnnotations()[contract.AnnotationGateway] != "" })))
 	}
+	if grpc {
+		b = b.Watches(&gwv1.GRPCRoute{}, handler.EnqueueRequestsFromMapFunc(routeGateways))
+	}
 	err = b.
 		Named("gateway").
 		WithOptions(controller.Options{SkipNameValidation: &opts.SkipNameValidation}).
@@ -121,7 +141,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 			if o.GetNamespace() == opts.Namespace && o.GetAnnotations()[contract.AnnotationGateway] != "" {
 				return serviceGateway(ctx, o)
 			}
-			return gatewaysOfBackend(ctx, c, o)
+			return gatewaysOfBackend(ctx, c, grpc, o)
 		}), builder.WithPredicates(serviceEvents(opts.Namespace))).
 		// Routes: the Gateways they name, and those whose status they hold.
 		Watches(&gwv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(routeGateways)).
@@ -138,21 +158,20 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	return true, nil
 }
 
-// indexBackend indexes HTTPRoutes by the Services their backendRefs and RequestMirror filters
-// name, "namespace/name".
-const indexBackend = "metalgate.io/httproute-backend"
+// indexBackend indexes HTTPRoutes and GRPCRoutes by the Services their backendRefs and
+// RequestMirror filters name, "namespace/name".
+const indexBackend = "metalgate.io/route-backend"
 
+// routeBackends are the Services an HTTPRoute's or GRPCRoute's rules name as backendRefs or
+// in RequestMirror filters (a mirror's Service counts as a backend: its absence is a
+// ResolvedRefs), each once, as "namespace/name".
 func routeBackends(o client.Object) []string {
-	hr, ok := o.(*gwv1.HTTPRoute)
-	if !ok {
-		return nil
-	}
 	var out []string
 	add := func(ref gwv1.BackendObjectReference) {
 		if ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Service" {
 			return
 		}
-		ns := hr.Namespace
+		ns := o.GetNamespace()
 		if ref.Namespace != nil {
 			ns = string(*ref.Namespace)
 		}
@@ -160,13 +179,32 @@ func routeBackends(o client.Object) []string {
 			out = append(out, k)
 		}
 	}
-	for _, rule := range hr.Spec.Rules {
-		for _, b := range rule.BackendRefs {
-			add(b.BackendObjectReference)
+	mirror := func(m *gwv1.HTTPRequestMirrorFilter) {
+		if m != nil {
+			add(m.BackendRef)
 		}
-		for _, f := range rule.Filters {
-			if f.Type == gwv1.HTTPRouteFilterRequestMirror && f.RequestMirror != nil {
-				add(f.RequestMirror.BackendRef) // a mirror's Service counts as a backend
+	}
+	switch rt := o.(type) {
+	case *gwv1.HTTPRoute:
+		for _, rule := range rt.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				add(b.BackendObjectReference)
+			}
+			for _, f := range rule.Filters {
+				if f.Type == gwv1.HTTPRouteFilterRequestMirror {
+					mirror(f.RequestMirror)
+				}
+			}
+		}
+	case *gwv1.GRPCRoute:
+		for _, rule := range rt.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				add(b.BackendObjectReference)
+			}
+			for _, f := range rule.Filters {
+				if f.Type == gwv1.GRPCRouteFilterRequestMirror { // refused by table.Build today (UnsupportedValue)
+					mirror(f.RequestMirror)
+				}
 			}
 		}
 	}
@@ -187,23 +225,40 @@ func serviceEvents(namespace string) predicate.Funcs {
 	}
 }
 
-// gatewaysOfBackend are the Gateways named by the routes whose backendRefs name Service o.
-func gatewaysOfBackend(ctx context.Context, c client.Reader, o client.Object) []ctrl.Request {
-	var list gwv1.HTTPRouteList
-	if err := c.List(ctx, &list, client.MatchingFields{indexBackend: o.GetNamespace() + "/" + o.GetName()}); err != nil {
-		return nil
-	}
+// gatewaysOfBackend are the Gateways named by the routes (HTTPRoutes, and GRPCRoutes when
+// grpc) whose backendRefs name Service o.
+func gatewaysOfBackend(ctx context.Context, c client.Reader, grpc bool, o client.Object) []ctrl.Request {
+	key := client.MatchingFields{indexBackend: o.GetNamespace() + "/" + o.GetName()}
 	var out []ctrl.Request
-	for i := range list.Items {
-		out = append(out, routeGateways(ctx, &list.Items[i])...)
+	var hrs gwv1.HTTPRouteList
+	if err := c.List(ctx, &hrs, key); err == nil {
+		for i := range hrs.Items {
+			out = appendNew(out, routeGateways(ctx, &hrs.Items[i])...)
+		}
+	}
+	var grs gwv1.GRPCRouteList
+	if grpc && c.List(ctx, &grs, key) == nil {
+		for i := range grs.Items {
+			out = appendNew(out, routeGateways(ctx, &grs.Items[i])...)
+		}
 	}
 	return out
 }
 
-// routeGateways are the Gateways an HTTPRoute names in its parentRefs, and those metalgate
-// holds a parent status for (a parentRef removed: that status must go).
+// appendNew appends the requests of add that reqs does not hold yet.
+func appendNew(reqs []ctrl.Request, add ...ctrl.Request) []ctrl.Request {
+	for _, r := range add {
+		if !slices.Contains(reqs, r) {
+			reqs = append(reqs, r)
+		}
+	}
+	return reqs
+}
+
+// routeGateways are the Gateways an HTTPRoute or GRPCRoute names in its parentRefs, and
+// those metalgate holds a parent status for (a parentRef removed: that status must go).
 func routeGateways(_ context.Context, o client.Object) []ctrl.Request {
-	hr, ok := o.(*gwv1.HTTPRoute)
+	p, ok := partsOf(o)
 	if !ok {
 		return nil
 	}
@@ -212,20 +267,18 @@ func routeGateways(_ context.Context, o client.Object) []ctrl.Request {
 		if ref.Group != nil && *ref.Group != gwv1.GroupName || ref.Kind != nil && *ref.Kind != "Gateway" {
 			return
 		}
-		key := types.NamespacedName{Namespace: hr.Namespace, Name: string(ref.Name)}
+		key := types.NamespacedName{Namespace: o.GetNamespace(), Name: string(ref.Name)}
 		if ref.Namespace != nil {
 			key.Namespace = string(*ref.Namespace)
 		}
-		if !slices.ContainsFunc(out, func(r ctrl.Request) bool { return r.NamespacedName == key }) {
-			out = append(out, ctrl.Request{NamespacedName: key})
-		}
+		out = appendNew(out, ctrl.Request{NamespacedName: key})
 	}
-	for _, ref := range hr.Spec.ParentRefs {
+	for _, ref := range p.spec.ParentRefs {
 		add(ref)
 	}
-	for _, p := range hr.Status.Parents {
-		if p.ControllerName == ControllerName {
-			add(p.ParentRef)
+	for _, ps := range p.status.Parents {
+		if ps.ControllerName == ControllerName {
+			add(ps.ParentRef)
 		}
 	}
 	return out
@@ -275,4 +328,17 @@ func splitKey(s string) (namespace, name string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// served says whether the API server serves kind of gateway.networking.k8s.io at version;
+// an error is a failed lookup, not an absent kind.
+func served(m meta.RESTMapper, kind, version string) (bool, error) {
+	_, err := m.RESTMapping(schema.GroupKind{Group: gwv1.GroupName, Kind: kind}, version)
+	switch {
+	case meta.IsNoMatchError(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("look up %s/%s in the API server: %w", kind, version, err)
+	}
+	return true, nil
 }

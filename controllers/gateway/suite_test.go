@@ -71,6 +71,12 @@ func startController(t *testing.T, elect func(*ctrl.Options)) (stop func()) {
 // startControllerWith is startController with the Gateway controller's options.
 func startControllerWith(t *testing.T, elect func(*ctrl.Options), gwOpts gateway.Options) (stop func()) {
 	t.Helper()
+	return startControllerOn(t, cfg, elect, gwOpts)
+}
+
+// startControllerOn is startControllerWith on the API server of config c.
+func startControllerOn(t *testing.T, c *rest.Config, elect func(*ctrl.Options), gwOpts gateway.Options) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ctx = logr.NewContext(ctx, testenv.Logger(t, "controller"))
 	opts := ctrl.Options{
@@ -83,7 +89,7 @@ func startControllerWith(t *testing.T, elect func(*ctrl.Options), gwOpts gateway
 	if elect != nil {
 		elect(&opts)
 	}
-	mgr, err := ctrl.NewManager(cfg, opts)
+	mgr, err := ctrl.NewManager(c, opts)
 	if err != nil {
 		t.Fatalf("new manager: %v", err)
 	}

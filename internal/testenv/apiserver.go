@@ -29,8 +29,8 @@ const (
 // Options say what the API server holds. The zero value is a bare API server (RBAC authorizer
 // on, as envtest starts it) with no CRDs and single-stack Services.
 type Options struct {
-	// CRDs are directories of CRD manifests, relative to the repository root
-	// (MetalgateCRDs, GatewayCRDs) or absolute; each must exist.
+	// CRDs are directories of CRD manifests, or manifests (CRDsExcept), relative to the
+	// repository root (MetalgateCRDs, GatewayCRDs) or absolute; each must exist.
 	CRDs []string
 	// DualStack gives Services a cluster IP range of each family (10.0.0.0/16 and
 	// fd00:10:96::/112), for dual-stack and IPv6 Services.

@@ -50,6 +50,13 @@ func (f *Freshness) OK(kind string) {
 	k.brokenSince = time.Time{}
 }
 
+// Forget stops tracking kind: one that turned out not to be watched.
+func (f *Freshness) Forget(kind string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.kinds, kind)
+}
+
 // Failed records a failed watch or list of kind.
 func (f *Freshness) Failed(kind string, err error) {
 	f.mu.Lock()

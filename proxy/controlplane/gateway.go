@@ -3,12 +3,15 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
@@ -23,6 +26,7 @@ import (
 const (
 	KindGateway        = "Gateway"
 	KindHTTPRoute      = "HTTPRoute"
+	KindGRPCRoute      = "GRPCRoute"
 	KindReferenceGrant = "ReferenceGrant"
 	KindNamespace      = "Namespace"
 )
@@ -31,6 +35,8 @@ const (
 var gatewayWatched = []watchedKind{
 	{KindGateway, &gatewayv1.Gateway{}, func() client.ObjectList { return &gatewayv1.GatewayList{} }},
 	{KindHTTPRoute, &gatewayv1.HTTPRoute{}, func() client.ObjectList { return &gatewayv1.HTTPRouteList{} }},
+	// Left out when the API server does not serve GRPCRoute (Options.noGRPCRoute).
+	{KindGRPCRoute, &gatewayv1.GRPCRoute{}, func() client.ObjectList { return &gatewayv1.GRPCRouteList{} }},
 	{KindReferenceGrant, &gatewayv1beta1.ReferenceGrant{}, func() client.ObjectList { return &gatewayv1beta1.ReferenceGrantList{} }},
 	{KindNamespace, &corev1.Namespace{}, func() client.ObjectList { return &corev1.NamespaceList{} }},
 	{KindService, &corev1.Service{}, func() client.ObjectList { return &corev1.ServiceList{} }},
@@ -39,17 +45,42 @@ var gatewayWatched = []watchedKind{
 	{KindSecret, &corev1.Secret{}, func() client.ObjectList { return &corev1.SecretList{} }},
 }
 
-// kinds are the kinds this proxy watches: a Gateway proxy's or an Ingress proxy's.
+// kinds are the kinds this proxy watches: a Gateway proxy's (without GRPCRoute when the API
+// server does not serve it) or an Ingress proxy's.
 func (o *Options) kinds() []watchedKind {
-	if o.Gateway.Name != "" {
-		return gatewayWatched
+	if o.Gateway.Name == "" {
+		return watched
 	}
-	return watched
+	if o.noGRPCRoute {
+		return slices.DeleteFunc(slices.Clone(gatewayWatched), func(w watchedKind) bool { return w.kind == KindGRPCRoute })
+	}
+	return gatewayWatched
+}
+
+// checkGRPCRoute sets o.noGRPCRoute when o is a Gateway proxy's and the API server (asked
+// through m) does not serve GRPCRoute: an install of Gateway API before v1.1, whose standard
+// channel lacked it. The proxy then serves HTTPRoutes alone, as the Gateway controller does
+// on such a cluster (controllers/gateway.Setup), instead of failing readiness on a watch
+// that cannot start; a GRPCRoute CRD installed later is read after a restart.
+func (o *Options) checkGRPCRoute(m meta.RESTMapper) error {
+	if o.Gateway.Name == "" {
+		return nil
+	}
+	_, err := m.RESTMapping(schema.GroupKind{Group: gatewayv1.GroupName, Kind: KindGRPCRoute}, gatewayv1.GroupVersion.Version)
+	switch {
+	case meta.IsNoMatchError(err):
+		o.noGRPCRoute = true
+		o.Logger.Info("GRPCRoute is not installed: this Gateway proxy serves HTTPRoutes only", "gateway", o.Gateway.String())
+	case err != nil:
+		return fmt.Errorf("look up GRPCRoute in the API server: %w", err)
+	}
+	return nil
 }
 
 // gatewaySnapshot is snapshot for a Gateway proxy: its Gateway (nil while it does not exist:
-// the table then routes nothing), every HTTPRoute, ReferenceGrant, Namespace, Service and
-// EndpointSlice; table.Build keeps the routes whose parentRefs name the Gateway.
+// the table then routes nothing), every HTTPRoute, GRPCRoute (unless not served),
+// ReferenceGrant, Namespace, Service and EndpointSlice; table.Build keeps the routes whose
+// parentRefs name the Gateway.
 func (b *builder) gatewaySnapshot(ctx context.Context) (table.Input, error) {
 	in := table.Input{AllowUnmanagedSlices: b.opts.AllowUnmanagedSlices}
 	nocopy := client.UnsafeDisableDeepCopy
@@ -67,6 +98,15 @@ func (b *builder) gatewaySnapshot(ctx context.Context) (table.Input, error) {
 	}
 	for i := range routes.Items {
 		in.HTTPRoutes = append(in.HTTPRoutes, &routes.Items[i])
+	}
+	if !b.opts.noGRPCRoute {
+		var grpc gatewayv1.GRPCRouteList
+		if err := b.cache.List(ctx, &grpc, nocopy); err != nil {
+			return in, fmt.Errorf("list GRPCRoutes: %w", err)
+		}
+		for i := range grpc.Items {
+			in.GRPCRoutes = append(in.GRPCRoutes, &grpc.Items[i])
+		}
 	}
 	var grants gatewayv1beta1.ReferenceGrantList
 	if err := b.cache.List(ctx, &grants, nocopy); err != nil {

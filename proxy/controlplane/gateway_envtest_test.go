@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/metalgate/metalgate/internal/testenv"
@@ -30,16 +31,14 @@ func gwRoute(ns, name, gwNS, prefix, svc string, headers ...gatewayv1.HTTPHeader
 				Name: gatewayv1.ObjectName(svc), Port: ptr(gatewayv1.PortNumber(80))}}}}}}}}
 }
 
-// TestGatewayProxyServesItsGateway: `metalgate proxy --gateway` mode against a real API
-// server with the Gateway API CRDs and the real data plane on loopback. The Gateway's HTTP
-// listener is the port the data plane listens on and admits routes from its own namespace.
-func TestGatewayProxyServesItsGateway(t *testing.T) {
-	kube.Need(t)
-	gwNS, otherNS := namespace(t), namespace(t)
-	p := startProxy(t, "", func(o *controlplane.Options) {
+// startGatewayProxy runs the proxy of Gateway gwNS/gw on the API server of c, and returns
+// it and the port it listens on (the port the Gateway's listener needs).
+func startGatewayProxy(t *testing.T, c *rest.Config, gwNS string) (*proxy, int32) {
+	t.Helper()
+	p := startProxyOn(t, c, "", func(o *controlplane.Options) {
 		o.WatchNamespaces, o.PublishService = nil, types.NamespacedName{}
 		o.Gateway = types.NamespacedName{Namespace: gwNS, Name: "gw"}
-	})
+	}, nil)
 	_, portStr, err := net.SplitHostPort(p.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +47,25 @@ func TestGatewayProxyServesItsGateway(t *testing.T) {
 	if _, err := fmt.Sscan(portStr, &port); err != nil {
 		t.Fatal(err)
 	}
+	return p, port
+}
+
+// gatewayOn is Gateway gwNS/gw of class metalgate with one HTTP listener "web" on port,
+// admitting routes of its own namespace.
+func gatewayOn(gwNS string, port int32) *gatewayv1.Gateway {
+	same := gatewayv1.NamespacesFromSame
+	return &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: gwNS, Name: "gw"}, Spec: gatewayv1.GatewaySpec{
+		GatewayClassName: "metalgate", Listeners: []gatewayv1.Listener{{Name: "web", Port: gatewayv1.PortNumber(port), Protocol: gatewayv1.HTTPProtocolType,
+			AllowedRoutes: &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: &same}}}}}}
+}
+
+// TestGatewayProxyServesItsGateway: `metalgate proxy --gateway` mode against a real API
+// server with the Gateway API CRDs and the real data plane on loopback. The Gateway's HTTP
+// listener is the port the data plane listens on and admits routes from its own namespace.
+func TestGatewayProxyServesItsGateway(t *testing.T) {
+	kube.Need(t)
+	gwNS, otherNS := namespace(t), namespace(t)
+	p, port := startGatewayProxy(t, cfg, gwNS)
 	api, thief, ing := startBackend(t, "api"), startBackend(t, "thief"), startBackend(t, "ingress")
 	for _, x := range []struct {
 		ns, svc string
@@ -56,10 +74,7 @@ func TestGatewayProxyServesItsGateway(t *testing.T) {
 		create(t, service(x.ns, x.svc, "ClusterIP"))
 		setSlice(t, x.ns, x.svc, x.be)
 	}
-	same := gatewayv1.NamespacesFromSame
-	create(t, &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: gwNS, Name: "gw"}, Spec: gatewayv1.GatewaySpec{
-		GatewayClassName: "metalgate", Listeners: []gatewayv1.Listener{{Name: "web", Port: gatewayv1.PortNumber(port), Protocol: gatewayv1.HTTPProtocolType,
-			AllowedRoutes: &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: &same}}}}}})
+	create(t, gatewayOn(gwNS, port))
 	// Hostile objects first, so that once the good route serves they are in the table too:
 	// a catch-all route from a namespace the listener does not admit, and an Ingress of
 	// the metalgate class (a Gateway proxy serves no Ingress).

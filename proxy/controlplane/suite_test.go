@@ -100,6 +100,12 @@ func startProxy(t *testing.T, ns string, mutate func(*controlplane.Options)) *pr
 // election, say).
 func startProxyWith(t *testing.T, ns string, mutate func(*controlplane.Options), manager func(*ctrl.Options)) *proxy {
 	t.Helper()
+	return startProxyOn(t, cfg, ns, mutate, manager)
+}
+
+// startProxyOn is startProxyWith on the API server of config c.
+func startProxyOn(t *testing.T, c *rest.Config, ns string, mutate func(*controlplane.Options), manager func(*ctrl.Options)) *proxy {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := testenv.Logger(t, "proxy")
 	ctx = logr.NewContext(ctx, log)
@@ -127,7 +133,7 @@ func startProxyWith(t *testing.T, ns string, mutate func(*controlplane.Options),
 	if manager != nil {
 		manager(&mo)
 	}
-	mgr, err := ctrl.NewManager(cfg, mo)
+	mgr, err := ctrl.NewManager(c, mo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,6 +214,13 @@ var loopbackHost atomic.Int32
 
 func startBackend(t testing.TB, name string) *backend {
 	t.Helper()
+	return startBackendProtocols(t, name, nil)
+}
+
+// startBackendProtocols is startBackend serving protocols (nil: HTTP/1.1); its answers also
+// name the protocol of the request ("proto").
+func startBackendProtocols(t testing.TB, name string, protocols *http.Protocols) *backend {
+	t.Helper()
 	ip := fmt.Sprintf("127.0.0.%d", 2+loopbackHost.Add(1)%250)
 	ln, err := net.Listen("tcp", ip+":0")
 	if err != nil {
@@ -215,8 +228,9 @@ func startBackend(t testing.TB, name string) *backend {
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		_ = json.NewEncoder(w).Encode(map[string]string{"backend": name})
+		_ = json.NewEncoder(w).Encode(map[string]string{"backend": name, "proto": r.Proto})
 	}))
+	srv.Config.Protocols = protocols
 	srv.Listener = ln
 	srv.Start()
 	t.Cleanup(srv.Close)
@@ -227,6 +241,12 @@ func startBackend(t testing.TB, name string) *backend {
 // (envtest runs no endpointslice controller; the test plays it, label included: the proxy
 // routes only to slices the endpoint-slice controller manages.)
 func setSlice(t testing.TB, ns, svc string, bes ...*backend) {
+	t.Helper()
+	setSliceOn(t, k8sClient, ns, svc, bes...)
+}
+
+// setSliceOn is setSlice with client k8sClient.
+func setSliceOn(t testing.TB, k8sClient client.Client, ns, svc string, bes ...*backend) {
 	t.Helper()
 	s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: svc + "-slice",
 		Labels: map[string]string{discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: table.EndpointSliceController}},
