@@ -38,6 +38,7 @@ M = [
  ("M18 TLS records past a response ignored", "proxy/dataplane/h1transport.go", [("case b.c.tls != nil && !b.tlsClean():", "case false && !b.tlsClean():")], "TestHostileTLSBackend"),
  ("M17 103 dropped on the direct path", "proxy/dataplane/direct.go", [("s.writeHead(bw, r, a) }, got1xx, a.route", "s.writeHead(bw, r, a) }, func(int, http.Header) error { _ = got1xx; return nil }, a.route")], "TestEarlyHints"),
  ("M19 a removed endpoint kept after a patched Swap", "proxy/dataplane/router.go", [("if refs[e.Addr]--; refs[e.Addr] <= 0 {", "if refs[e.Addr]--; false {")], "TestSwapPatchedTable"),
+ ("M20 a client body's deadline touched after the handler returned", "proxy/dataplane/handler.go", [("\t\tst.a.body.finish()\n", "")], "TestBodyReadAfterTheAnswer|TestGatewayGRPCRoute"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -44,7 +44,22 @@ func gatewayTable(t *testing.T, port, otherPort int32, backends map[string]strin
 	route("infra", "api", "main", "/api", "api", team)
 	route("other", "steal", "main", "/", "api")
 	route("infra", "elsewhere", "other", "/else", "api")
-	for _, ns := range []string{"infra", "other"} {
+	addBackends(t, &in, backends, "infra", "other")
+	tab, problems := table.Build(in)
+	if len(problems) > 0 {
+		t.Fatalf("build gateway table: %v", problems)
+	}
+	if tab.Gateway == nil {
+		t.Fatal("a table built with Input.Gateway has no Gateway status")
+	}
+	return tab
+}
+
+// addBackends adds to in each namespace and, in each, a Service per backend (port 80) whose
+// one ready endpoint is the backend's address.
+func addBackends(t *testing.T, in *table.Input, backends map[string]string, namespaces ...string) {
+	t.Helper()
+	for _, ns := range namespaces {
 		in.Namespaces = append(in.Namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		for name, addr := range backends {
 			h, p, err := net.SplitHostPort(addr)
@@ -65,14 +80,6 @@ func gatewayTable(t *testing.T, port, otherPort int32, backends map[string]strin
 			})
 		}
 	}
-	tab, problems := table.Build(in)
-	if len(problems) > 0 {
-		t.Fatalf("build gateway table: %v", problems)
-	}
-	if tab.Gateway == nil {
-		t.Fatal("a table built with Input.Gateway has no Gateway status")
-	}
-	return tab
 }
 
 // TestGatewayRouting: with a Gateway table the data plane routes by the port the connection

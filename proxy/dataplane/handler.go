@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/metalgate/metalgate/proxy/table"
@@ -20,6 +21,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := &state{rw: responseWriter{ResponseWriter: w, s: s}} // one allocation for both
 	rw := &st.rw
 	s.serve(rw, r, &st.a)
+	if st.a.body != nil {
+		st.a.body.finish()
+	}
 	if st.a.release != nil {
 		st.a.release()
 	}
@@ -304,23 +308,35 @@ func (s *Server) trustedAddr(ip netip.Addr) bool {
 // timeout (a client that stalls its body does not hold a backend connection); a failed read
 // (malformed chunked coding, too large, too slow) is kept in the attempt, so that the error
 // path answers for the client's fault, not the backend's.
+//
+// A transport may go on reading (and closing) the body from its own goroutine after the
+// handler has returned — the HTTP/2 transport does when the backend answers before the body
+// is sent. The response writer is the server's again by then (HTTP/2 recycles its state for
+// other streams), so once the handler calls finish, the deadline is never touched again.
 type clientBody struct {
 	io.ReadCloser
 	a       *attempt
 	rc      *http.ResponseController
 	timeout time.Duration
 	s       *Server
-	armed   bool
 	// reading holds a token while a Read is in flight (settle waits for it).
 	reading chan struct{}
+
+	mu    sync.Mutex
+	armed bool // a read deadline is set
+	done  bool // the handler has returned: rc is not ours any more
 }
 
 func (b *clientBody) Read(p []byte) (int, error) {
 	b.reading <- struct{}{}
 	defer func() { <-b.reading }()
 	if b.timeout > 0 {
-		_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
-		b.armed = true
+		b.mu.Lock()
+		if !b.done {
+			_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+			b.armed = true
+		}
+		b.mu.Unlock()
 	}
 	n, err := b.ReadCloser.Read(p)
 	if err != nil {
@@ -356,10 +372,24 @@ func (b *clientBody) Close() error {
 // disarm clears the read deadline: the server's own read of the next request (or its check
 // for a closed connection) must not inherit it.
 func (b *clientBody) disarm() {
-	if b.armed {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.disarmLocked()
+}
+
+func (b *clientBody) disarmLocked() {
+	if b.armed && !b.done {
 		b.armed = false
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
+}
+
+// finish is called as the handler returns: the deadline is cleared, and never set again.
+func (b *clientBody) finish() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.disarmLocked()
+	b.done = true
 }
 
 // responseWriter records the status and size for metrics and the access log, puts this
