@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,10 +20,12 @@ type gatewayState struct {
 	classes  []gwv1.GatewayClass
 	gateways []gwv1.Gateway
 	routes   []gwv1.HTTPRoute
+	grpc     []gwv1.GRPCRoute
 }
 
-// readGatewayState lists GatewayClasses, Gateways and HTTPRoutes; a cluster without the
-// Gateway API CRDs has none, which is not an error.
+// readGatewayState lists GatewayClasses, Gateways, HTTPRoutes and GRPCRoutes; a cluster
+// without the Gateway API CRDs has none, and one without only GRPCRoute's (Gateway API before
+// v1.1) no GRPCRoutes, which is not an error.
 func readGatewayState(ctx context.Context, c client.Reader) (gatewayState, error) {
 	var s gatewayState
 	var classes gwv1.GatewayClassList
@@ -40,13 +43,18 @@ func readGatewayState(ctx context.Context, c client.Reader) (gatewayState, error
 	if err := c.List(ctx, &routes); err != nil {
 		return s, fmt.Errorf("list HTTPRoutes: %w", err)
 	}
-	s.classes, s.gateways, s.routes = classes.Items, gws.Items, routes.Items
+	var grpc gwv1.GRPCRouteList
+	if err := c.List(ctx, &grpc); err != nil && !meta.IsNoMatchError(err) {
+		return s, fmt.Errorf("list GRPCRoutes: %w", err)
+	}
+	s.classes, s.gateways, s.routes, s.grpc = classes.Items, gws.Items, routes.Items, grpc.Items
 	return s, nil
 }
 
 // gatewayFindings: metalgate's Gateways that are not accepted or not programmed (no address,
-// no proxy) and their listeners that are not, and HTTPRoutes metalgate did not attach to one
-// of its Gateways or whose backends do not resolve — each with the controller's own reason.
+// no proxy) and their listeners that are not, and HTTPRoutes and GRPCRoutes metalgate did not
+// attach to one of its Gateways or whose backends do not resolve — each with the controller's
+// own reason.
 func gatewayFindings(s gatewayState) []finding {
 	ours := map[string]bool{}
 	for _, c := range s.classes {
@@ -78,10 +86,22 @@ func gatewayFindings(s gatewayState) []finding {
 			}
 		}
 	}
+	type route struct {
+		kind    string
+		meta    metav1.ObjectMeta
+		parents []gwv1.RouteParentStatus
+	}
+	var routes []route
 	for _, r := range s.routes {
-		obj := "HTTPRoute " + r.Namespace + "/" + r.Name
-		hint := fmt.Sprintf("kubectl describe httproute -n %s %s", r.Namespace, r.Name)
-		for _, p := range r.Status.Parents {
+		routes = append(routes, route{"HTTPRoute", r.ObjectMeta, r.Status.Parents})
+	}
+	for _, r := range s.grpc {
+		routes = append(routes, route{"GRPCRoute", r.ObjectMeta, r.Status.Parents})
+	}
+	for _, r := range routes {
+		obj := r.kind + " " + r.meta.Namespace + "/" + r.meta.Name
+		hint := fmt.Sprintf("kubectl describe %s -n %s %s", strings.ToLower(r.kind), r.meta.Namespace, r.meta.Name)
+		for _, p := range r.parents {
 			if p.ControllerName != gatewayController {
 				continue
 			}

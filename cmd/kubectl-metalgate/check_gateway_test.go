@@ -23,6 +23,10 @@ func TestGatewayFindings(t *testing.T) {
 			Status: gwv1.HTTPRouteStatus{RouteStatus: gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{{
 				ParentRef: gwv1.ParentReference{Namespace: &gwNS, Name: "web"}, ControllerName: controller, Conditions: conds}}}}}
 	}
+	grpcRoute := func(name string, controller gwv1.GatewayController, conds ...metav1.Condition) gwv1.GRPCRoute {
+		hr := route(name, controller, conds...)
+		return gwv1.GRPCRoute{ObjectMeta: hr.ObjectMeta, Status: gwv1.GRPCRouteStatus{RouteStatus: hr.Status.RouteStatus}}
+	}
 	listenerBad := gateway("infra", "tls", "metalgate", ok...)
 	listenerBad.Status.Listeners = []gwv1.ListenerStatus{{Name: "https", Conditions: []metav1.Condition{
 		cond("Accepted", "True", "Accepted", ""), cond("ResolvedRefs", "False", "RefNotPermitted", "Secret other/cert is in another namespace")}}}
@@ -47,6 +51,14 @@ func TestGatewayFindings(t *testing.T) {
 			route("broken", gatewayController, cond("Accepted", "True", "Accepted", ""), cond("ResolvedRefs", "False", "BackendNotFound", "Service app/gone not found")),
 			route("theirs", "example.com/other", cond("Accepted", "False", "Whatever", "not ours")),
 		},
+		grpc: []gwv1.GRPCRoute{
+			grpcRoute("grpc-fine", gatewayController, cond("Accepted", "True", "Accepted", ""), cond("ResolvedRefs", "True", "ResolvedRefs", "")),
+			grpcRoute("grpc-only-http", gatewayController, cond("Accepted", "False", "NotAllowedByListeners", "listener http admits HTTPRoutes only"),
+				cond("ResolvedRefs", "True", "ResolvedRefs", "")),
+			grpcRoute("grpc-cross", gatewayController, cond("Accepted", "True", "Accepted", ""),
+				cond("ResolvedRefs", "False", "RefNotPermitted", "Service infra/api is in another namespace")),
+			grpcRoute("grpc-theirs", "example.com/other", cond("Accepted", "False", "Whatever", "not ours")),
+		},
 	}
 	want := []string{
 		"error: Gateway infra/pending: not Programmed (AddressNotAssigned): Service metalgate-system/gw-x has no address: allocator: pool exhausted",
@@ -55,6 +67,8 @@ func TestGatewayFindings(t *testing.T) {
 		"warning: Gateway infra/stale: Programmed not reported for its current generation yet",
 		"error: HTTPRoute app/intruder: not attached to Gateway infra/web (NotAllowedByListeners)",
 		"error: HTTPRoute app/broken: backends do not resolve (BackendNotFound): Service app/gone not found",
+		"error: GRPCRoute app/grpc-only-http: not attached to Gateway infra/web (NotAllowedByListeners): listener http admits HTTPRoutes only",
+		"error: GRPCRoute app/grpc-cross: backends do not resolve (RefNotPermitted): Service infra/api is in another namespace",
 	}
 	got := gatewayFindings(s)
 	if len(got) != len(want) {
@@ -63,6 +77,9 @@ func TestGatewayFindings(t *testing.T) {
 	for i, f := range got {
 		if !strings.HasPrefix(f.String(), want[i]) || f.hint == "" {
 			t.Errorf("finding %d = %q, want prefix %q and a hint", i, f, want[i])
+		}
+		if strings.Contains(f.String(), "GRPCRoute") && !strings.Contains(f.hint, "kubectl describe grpcroute -n app ") {
+			t.Errorf("finding %d: hint %q, want kubectl describe grpcroute", i, f.hint)
 		}
 	}
 	if fs := gatewayFindings(gatewayState{}); len(fs) != 0 {
