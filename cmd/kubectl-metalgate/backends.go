@@ -24,7 +24,7 @@ import (
 	"github.com/metalgate/metalgate/api/contract"
 )
 
-// proxyAnswer is what one proxy pod said about an Ingress or HTTPRoute.
+// proxyAnswer is what one proxy pod said about an Ingress, HTTPRoute or GRPCRoute.
 type proxyAnswer struct {
 	proxy    proxyPod
 	backends *contract.Backends // set when the proxy serves the object
@@ -36,11 +36,12 @@ type proxyAnswer struct {
 var (
 	ingressKinds   = []string{"ingress", "ingresses", "ing", "ingress.networking.k8s.io", "ingresses.networking.k8s.io"}
 	httpRouteKinds = []string{"httproute", "httproutes", "httproute.gateway.networking.k8s.io", "httproutes.gateway.networking.k8s.io"}
+	grpcRouteKinds = []string{"grpcroute", "grpcroutes", "grpcroute.gateway.networking.k8s.io", "grpcroutes.gateway.networking.k8s.io"}
 )
 
 // backendsTarget parses the TARGET of backends: [KIND/]NAME or [KIND/]NAMESPACE/NAME, KIND
-// ingress (the default) or httproute; a NAME alone is in namespace ns. It returns the
-// /debug/backends query parameter ("ingress" or "httproute") and the object.
+// ingress (the default), httproute or grpcroute; a NAME alone is in namespace ns. It returns
+// the /debug/backends query parameter ("ingress", "httproute" or "grpcroute") and the object.
 func backendsTarget(arg, ns string) (param string, id types.NamespacedName, err error) {
 	param, rest := "ingress", arg
 	if kind, after, ok := strings.Cut(arg, "/"); ok {
@@ -49,6 +50,8 @@ func backendsTarget(arg, ns string) (param string, id types.NamespacedName, err 
 			rest = after
 		case slices.Contains(httpRouteKinds, k):
 			param, rest = "httproute", after
+		case slices.Contains(grpcRouteKinds, k):
+			param, rest = "grpcroute", after
 		}
 	}
 	id.Namespace, id.Name = ns, rest
@@ -56,13 +59,13 @@ func backendsTarget(arg, ns string) (param string, id types.NamespacedName, err 
 		id.Namespace, id.Name = before, after
 	}
 	if id.Namespace == "" || id.Name == "" || strings.Contains(id.Name, "/") {
-		return "", id, fmt.Errorf("TARGET %q: want [ingress/]NAME, httproute/NAME (with -n NAMESPACE) or NAMESPACE/NAME after the kind", arg)
+		return "", id, fmt.Errorf("TARGET %q: want [ingress/]NAME, httproute/NAME, grpcroute/NAME (with -n NAMESPACE) or NAMESPACE/NAME after the kind", arg)
 	}
 	return param, id, nil
 }
 
 // backends prints the live routing table of every proxy pod that serves the Ingress, or of
-// the proxies of the Gateways an HTTPRoute names (routeBackends).
+// the proxies of the Gateways an HTTPRoute or GRPCRoute names (routeBackends).
 func backends(ctx context.Context, e *env, out io.Writer) error {
 	ns := e.contextNamespace
 	if e.o.namespaceSet {
@@ -72,8 +75,8 @@ func backends(ctx context.Context, e *env, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if param == "httproute" {
-		return routeBackends(ctx, e, out, id)
+	if param != "ingress" {
+		return routeBackends(ctx, e, out, param, id)
 	}
 	proxies, err := listProxies(ctx, e.c)
 	if err != nil {
@@ -86,7 +89,8 @@ func backends(ctx context.Context, e *env, out io.Writer) error {
 	return writeBackends(out, id.String(), answers, e.now())
 }
 
-// askProxies asks every running proxy pod for the routes of query (?ingress= or ?httproute=).
+// askProxies asks every running proxy pod for the routes of query (?ingress=, ?httproute= or
+// ?grpcroute=).
 func askProxies(ctx context.Context, pods podProxy, proxies []proxyPod, query url.Values) []proxyAnswer {
 	out := make([]proxyAnswer, len(proxies))
 	parallel(len(proxies), func(i int) { out[i] = askProxy(ctx, pods, proxies[i], query) })
@@ -243,7 +247,7 @@ func gatewayProxyLabels() client.MatchingLabels {
 	return client.MatchingLabels{"app.kubernetes.io/name": "metalgate", "app.kubernetes.io/component": "gateway-proxy"}
 }
 
-// routeGateway is one Gateway an HTTPRoute's parentRefs name, and what its proxies said.
+// routeGateway is one Gateway a route's parentRefs name, and what its proxies said.
 type routeGateway struct {
 	gateway types.NamespacedName
 	// problem says why no proxy was asked: no such Gateway, not metalgate's, no proxy pod.
@@ -254,22 +258,53 @@ type routeGateway struct {
 	answers     []proxyAnswer
 }
 
-// routeBackends prints, for each Gateway the HTTPRoute's parentRefs name, the route's live
-// routes as that Gateway's proxies serve them.
-func routeBackends(ctx context.Context, e *env, out io.Writer, id types.NamespacedName) error {
+// gatewayRoute is what backends reads of an HTTPRoute or a GRPCRoute: both kinds share
+// parentRefs and status.parents.
+type gatewayRoute struct {
+	kind    string // "HTTPRoute" or "GRPCRoute"
+	id      types.NamespacedName
+	refs    []gwv1.ParentReference
+	parents []gwv1.RouteParentStatus
+}
+
+// getRoute reads route id of the kind param names ("httproute" or "grpcroute").
+func getRoute(ctx context.Context, c client.Reader, param string, id types.NamespacedName) (gatewayRoute, error) {
+	r := gatewayRoute{kind: "HTTPRoute", id: id}
+	var obj client.Object
 	var hr gwv1.HTTPRoute
-	if err := e.c.Get(ctx, id, &hr); err != nil {
+	var gr gwv1.GRPCRoute
+	if param == "grpcroute" {
+		r.kind, obj = "GRPCRoute", &gr
+	} else {
+		obj = &hr
+	}
+	if err := c.Get(ctx, id, obj); err != nil {
 		switch {
 		case meta.IsNoMatchError(err):
-			return fmt.Errorf("HTTPRoute %s: the cluster has no Gateway API CRDs", id)
+			return r, fmt.Errorf("%s %s: the cluster has no %s CRD (Gateway API)", r.kind, id, r.kind)
 		case apierrors.IsNotFound(err):
-			return fmt.Errorf("HTTPRoute %s not found", id)
+			return r, fmt.Errorf("%s %s not found", r.kind, id)
 		}
-		return fmt.Errorf("get HTTPRoute %s: %w", id, err)
+		return r, fmt.Errorf("get %s %s: %w", r.kind, id, err)
 	}
-	gws := parentGateways(&hr)
+	if param == "grpcroute" {
+		r.refs, r.parents = gr.Spec.ParentRefs, gr.Status.Parents
+	} else {
+		r.refs, r.parents = hr.Spec.ParentRefs, hr.Status.Parents
+	}
+	return r, nil
+}
+
+// routeBackends prints, for each Gateway the route's parentRefs name, the route's live
+// routes as that Gateway's proxies serve them.
+func routeBackends(ctx context.Context, e *env, out io.Writer, param string, id types.NamespacedName) error {
+	r, err := getRoute(ctx, e.c, param, id)
+	if err != nil {
+		return err
+	}
+	gws := parentGateways(r)
 	if len(gws) == 0 {
-		return fmt.Errorf("HTTPRoute %s is attached to no Gateway: its spec.parentRefs name none", id)
+		return fmt.Errorf("%s %s is attached to no Gateway: its spec.parentRefs name none", r.kind, id)
 	}
 	proxies, err := listProxyPods(ctx, e.c, gatewayProxyLabels())
 	if err != nil {
@@ -277,7 +312,7 @@ func routeBackends(ctx context.Context, e *env, out io.Writer, id types.Namespac
 	}
 	rgs := make([]routeGateway, 0, len(gws))
 	for _, gw := range gws {
-		rg := routeGateway{gateway: gw, notAccepted: notAccepted(&hr, gw)}
+		rg := routeGateway{gateway: gw, notAccepted: notAccepted(r, gw)}
 		problem, programmed, err := gatewayProblem(ctx, e.c, gw)
 		if err != nil {
 			return err
@@ -294,21 +329,21 @@ func routeBackends(ctx context.Context, e *env, out io.Writer, id types.Namespac
 		case len(mine) == 0:
 			rg.problem = fmt.Sprintf("no proxy pod (label app.kubernetes.io/component=gateway-proxy, argument --gateway=%s)%s", gw, programmed)
 		default:
-			rg.answers = askProxies(ctx, e.pods, mine, url.Values{"httproute": {id.String()}})
+			rg.answers = askProxies(ctx, e.pods, mine, url.Values{param: {id.String()}})
 		}
 		rgs = append(rgs, rg)
 	}
-	return writeRouteBackends(out, id.String(), rgs, e.now())
+	return writeRouteBackends(out, r.kind+" "+id.String(), rgs, e.now())
 }
 
-// parentGateways are the Gateways hr's parentRefs name, in order, each once.
-func parentGateways(hr *gwv1.HTTPRoute) []types.NamespacedName {
+// parentGateways are the Gateways r's parentRefs name, in order, each once.
+func parentGateways(r gatewayRoute) []types.NamespacedName {
 	var out []types.NamespacedName
-	for _, pr := range hr.Spec.ParentRefs {
+	for _, pr := range r.refs {
 		if (pr.Group != nil && *pr.Group != gwv1.GroupName) || (pr.Kind != nil && *pr.Kind != "Gateway") {
 			continue
 		}
-		gw := types.NamespacedName{Namespace: hr.Namespace, Name: string(pr.Name)}
+		gw := types.NamespacedName{Namespace: r.id.Namespace, Name: string(pr.Name)}
 		if pr.Namespace != nil {
 			gw.Namespace = string(*pr.Namespace)
 		}
@@ -319,11 +354,11 @@ func parentGateways(hr *gwv1.HTTPRoute) []types.NamespacedName {
 	return out
 }
 
-// notAccepted is "Reason: message" of metalgate's Accepted=False condition of hr for Gateway
+// notAccepted is "Reason: message" of metalgate's Accepted=False condition of r for Gateway
 // gw, or "".
-func notAccepted(hr *gwv1.HTTPRoute, gw types.NamespacedName) string {
-	for _, ps := range hr.Status.Parents {
-		ns := hr.Namespace
+func notAccepted(r gatewayRoute, gw types.NamespacedName) string {
+	for _, ps := range r.parents {
+		ns := r.id.Namespace
 		if ps.ParentRef.Namespace != nil {
 			ns = string(*ps.ParentRef.Namespace)
 		}
@@ -364,8 +399,9 @@ func gatewayProblem(ctx context.Context, c client.Reader, gw types.NamespacedNam
 	return "", programmed, nil
 }
 
-// writeRouteBackends prints, per Gateway of HTTPRoute id, each proxy's routes of it, and why a
-// Gateway has none; an error when no proxy routes the HTTPRoute at all.
+// writeRouteBackends prints, per Gateway of route id ("HTTPRoute ns/name" or "GRPCRoute
+// ns/name"), each proxy's routes of it, and why a Gateway has none; an error when no proxy
+// routes it at all.
 func writeRouteBackends(out io.Writer, id string, rgs []routeGateway, now time.Time) error {
 	served, unattached, asked := 0, 0, 0
 	var why []string
@@ -390,7 +426,7 @@ func writeRouteBackends(out io.Writer, id string, rgs []routeGateway, now time.T
 			fmt.Fprintf(out, "Gateway %s, proxy %s (node %s): %s\n", rg.gateway, a.proxy, orDash(a.proxy.pod.Spec.NodeName), tableAge(a.backends, now))
 			if len(a.backends.Routes) == 0 {
 				unattached++
-				msg := fmt.Sprintf("HTTPRoute %s is attached to no listener of Gateway %s", id, rg.gateway)
+				msg := fmt.Sprintf("%s is attached to no listener of Gateway %s", id, rg.gateway)
 				if rg.notAccepted != "" {
 					msg += " (" + rg.notAccepted + ")"
 				}
@@ -408,7 +444,7 @@ func writeRouteBackends(out io.Writer, id string, rgs []routeGateway, now time.T
 		return nil
 	}
 	if unattached > 0 && unattached == asked && len(why) == unattached {
-		return fmt.Errorf("HTTPRoute %s is attached to no Gateway: %s; kubectl metalgate check says why", id, strings.Join(why, "; "))
+		return fmt.Errorf("%s is attached to no Gateway: %s; kubectl metalgate check says why", id, strings.Join(why, "; "))
 	}
-	return fmt.Errorf("no metalgate proxy routes HTTPRoute %s: %s", id, strings.Join(why, "; "))
+	return fmt.Errorf("no metalgate proxy routes %s: %s", id, strings.Join(why, "; "))
 }

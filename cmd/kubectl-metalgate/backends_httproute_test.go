@@ -23,7 +23,8 @@ import (
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
-// TestBackendsHTTPRouteAgainstAPIServer runs `backends httproute/...` and `announcers`
+// TestBackendsHTTPRouteAgainstAPIServer runs `backends httproute/...`, `backends grpcroute/...`
+// and `announcers`
 // against a real API server with the Gateway API CRDs: Gateway infra/web has a proxy pod whose
 // admin port is a real data plane serving the Gateway table built from the same objects;
 // infra/bare has no proxy pod (Programmed=False); infra/far's proxy is unreachable;
@@ -77,6 +78,23 @@ func TestBackendsHTTPRouteAgainstAPIServer(t *testing.T) {
 	route("orphan")
 	route("theirs", "theirs")
 	route("lonely", "bare")
+	// A GRPCRoute of service pkg.Svc through web, and one through web's listener "grpc", which
+	// web lacks.
+	grpcRoute := func(name, section string) {
+		t.Helper()
+		gr := &gwv1.GRPCRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name}, Spec: gwv1.GRPCRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Namespace: ptrTo(gwv1.Namespace("infra")), Name: "web"}}},
+			Hostnames:       []gwv1.Hostname{"rpc.test"},
+			Rules: []gwv1.GRPCRouteRule{{Matches: []gwv1.GRPCRouteMatch{{Method: &gwv1.GRPCMethodMatch{Service: ptrTo("pkg.Svc")}}},
+				BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
+					Name: "shop", Port: ptrTo(gwv1.PortNumber(80))}}}}}}}}
+		if section != "" {
+			gr.Spec.ParentRefs[0].SectionName = ptrTo(gwv1.SectionName(section))
+		}
+		must(c.Create(ctx, gr))
+	}
+	grpcRoute("rpc", "")
+	grpcRoute("rpc-stray", "grpc")
 
 	shop := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "shop"},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
@@ -122,6 +140,11 @@ func TestBackendsHTTPRouteAgainstAPIServer(t *testing.T) {
 	for i := range routes.Items {
 		in.HTTPRoutes = append(in.HTTPRoutes, &routes.Items[i])
 	}
+	var grpcRoutes gwv1.GRPCRouteList
+	must(c.List(ctx, &grpcRoutes))
+	for i := range grpcRoutes.Items {
+		in.GRPCRoutes = append(in.GRPCRoutes, &grpcRoutes.Items[i])
+	}
 	tab, problems := table.Build(in)
 	if len(problems) > 0 {
 		t.Fatalf("build: %v", problems)
@@ -155,6 +178,14 @@ func TestBackendsHTTPRouteAgainstAPIServer(t *testing.T) {
 			"no metalgate proxy routes HTTPRoute app/theirs: Gateway infra/theirs: not metalgate's"},
 		{"a Gateway without a proxy pod", []string{"backends", "httproute/app/lonely"}, 1, nil,
 			"no metalgate proxy routes HTTPRoute app/lonely: Gateway infra/bare: no proxy pod"},
+		{"a GRPCRoute", []string{"backends", "grpcroute/rpc", "-n", "app"}, 0, []string{
+			"Gateway infra/web, proxy metalgate-system/gw-web-1 (node n1): table generation 1, applied",
+			"rpc.test", "/pkg.Svc", "app/shop:80",
+		}, ""},
+		{"a GRPCRoute on a listener its Gateway lacks", []string{"backends", "grpcroutes.gateway.networking.k8s.io/app/rpc-stray"}, 1,
+			[]string{"no routes: GRPCRoute app/rpc-stray is attached to no listener of Gateway infra/web"},
+			"GRPCRoute app/rpc-stray is attached to no Gateway"},
+		{"no such GRPCRoute", []string{"backends", "grpcroute/app/missing"}, 1, nil, "GRPCRoute app/missing not found"},
 		{"announcers names the Gateway", []string{"announcers"}, 0, []string{
 			"100.64.0.9  metalgate-system/gw-infra-web  infra/web  layer2  n1       eth0"}, ""},
 	}

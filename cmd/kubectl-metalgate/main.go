@@ -37,9 +37,9 @@ Usage:
   kubectl metalgate backends TARGET   the live routing table of the proxies serving TARGET:
                                       rules, backends, endpoints, health. TARGET is an Ingress
                                       (NAME with -n, or NAMESPACE/NAME; ingress/ in front is
-                                      optional) or httproute/NAME (with -n, or
-                                      httproute/NAMESPACE/NAME): an HTTPRoute as the proxies of
-                                      the Gateways its parentRefs name route it
+                                      optional), httproute/NAME or grpcroute/NAME (with -n, or
+                                      KIND/NAMESPACE/NAME): an HTTPRoute or GRPCRoute as the
+                                      proxies of the Gateways its parentRefs name route it
   kubectl metalgate check             configuration problems: overlapping or invalid pools, pools
                                       nothing announces, pending Services, Ingresses no proxy
                                       serves, Ingress status conflicts; exits 1 when it finds any

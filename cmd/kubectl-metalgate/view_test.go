@@ -460,6 +460,10 @@ func TestBackendsTarget(t *testing.T) {
 		{"httproute/web", "httproute", "ctx/web", ""},
 		{"httproutes/app/web", "httproute", "app/web", ""},
 		{"HTTPRoute.gateway.networking.k8s.io/web", "httproute", "ctx/web", ""},
+		{"grpcroute/web", "grpcroute", "ctx/web", ""},
+		{"grpcroutes/app/web", "grpcroute", "app/web", ""},
+		{"GRPCRoute.gateway.networking.k8s.io/web", "grpcroute", "ctx/web", ""},
+		{"grpcroute/a/b/c", "", "", `TARGET "grpcroute/a/b/c": want`},
 		{"httproute/", "", "", `TARGET "httproute/": want`},
 		{"httproute/a/b/c", "", "", `TARGET "httproute/a/b/c": want`},
 		{"/web", "", "", `TARGET "/web": want`},
@@ -532,7 +536,7 @@ Gateway infra/other: proxy metalgate-system/gw-other-1: this proxy does not serv
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := writeRouteBackends(&out, "app/shop", tc.rgs, now)
+			err := writeRouteBackends(&out, "HTTPRoute app/shop", tc.rgs, now)
 			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Errorf("err = %v, want %q", err, tc.wantErr)
 			}
