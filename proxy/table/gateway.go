@@ -26,6 +26,10 @@ const GatewayController gatewayv1.GatewayController = "metalgate.io/gateway-cont
 
 const gatewayGroup = gatewayv1.GroupName
 
+// AppProtocolH2C is the Service port appProtocol of backends that speak HTTP/2 without TLS
+// (prior knowledge): HTTPRoutes reach them over h2c.
+const AppProtocolH2C = "kubernetes.io/h2c"
+
 // The route kinds a Gateway table serves (RouteStatus.Kind, Route.RouteKind).
 const (
 	KindHTTPRoute = "HTTPRoute"
@@ -961,7 +965,15 @@ func (b *builder) gatewayBackend(from routeRef, ref gatewayv1.BackendObjectRefer
 	}
 	found := false
 	for _, p := range svc.Spec.Ports {
-		found = found || p.Port == *ref.Port
+		if p.Port != *ref.Port {
+			continue
+		}
+		found = true
+		if p.AppProtocol != nil && *p.AppProtocol == AppProtocolH2C {
+			// The Service says its port speaks HTTP/2 without TLS (Gateway API:
+			// HTTPRouteBackendProtocolH2C); GRPCRoute backends are h2c already.
+			opts.Protocol = ProtocolH2C
+		}
 	}
 	if !found {
 		return none, gatewayv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s has no port %d", svcID, *ref.Port)

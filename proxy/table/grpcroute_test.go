@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -232,4 +233,28 @@ func TestGRPCRouteStatus(t *testing.T) {
 			t.Errorf("ResolvedRefs = %s, want False/BackendNotFound (the weight-0 ref names no Service)", got)
 		}
 	})
+}
+
+// TestHTTPRouteH2CBackend: an HTTPRoute reaches a Service port of appProtocol
+// kubernetes.io/h2c over HTTP/2 without TLS, any other port over HTTP/1.1; the two are
+// distinct backends even on one Service.
+func TestHTTPRouteH2CBackend(t *testing.T) {
+	in := gatewayWorld([]*gatewayv1.HTTPRoute{httpRoute("app", "r", 0, []parent{onGW("http")}, nil,
+		match(gatewayv1.HTTPRouteMatch{Path: &gatewayv1.HTTPPathMatch{Value: ptr("/h2c")}}, ""),
+		match(gatewayv1.HTTPRouteMatch{Path: &gatewayv1.HTTPPathMatch{Value: ptr("/h1")}}, ""))})
+	rules := in.HTTPRoutes[0].Spec.Rules
+	rules[0].BackendRefs = []gatewayv1.HTTPBackendRef{backendRef("", "web", 81, -1)}
+	rules[1].BackendRefs = []gatewayv1.HTTPBackendRef{backendRef("", "web", 80, -1)}
+	for _, svc := range in.Services {
+		if svc.Namespace == "app" && svc.Name == "web" {
+			svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "h2c", Port: 81, AppProtocol: ptr(AppProtocolH2C)})
+		}
+	}
+	tab, _ := Build(in)
+	for path, want := range map[string]Protocol{"/h2c": ProtocolH2C, "/h1": ProtocolHTTP} {
+		r := tab.Match(80, httptest.NewRequest("GET", "http://h"+path, nil))
+		if r == nil || r.Backend.Protocol != want {
+			t.Errorf("%s: route %+v, want a backend of protocol %s", path, r, want)
+		}
+	}
 }

@@ -119,7 +119,7 @@ func patchIngressWorld(rng *rand.Rand, certPEM, keyPEM []byte) Input {
 
 // patchGatewayWorld makes a random Gateway input: routes on the test Gateway's listeners
 // with one backend or two weighted ones (a canary), some in other namespaces, some missing,
-// half of the rules with a mirror.
+// half of the rules with a mirror; and up to two GRPCRoutes.
 func patchGatewayWorld(rng *rand.Rand) Input {
 	var routes []*gatewayv1.HTTPRoute
 	sections := []string{"http", "same", "sel", "foo", "wild", ""}
@@ -143,7 +143,17 @@ func patchGatewayWorld(rng *rand.Rand) Input {
 		routes = append(routes, httpRoute(ns, fmt.Sprintf("r%d", i), rng.Intn(5), []parent{{ns: "a", name: "gw", section: sections[rng.Intn(len(sections))]}},
 			hosts[rng.Intn(len(hosts))], rules...))
 	}
-	in := Input{Gateway: testGateway(), HTTPRoutes: routes}
+	var grpcRoutes []*gatewayv1.GRPCRoute
+	for i, n := 0, rng.Intn(3); i < n; i++ { // GRPCRoutes: h2c backends of the same Services
+		var refs []gatewayv1.GRPCBackendRef
+		for k, o := 0, 1+rng.Intn(2); k < o; k++ {
+			refs = append(refs, grpcBackend("", svcs[rng.Intn(len(svcs))], int32(1+rng.Intn(3))))
+		}
+		ns := patchNamespaces[rng.Intn(len(patchNamespaces))]
+		grpcRoutes = append(grpcRoutes, grpcRoute(ns, fmt.Sprintf("g%d", i), rng.Intn(5), []parent{{ns: "a", name: "gw", section: sections[rng.Intn(len(sections))]}},
+			hosts[rng.Intn(len(hosts))], gatewayv1.GRPCRouteRule{Matches: []gatewayv1.GRPCRouteMatch{{Method: &gatewayv1.GRPCMethodMatch{Service: ptr(fmt.Sprintf("s%d", i))}}}, BackendRefs: refs}))
+	}
+	in := Input{Gateway: testGateway(), HTTPRoutes: routes, GRPCRoutes: grpcRoutes}
 	in.Gateway.Namespace = "a"
 	for _, ns := range patchNamespaces {
 		in.Namespaces = append(in.Namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"team": ns}}})
