@@ -44,6 +44,10 @@ func Features() []features.FeatureName {
 		features.SupportHTTPRouteRequestMirror,
 		features.SupportHTTPRouteRequestMultipleMirrors,
 		features.SupportHTTPRouteRequestPercentageMirror,
+		features.SupportHTTPRouteBackendProtocolH2C,
+		// GATEWAY-GRPC core, and the one GRPCRoute extended feature whose test passes.
+		features.SupportGRPCRoute,
+		features.SupportGRPCRouteNamedRouteRule,
 	}
 	slices.Sort(fs)
 	return fs
