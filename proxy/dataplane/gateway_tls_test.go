@@ -20,6 +20,16 @@ import (
 // and b.example (Secret b), and one HTTPRoute for both hosts to backend api at apiAddr.
 func gatewayTLSTable(t *testing.T, ca *testCA, port int32, apiAddr string) *table.Table {
 	t.Helper()
+	tab, problems := table.Build(gatewayTLSInput(t, ca, port, apiAddr))
+	if len(problems) > 0 || len(tab.Gateway.CertificateProblems) > 0 {
+		t.Fatalf("build: %v %v", problems, tab.Gateway.CertificateProblems)
+	}
+	return tab
+}
+
+// gatewayTLSInput is the input of gatewayTLSTable.
+func gatewayTLSInput(t *testing.T, ca *testCA, port int32, apiAddr string) table.Input {
+	t.Helper()
 	gw := &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "gw"},
 		Spec: gatewayv1.GatewaySpec{GatewayClassName: "metalgate"}}
 	in := table.Input{Gateway: gw, AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true}
@@ -51,11 +61,7 @@ func gatewayTLSTable(t *testing.T, ca *testCA, port int32, apiAddr string) *tabl
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(pn))}},
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{h}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}},
 	}}
-	tab, problems := table.Build(in)
-	if len(problems) > 0 || len(tab.Gateway.CertificateProblems) > 0 {
-		t.Fatalf("build: %v %v", problems, tab.Gateway.CertificateProblems)
-	}
-	return tab
+	return in
 }
 
 // TestGatewayHTTPS: a Gateway's HTTPS listener terminates TLS with its own certificate, chosen

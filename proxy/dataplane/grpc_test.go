@@ -2,6 +2,8 @@ package dataplane
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -180,6 +183,52 @@ func TestGatewayGRPCRoute(t *testing.T) {
 		close(errs)
 		for err := range errs {
 			t.Error(err)
+		}
+	})
+}
+
+// TestGatewayGRPCRouteTLS: gRPC over TLS (ALPN h2) to a Gateway's HTTPS listener, terminated
+// with the listener's certificate and sent on to an h2c backend; a GRPCRoute for a.example
+// serves nothing to b.example (another listener of the same port, whose certificate the
+// client gets and trusts).
+func TestGatewayGRPCRouteTLS(t *testing.T) {
+	forEachPath(t, func(t *testing.T, opts Options) {
+		backend := healthBackend(t, "a")
+		ca := newTestCA(t, "gateway gRPC CA")
+		s, _, httpsAddr := startProxy(t, opts, buildTable(t))
+		_, p, _ := net.SplitHostPort(httpsAddr)
+		port, _ := strconv.Atoi(p)
+		in := gatewayTLSInput(t, ca, int32(port), backend)
+		in.HTTPRoutes = nil
+		in.GRPCRoutes = []*gatewayv1.GRPCRoute{{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "health"},
+			Spec: gatewayv1.GRPCRouteSpec{
+				CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "gw"}}},
+				Hostnames:       []gatewayv1.Hostname{"a.example"},
+				Rules: []gatewayv1.GRPCRouteRule{{BackendRefs: []gatewayv1.GRPCBackendRef{{BackendRef: gatewayv1.BackendRef{
+					BackendObjectReference: gatewayv1.BackendObjectReference{Name: "api", Port: ptr(gatewayv1.PortNumber(80))}}}}}}}}}
+		tab, problems := table.Build(in)
+		if len(problems) > 0 {
+			t.Fatalf("build: %v", problems)
+		}
+		s.Swap(tab)
+		roots := x509.NewCertPool()
+		roots.AddCert(ca.cert)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for _, tc := range []struct {
+			host string
+			want codes.Code
+		}{{"b.example", codes.Unimplemented}, {"a.example", codes.OK}} {
+			creds := credentials.NewTLS(&tls.Config{RootCAs: roots, ServerName: tc.host})
+			conn, err := grpc.NewClient(httpsAddr, grpc.WithTransportCredentials(creds), grpc.WithAuthority(tc.host))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "a"})
+			conn.Close()
+			if got := status.Code(err); got != tc.want {
+				t.Errorf("%s: Check = %v, want %v", tc.host, err, tc.want)
+			}
 		}
 	})
 }
