@@ -37,11 +37,28 @@ const (
 )
 
 // RequestMatch is what a request must carry besides its host and path to take a route: the
-// Gateway API method, header and query parameter matches, all exact. Ingress routes have none.
+// Gateway API method, header and query parameter matches. Ingress routes have none.
 type RequestMatch struct {
-	Method  string   // "" for any
-	Headers []Header // names canonical; the request's first value must equal Value
-	Query   []Header // names as written (case-sensitive); the first value must equal Value
+	Method  string       // "" for any
+	Headers []ValueMatch // names canonical; matched against the request's first value
+	Query   []ValueMatch // names as written (case-sensitive); matched against the first value
+}
+
+// ValueMatch is one header or query parameter match: the value equals Value, or, with Regex,
+// Regex matches all of it.
+type ValueMatch struct {
+	Name, Value string
+	Regex       *regexp.Regexp // RegularExpression matches, anchored at both ends
+}
+
+func (v *ValueMatch) matches(vs []string) bool {
+	switch {
+	case len(vs) == 0:
+		return false
+	case v.Regex != nil:
+		return v.Regex.MatchString(vs[0])
+	}
+	return vs[0] == v.Value
 }
 
 func (m *RequestMatch) matches(r *http.Request, q url.Values) bool {
@@ -51,13 +68,13 @@ func (m *RequestMatch) matches(r *http.Request, q url.Values) bool {
 	if m.Method != "" && r.Method != m.Method {
 		return false
 	}
-	for _, h := range m.Headers {
-		if v := r.Header.Values(h.Name); len(v) == 0 || v[0] != h.Value {
+	for i := range m.Headers {
+		if !m.Headers[i].matches(r.Header.Values(m.Headers[i].Name)) {
 			return false
 		}
 	}
-	for _, p := range m.Query {
-		if v, ok := q[p.Name]; !ok || len(v) == 0 || v[0] != p.Value {
+	for i := range m.Query {
+		if !m.Query[i].matches(q[m.Query[i].Name]) {
 			return false
 		}
 	}
@@ -150,13 +167,14 @@ func (t *Table) Match(port int32, r *http.Request) *Route {
 	return nil
 }
 
-// gwPathMatches says whether path takes route r of a Gateway table: an Exact path, a
-// GRPCRoute's method regular expression (over the whole path), or a path prefix by elements.
+// gwPathMatches says whether path takes route r of a Gateway table: an Exact path, an
+// HTTPRoute's RegularExpression or a GRPCRoute's method expression (each anchored, over the
+// whole path), or a path prefix by elements.
 func gwPathMatches(r *Route, path string) bool {
 	switch r.PathType {
 	case "Exact":
 		return r.Path == path
-	case grpcMethodRegex:
+	case pathRegex, grpcMethodRegex:
 		return r.Regex.MatchString(path)
 	}
 	return prefixMatch(r.Path, path)
@@ -465,6 +483,11 @@ func gwBefore(a, c gwEntry) bool {
 	if ae, ce := ra.PathType == "Exact", rc.PathType == "Exact"; ae != ce {
 		return ae
 	}
+	// RegularExpression paths (their ranking is left to implementations) come after Exact
+	// and before every prefix, the longer expression first.
+	if ax, cx := ra.PathType == pathRegex, rc.PathType == pathRegex; ax != cx {
+		return ax
+	}
 	if len(ra.Path) != len(rc.Path) {
 		return len(ra.Path) > len(rc.Path)
 	}
@@ -679,10 +702,17 @@ func (b *builder) compileHTTPRoute(hr *gatewayv1.HTTPRoute, from routeRef) (rule
 				return nil, fmt.Sprintf("%s.matches[%d].%s", field, mi, why), "", ""
 			}
 			r.HTTPRoute, r.RouteKind, r.Backend, r.Canary, r.Options = from.id, KindHTTPRoute, be, canary, opts
+			if r.PathType == pathRegex && (fullPath == nil && opts.Policy.Rewrite != nil ||
+				opts.Policy.RequestRedirect != nil && opts.Policy.RequestRedirect.PrefixPath != nil) {
+				return nil, fmt.Sprintf("%s.matches[%d].path: ReplacePrefixMatch needs a PathPrefix match, not RegularExpression", field, mi), "", ""
+			}
 			if fullPath != nil && r.PathType != "Exact" {
 				// The data plane replaces a whole path by expanding a regular expression
-				// matching all of it; "$" in the target is literal.
-				r.Regex = matchAll
+				// matching all of it (a RegularExpression path is one already); "$" in the
+				// target is literal.
+				if r.PathType != pathRegex {
+					r.Regex = matchAll
+				}
 				r.Options.Policy.Rewrite = &Rewrite{Target: strings.ReplaceAll(*fullPath, "$", "$$"), Regex: true}
 			}
 			gr.routes = append(gr.routes, r)
@@ -719,30 +749,58 @@ func matchRoute(m gatewayv1.HTTPRouteMatch) (*Route, string) {
 		switch t := gatewayv1.PathMatchPathPrefix; {
 		case p.Type != nil && *p.Type == gatewayv1.PathMatchExact:
 			r.PathType = "Exact"
+		case p.Type != nil && *p.Type == gatewayv1.PathMatchRegularExpression:
+			re, err := anchored(r.Path)
+			if err != nil {
+				return nil, fmt.Sprintf("path.value: not a regular expression (RE2 syntax): %v", err)
+			}
+			r.PathType, r.Regex = pathRegex, re
 		case p.Type == nil || *p.Type == t:
 		default:
-			return nil, fmt.Sprintf("path.type %s is not supported (Exact and PathPrefix are)", *p.Type)
+			return nil, fmt.Sprintf("path.type %s is not supported (Exact, PathPrefix and RegularExpression are)", *p.Type)
 		}
 	}
 	if m.Method != nil {
 		r.Match.Method = string(*m.Method)
 	}
 	for i, h := range m.Headers {
-		if h.Type != nil && *h.Type != gatewayv1.HeaderMatchExact {
-			return nil, fmt.Sprintf("headers[%d].type %s is not supported (Exact is)", i, *h.Type)
-		}
 		if !validHeaderName(string(h.Name)) {
 			return nil, fmt.Sprintf("headers[%d].name %q is not a header name", i, h.Name)
 		}
-		r.Match.Headers = append(r.Match.Headers, Header{Name: canonicalHeader(string(h.Name)), Value: h.Value})
+		vm := ValueMatch{Name: canonicalHeader(string(h.Name)), Value: h.Value}
+		if h.Type != nil && *h.Type == gatewayv1.HeaderMatchRegularExpression {
+			var err error
+			if vm.Regex, err = anchored(h.Value); err != nil {
+				return nil, fmt.Sprintf("headers[%d].value: not a regular expression (RE2 syntax): %v", i, err)
+			}
+		} else if h.Type != nil && *h.Type != gatewayv1.HeaderMatchExact {
+			return nil, fmt.Sprintf("headers[%d].type %s is not supported (Exact and RegularExpression are)", i, *h.Type)
+		}
+		r.Match.Headers = append(r.Match.Headers, vm)
 	}
 	for i, q := range m.QueryParams {
-		if q.Type != nil && *q.Type != gatewayv1.QueryParamMatchExact {
-			return nil, fmt.Sprintf("queryParams[%d].type %s is not supported (Exact is)", i, *q.Type)
+		vm := ValueMatch{Name: string(q.Name), Value: q.Value}
+		if q.Type != nil && *q.Type == gatewayv1.QueryParamMatchRegularExpression {
+			var err error
+			if vm.Regex, err = anchored(q.Value); err != nil {
+				return nil, fmt.Sprintf("queryParams[%d].value: not a regular expression (RE2 syntax): %v", i, err)
+			}
+		} else if q.Type != nil && *q.Type != gatewayv1.QueryParamMatchExact {
+			return nil, fmt.Sprintf("queryParams[%d].type %s is not supported (Exact and RegularExpression are)", i, *q.Type)
 		}
-		r.Match.Query = append(r.Match.Query, Header{Name: string(q.Name), Value: q.Value})
+		r.Match.Query = append(r.Match.Query, vm)
 	}
 	return r, ""
+}
+
+// pathRegex is the PathType of an HTTPRoute's RegularExpression path match: Route.Regex,
+// anchored, matches the whole path.
+const pathRegex = "RegularExpression"
+
+// anchored compiles a Gateway API RegularExpression (RE2, Go's regexp syntax) so that it
+// matches a whole value, never a part of one: "/api" does not take "/api/v1", nor "a" "bad".
+func anchored(expr string) (*regexp.Regexp, error) {
+	return regexp.Compile("^(?:" + expr + ")$")
 }
 
 // headerEdits maps a header modifier filter onto HeaderEdits. The framing and hop-by-hop

@@ -245,9 +245,9 @@ func TestGatewayAttachment(t *testing.T) {
 			route: httpRoute("infra", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{
 				Filters:     []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterExtensionRef, ExtensionRef: &gatewayv1.LocalObjectReference{Group: "x.example", Kind: "Filter", Name: "f"}}},
 				BackendRefs: web.BackendRefs}), wantAccepted: "False/UnsupportedValue", wantRefs: resolved, probes: []probe{{80, "x", "/", ""}}},
-		{name: "unsupported match: regular expression path",
+		{name: "unsupported match: a regular expression path that does not compile",
 			route: httpRoute("infra", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{
-				Matches:     []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptr(gatewayv1.PathMatchRegularExpression), Value: ptr("/a.*")}}},
+				Matches:     []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptr(gatewayv1.PathMatchRegularExpression), Value: ptr("/a(")}}},
 				BackendRefs: web.BackendRefs}), wantAccepted: "False/UnsupportedValue", wantRefs: resolved, probes: []probe{{80, "x", "/a", ""}}},
 		{name: "unsupported redirect: a scheme other than http or https",
 			route: httpRoute("infra", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{

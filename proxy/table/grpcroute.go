@@ -21,8 +21,9 @@ import (
 // A call no route takes gets 404, which gRPC clients report as Unimplemented.
 
 // grpcMethodRegex marks the routes whose Path is matched by Route.Regex (a method match other
-// than an exact service, with or without an exact method).
-const grpcMethodRegex = "RegularExpression"
+// than an exact service, with or without an exact method). They rank with path prefixes (a
+// service prefix before any of them), unlike an HTTPRoute's RegularExpression paths.
+const grpcMethodRegex = "GRPCMethod"
 
 // compileGRPCRoute compiles a GRPCRoute's rules into routes without a host, as
 // compileHTTPRoute does for HTTPRoutes; its backends are h2c.
@@ -136,7 +137,7 @@ func grpcMatchRoute(m gatewayv1.GRPCRouteMatch) (*Route, string) {
 		if !validHeaderName(string(h.Name)) {
 			return nil, fmt.Sprintf("headers[%d].name %q is not a header name", i, h.Name)
 		}
-		r.Match.Headers = append(r.Match.Headers, Header{Name: canonicalHeader(string(h.Name)), Value: h.Value})
+		r.Match.Headers = append(r.Match.Headers, ValueMatch{Name: canonicalHeader(string(h.Name)), Value: h.Value})
 	}
 	return r, ""
 }
