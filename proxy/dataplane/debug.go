@@ -150,6 +150,16 @@ func backendsOf(rt *router, kind string, id types.NamespacedName, now time.Time)
 		if !of(r) || r.Backend == nil {
 			continue
 		}
+		if len(r.Split) > 0 {
+			total := 0
+			for _, w := range r.Split {
+				total += w.Weight
+			}
+			for _, w := range r.Split {
+				add(r, w.Backend, w.Weight*100/total)
+			}
+			continue
+		}
 		if c := r.Canary; kind != "Ingress" && c != nil && c.Backend != nil && c.WeightTotal > 0 {
 			share := c.Weight * 100 / c.WeightTotal
 			add(r, r.Backend, 100-share)

@@ -94,7 +94,9 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 		r = r.WithContext(ctx)
 	}
 	be := route.Backend
-	if c := route.Canary; c != nil && canaryChosen(r, &c.CanaryRule) {
+	if len(route.Split) > 0 {
+		be = pickWeighted(route.Split)
+	} else if c := route.Canary; c != nil && canaryChosen(r, &c.CanaryRule) {
 		be = c.Backend
 	}
 	if be.Unresolved {

@@ -681,7 +681,7 @@ func (b *builder) compileHTTPRoute(hr *gatewayv1.HTTPRoute, from routeRef) (rule
 			}
 			refs[i] = ref.BackendRef
 		}
-		be, canary, reason, msg, why := b.ruleBackends(from, refs, opts)
+		be, canary, split, reason, msg, why := b.ruleBackends(from, refs, opts)
 		if why != "" {
 			return nil, field + ".backendRefs: " + why, "", ""
 		}
@@ -701,7 +701,7 @@ func (b *builder) compileHTTPRoute(hr *gatewayv1.HTTPRoute, from routeRef) (rule
 			if why != "" {
 				return nil, fmt.Sprintf("%s.matches[%d].%s", field, mi, why), "", ""
 			}
-			r.HTTPRoute, r.RouteKind, r.Backend, r.Canary, r.Options = from.id, KindHTTPRoute, be, canary, opts
+			r.HTTPRoute, r.RouteKind, r.Backend, r.Canary, r.Split, r.Options = from.id, KindHTTPRoute, be, canary, split, opts
 			if r.PathType == pathRegex && (fullPath == nil && opts.Policy.Rewrite != nil ||
 				opts.Policy.RequestRedirect != nil && opts.Policy.RequestRedirect.PrefixPath != nil) {
 				return nil, fmt.Sprintf("%s.matches[%d].path: ReplacePrefixMatch needs a PathPrefix match, not RegularExpression", field, mi), "", ""
@@ -953,11 +953,11 @@ func urlRewrite(f *gatewayv1.HTTPURLRewriteFilter, p *Policy, fullPath **string)
 	return ""
 }
 
-// ruleBackends resolves a rule's backendRefs: one backend, or two split by weight (the
-// canary split Ingresses use). An unresolved ref routes to an Unresolved backend (500, the
-// share of the requests its weight gives it) and is reported in reason and msg; why names an
-// unsupported value.
-func (b *builder) ruleBackends(from routeRef, refs []gatewayv1.BackendRef, opts Options) (be *Backend, canary *Canary, reason gatewayv1.RouteConditionReason, msg, why string) {
+// ruleBackends resolves a rule's backendRefs: one backend, two split by weight (the canary
+// split Ingresses use), or three or more shared by weight (split). An unresolved ref routes
+// to an Unresolved backend (500, the share of the requests its weight gives it) and is
+// reported in reason and msg; why names an unsupported value.
+func (b *builder) ruleBackends(from routeRef, refs []gatewayv1.BackendRef, opts Options) (be *Backend, canary *Canary, split []Weighted, reason gatewayv1.RouteConditionReason, msg, why string) {
 	type weighted struct {
 		be *Backend
 		w  int
@@ -984,13 +984,16 @@ func (b *builder) ruleBackends(from routeRef, refs []gatewayv1.BackendRef, opts 
 	switch len(out) {
 	case 0:
 		// No backend, or all of weight 0: the spec answers 500.
-		return &Backend{Key: "unresolved:" + from.id.String(), Unresolved: true}, nil, reason, msg, ""
+		return &Backend{Key: "unresolved:" + from.id.String(), Unresolved: true}, nil, nil, reason, msg, ""
 	case 1:
-		return out[0].be, nil, reason, msg, ""
+		return out[0].be, nil, nil, reason, msg, ""
 	case 2:
-		return out[0].be, &Canary{CanaryRule: CanaryRule{Weight: out[1].w, WeightTotal: out[0].w + out[1].w}, Ingress: from.id, Backend: out[1].be}, reason, msg, ""
+		return out[0].be, &Canary{CanaryRule: CanaryRule{Weight: out[1].w, WeightTotal: out[0].w + out[1].w}, Ingress: from.id, Backend: out[1].be}, nil, reason, msg, ""
 	}
-	return nil, nil, "", "", "more than two backendRefs with a weight are not supported (a weighted split has two)"
+	for _, o := range out {
+		split = append(split, Weighted{Backend: o.be, Weight: o.w})
+	}
+	return out[0].be, nil, split, reason, msg, ""
 }
 
 // gatewayBackend resolves one backendRef: a Service port, in another namespace only with a

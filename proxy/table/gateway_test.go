@@ -1,6 +1,7 @@
 package table
 
 import (
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -254,10 +255,10 @@ func TestGatewayAttachment(t *testing.T) {
 				Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestRedirect,
 					RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Scheme: ptr("javascript")}}}}),
 			wantAccepted: "False/UnsupportedValue", wantRefs: resolved, probes: []probe{{80, "x", "/", ""}}},
-		{name: "unsupported: three weighted backends",
+		{name: "three weighted backends: a split",
 			route: httpRoute("app", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{BackendRefs: []gatewayv1.HTTPBackendRef{
 				backendRef("", "web", 80, 1), backendRef("", "v2", 80, 1), backendRef("", "web", 80, 1)}}),
-			wantAccepted: "False/UnsupportedValue", wantRefs: resolved, probes: []probe{{80, "x", "/", ""}}},
+			wantAccepted: "True/Accepted", wantRefs: resolved, probes: []probe{{80, "x", "/", "app/web"}}},
 		{name: "unsupported: retry",
 			route:        httpRoute("infra", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{Retry: &gatewayv1.HTTPRouteRetry{}, BackendRefs: web.BackendRefs}),
 			wantAccepted: "False/UnsupportedValue", wantRefs: resolved, probes: []probe{{80, "x", "/", ""}}},
@@ -566,16 +567,31 @@ func TestGatewayWeights(t *testing.T) {
 		refs         []gatewayv1.HTTPBackendRef
 		main, canary string
 		weight, of   int
+		split        string // "svc:weight ..." of a split of three or more
 	}{
-		{"two weights split as a canary", []gatewayv1.HTTPBackendRef{backendRef("", "web", 80, 3), backendRef("", "v2", 80, 1)}, "app/web", "app/v2", 1, 4},
-		{"weight 0 takes nothing", []gatewayv1.HTTPBackendRef{backendRef("", "web", 80, 0), backendRef("", "v2", 80, 5)}, "app/v2", "", 0, 0},
-		{"default weights are 1", []gatewayv1.HTTPBackendRef{backendRef("", "web", 80, -1), backendRef("", "v2", 80, -1)}, "app/web", "app/v2", 1, 2},
+		{"two weights split as a canary", []gatewayv1.HTTPBackendRef{backendRef("", "web", 80, 3), backendRef("", "v2", 80, 1)}, "app/web", "app/v2", 1, 4, ""},
+		{"weight 0 takes nothing", []gatewayv1.HTTPBackendRef{backendRef("", "web", 80, 0), backendRef("", "v2", 80, 5)}, "app/v2", "", 0, 0, ""},
+		{"default weights are 1", []gatewayv1.HTTPBackendRef{backendRef("", "web", 80, -1), backendRef("", "v2", 80, -1)}, "app/web", "app/v2", 1, 2, ""},
+		{"three or more split by weight, weight 0 left out, a missing Service keeps its share (500)", []gatewayv1.HTTPBackendRef{
+			backendRef("", "web", 80, 5), backendRef("", "v2", 80, 0), backendRef("", "v2", 80, 3), backendRef("", "gone", 80, 2)},
+			"app/web", "", 0, 0, "app/web:5 app/v2:3 500:2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tab, _ := Build(gatewayWorld([]*gatewayv1.HTTPRoute{httpRoute("app", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{BackendRefs: tc.refs})}))
 			r := tab.Match(80, httptest.NewRequest("GET", "http://x/", nil))
 			if r == nil || r.Backend.Service.String() != tc.main {
 				t.Fatalf("route %+v, want backend %s", r, tc.main)
+			}
+			var split []string
+			for _, w := range r.Split {
+				s := w.Backend.Service.String()
+				if w.Backend.Unresolved {
+					s = "500"
+				}
+				split = append(split, fmt.Sprintf("%s:%d", s, w.Weight))
+			}
+			if got := strings.Join(split, " "); got != tc.split {
+				t.Errorf("split %q, want %q", got, tc.split)
 			}
 			switch {
 			case tc.canary == "" && r.Canary != nil:

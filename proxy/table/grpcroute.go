@@ -58,7 +58,7 @@ func (b *builder) compileGRPCRoute(gr *gatewayv1.GRPCRoute, from routeRef) (rule
 			}
 			refs[i] = ref.BackendRef
 		}
-		be, canary, reason, msg, why := b.ruleBackends(from, refs, opts)
+		be, canary, split, reason, msg, why := b.ruleBackends(from, refs, opts)
 		if why != "" {
 			return nil, field + ".backendRefs: " + why, "", ""
 		}
@@ -78,7 +78,7 @@ func (b *builder) compileGRPCRoute(gr *gatewayv1.GRPCRoute, from routeRef) (rule
 			if why != "" {
 				return nil, fmt.Sprintf("%s.matches[%d].%s", field, mi, why), "", ""
 			}
-			r.HTTPRoute, r.RouteKind, r.Backend, r.Canary, r.Options = from.id, KindGRPCRoute, be, canary, opts
+			r.HTTPRoute, r.RouteKind, r.Backend, r.Canary, r.Split, r.Options = from.id, KindGRPCRoute, be, canary, split, opts
 			rl.routes = append(rl.routes, r)
 		}
 		rules = append(rules, rl)

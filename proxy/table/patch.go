@@ -94,9 +94,9 @@ func (hr *hostRules) each(f func(*Route)) {
 	}
 }
 
-// routeBackends lists the backends a route refers to: its own, its canary's, its external
-// authentication service's and its mirrors' (remap.route replaces exactly these); nil ones (a
-// refused auth-url) are left out.
+// routeBackends lists the backends a route refers to: its own, its canary's, its split's, its
+// external authentication service's and its mirrors' (remap.route replaces exactly these); nil
+// ones (a refused auth-url) are left out.
 func routeBackends(r *Route) []*Backend {
 	var out []*Backend
 	add := func(be *Backend) {
@@ -107,6 +107,9 @@ func routeBackends(r *Route) []*Backend {
 	add(r.Backend)
 	if r.Canary != nil {
 		add(r.Canary.Backend)
+	}
+	for _, w := range r.Split {
+		add(w.Backend)
 	}
 	if ea := r.Options.Policy.ExternalAuth; ea != nil {
 		add(ea.Backend)
@@ -191,7 +194,7 @@ func equalStates(a, b []EndpointState) bool {
 }
 
 // remap copies the parts of a table that reference a replaced backend, and only those. Every
-// *Backend a Table holds is reached from here: Route.Backend, Route.Canary.Backend,
+// *Backend a Table holds is reached from here: Route.Backend, Route.Canary.Backend, Route.Split[].Backend,
 // Route.Options.Policy.ExternalAuth.Backend, Route.Options.Policy.Mirrors[].Backend (routes in host rules, namespace rules,
 // Default and namespace defaults, Gateway listeners), passthrough and Backends.
 // TestPatchLeavesNoOldBackend walks every pointer of a patched table to prove it.
@@ -240,6 +243,21 @@ func (m *remap) mirrors(ms []Mirror) []Mirror {
 	return out
 }
 
+// split returns a copy of ws referencing the replaced backends, or nil when none of its
+// backends was replaced.
+func (m *remap) split(ws []Weighted) []Weighted {
+	var out []Weighted
+	for i, w := range ws {
+		if nb := m.backend(w.Backend); nb != w.Backend {
+			if out == nil {
+				out = slices.Clone(ws)
+			}
+			out[i].Backend = nb
+		}
+	}
+	return out
+}
+
 // route returns r, or a copy of it referencing the replaced backends.
 func (m *remap) route(r *Route) *Route {
 	if r == nil {
@@ -260,13 +278,17 @@ func (m *remap) route(r *Route) *Route {
 	}
 	ea := m.auth(r.Options.Policy.ExternalAuth)
 	mirrors := m.mirrors(r.Options.Policy.Mirrors)
-	if be == r.Backend && canary == r.Canary && ea == r.Options.Policy.ExternalAuth && mirrors == nil {
+	split := m.split(r.Split)
+	if be == r.Backend && canary == r.Canary && ea == r.Options.Policy.ExternalAuth && mirrors == nil && split == nil {
 		return r
 	}
 	c := *r
 	c.Backend, c.Canary, c.Options.Policy.ExternalAuth = be, canary, ea
 	if mirrors != nil {
 		c.Options.Policy.Mirrors = mirrors
+	}
+	if split != nil {
+		c.Split = split
 	}
 	m.routes[r] = &c
 	return &c

@@ -118,7 +118,7 @@ func patchIngressWorld(rng *rand.Rand, certPEM, keyPEM []byte) Input {
 }
 
 // patchGatewayWorld makes a random Gateway input: routes on the test Gateway's listeners
-// with one backend or two weighted ones (a canary), some in other namespaces, some missing,
+// with one backend, two weighted ones (a canary) or three (a split), some in other namespaces, some missing,
 // half of the rules with a mirror; and up to two GRPCRoutes.
 func patchGatewayWorld(rng *rand.Rand) Input {
 	var routes []*gatewayv1.HTTPRoute
@@ -131,7 +131,7 @@ func patchGatewayWorld(rng *rand.Rand) Input {
 		for j, m := 0, 1+rng.Intn(2); j < m; j++ {
 			rule := gatewayv1.HTTPRouteRule{Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{
 				Type: ptr(gatewayv1.PathMatchPathPrefix), Value: ptr(fmt.Sprintf("/p%d", j))}}}}
-			for k, o := 0, 1+rng.Intn(2); k < o; k++ {
+			for k, o := 0, 1+rng.Intn(3); k < o; k++ {
 				rule.BackendRefs = append(rule.BackendRefs, backendRef("", svcs[rng.Intn(len(svcs))], 80, int32(1+rng.Intn(3))))
 			}
 			if rng.Intn(2) == 0 { // a mirror: its backend is patched like the others
@@ -146,7 +146,7 @@ func patchGatewayWorld(rng *rand.Rand) Input {
 	var grpcRoutes []*gatewayv1.GRPCRoute
 	for i, n := 0, rng.Intn(3); i < n; i++ { // GRPCRoutes: h2c backends of the same Services
 		var refs []gatewayv1.GRPCBackendRef
-		for k, o := 0, 1+rng.Intn(2); k < o; k++ {
+		for k, o := 0, 1+rng.Intn(3); k < o; k++ {
 			refs = append(refs, grpcBackend("", svcs[rng.Intn(len(svcs))], int32(1+rng.Intn(3))))
 		}
 		ns := patchNamespaces[rng.Intn(len(patchNamespaces))]

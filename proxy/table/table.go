@@ -57,6 +57,10 @@ type Route struct {
 	Regex *regexp.Regexp
 	// Canary, when set, takes the requests its rule selects to another backend.
 	Canary *Canary
+	// Split, when set, shares the requests among three or more backends by weight (a
+	// Gateway rule's weighted backendRefs; two use Canary): each takes Weight of the sum.
+	// Backend is the first of them.
+	Split []Weighted
 	// HTTPRoute is the HTTPRoute that defined a Gateway table's route (Ingress is empty
 	// then), and Match what else than host and path a request must carry to take it.
 	HTTPRoute types.NamespacedName
@@ -64,6 +68,12 @@ type Route struct {
 	// RouteKind is the kind of the route HTTPRoute names: KindHTTPRoute or KindGRPCRoute
 	// ("" for an Ingress route).
 	RouteKind string
+}
+
+// Weighted is one backend of a Route.Split and its weight (at least 1).
+type Weighted struct {
+	Backend *Backend
+	Weight  int
 }
 
 // Backend is one Service port with its endpoints and balancing policy. Backends are shared

@@ -1,0 +1,73 @@
+package dataplane
+
+import (
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/metalgate/metalgate/proxy/table"
+)
+
+// TestGatewaySplit: a rule with three weighted backendRefs (1:2:3, and one of weight 0)
+// shares 1,200 requests among the three by weight, on both forwarding paths; the weight-0
+// backend gets none, and a backendRef naming no Service gets its share as 500s.
+func TestGatewaySplit(t *testing.T) {
+	forEachPath(t, func(t *testing.T, opts Options) {
+		backends := map[string]string{}
+		for _, name := range []string{"a", "b", "c", "zero"} {
+			backends[name] = hostport(echoBackend(t, name))
+		}
+		s, httpAddr, _ := startProxy(t, opts, buildTable(t))
+		_, p, _ := net.SplitHostPort(httpAddr)
+		port, _ := strconv.Atoi(p)
+		all := gatewayv1.NamespacesFromAll
+		gw := &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "gw"},
+			Spec: gatewayv1.GatewaySpec{GatewayClassName: "metalgate", Listeners: []gatewayv1.Listener{{Name: "h", Port: gatewayv1.PortNumber(port),
+				Protocol: gatewayv1.HTTPProtocolType, AllowedRoutes: &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: &all}}}}}}
+		ref := func(svc string, w int32) gatewayv1.HTTPBackendRef {
+			return gatewayv1.HTTPBackendRef{BackendRef: gatewayv1.BackendRef{Weight: ptr(w), BackendObjectReference: gatewayv1.BackendObjectReference{
+				Name: gatewayv1.ObjectName(svc), Port: ptr(gatewayv1.PortNumber(80))}}}
+		}
+		in := table.Input{Gateway: gw, AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true, HTTPRoutes: []*gatewayv1.HTTPRoute{{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "split"},
+			Spec: gatewayv1.HTTPRouteSpec{
+				CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Namespace: ptr(gatewayv1.Namespace("infra")), Name: "gw"}}},
+				Rules: []gatewayv1.HTTPRouteRule{{BackendRefs: []gatewayv1.HTTPBackendRef{
+					ref("a", 1), ref("zero", 0), ref("b", 2), ref("c", 3), ref("missing", 2)}}}}}}}
+		addBackends(t, &in, backends, "app", "infra")
+		tab, problems := table.Build(in)
+		if len(problems) > 0 {
+			t.Fatalf("build: %v", problems)
+		}
+		s.Swap(tab)
+		c := &http.Client{}
+		defer c.CloseIdleConnections()
+		got := map[string]int{}
+		const n = 1200
+		for range n {
+			resp, e := get(t, c, "http://"+httpAddr+"/", nil)
+			switch resp.StatusCode {
+			case http.StatusOK:
+				got[e.Backend]++
+			case http.StatusInternalServerError:
+				got["500"]++
+			default:
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+		}
+		// Expected 150, 300, 450, 300 of 1,200 (weights 1, 2, 3 and 2 of 8); each bound is
+		// more than five standard deviations away.
+		for name, want := range map[string]int{"a": 150, "b": 300, "c": 450, "500": 300} {
+			if d := got[name] - want; d < -90 || d > 90 {
+				t.Errorf("%s got %d of %d requests, want about %d", name, got[name], n, want)
+			}
+		}
+		if got["zero"] != 0 {
+			t.Errorf("the weight-0 backend got %d requests", got["zero"])
+		}
+	})
+}
