@@ -55,6 +55,24 @@ func gatewayTable(t *testing.T, port, otherPort int32, backends map[string]strin
 	return tab
 }
 
+// listenerGateway is Gateway infra/gw with one HTTP listener, admitting routes of every
+// namespace, on the port of the proxy's address addr.
+func listenerGateway(t *testing.T, addr string) *gatewayv1.Gateway {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := gatewayv1.NamespacesFromAll
+	return &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "gw"},
+		Spec: gatewayv1.GatewaySpec{GatewayClassName: "metalgate", Listeners: []gatewayv1.Listener{{Name: "h", Port: gatewayv1.PortNumber(port),
+			Protocol: gatewayv1.HTTPProtocolType, AllowedRoutes: &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: &all}}}}}}
+}
+
 // addBackends adds to in each namespace and, in each, a Service per backend (port 80) whose
 // one ready endpoint is the backend's address.
 func addBackends(t *testing.T, in *table.Input, backends map[string]string, namespaces ...string) {

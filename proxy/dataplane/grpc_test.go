@@ -89,12 +89,7 @@ func TestGatewayGRPCRoute(t *testing.T) {
 		a, b := healthBackend(t, "a"), healthBackend(t, "b")
 		opts.H2C = true
 		s, httpAddr, _ := startProxy(t, opts, buildTable(t))
-		_, p, _ := net.SplitHostPort(httpAddr)
-		port, _ := strconv.Atoi(p)
-		all := gatewayv1.NamespacesFromAll
-		gw := &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "gw"},
-			Spec: gatewayv1.GatewaySpec{GatewayClassName: "metalgate", Listeners: []gatewayv1.Listener{{Name: "h", Port: gatewayv1.PortNumber(port),
-				Protocol: gatewayv1.HTTPProtocolType, AllowedRoutes: &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: &all}}}}}}
+		gw := listenerGateway(t, httpAddr)
 		ref := func(svc string) []gatewayv1.GRPCBackendRef {
 			return []gatewayv1.GRPCBackendRef{{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
 				Name: gatewayv1.ObjectName(svc), Port: ptr(gatewayv1.PortNumber(80))}}}}

@@ -1,9 +1,7 @@
 package dataplane
 
 import (
-	"net"
 	"net/http"
-	"strconv"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,12 +17,7 @@ func TestGatewayRegularExpressionPath(t *testing.T) {
 	forEachPath(t, func(t *testing.T, opts Options) {
 		api := echoBackend(t, "api")
 		s, httpAddr, _ := startProxy(t, opts, buildTable(t))
-		_, p, _ := net.SplitHostPort(httpAddr)
-		port, _ := strconv.Atoi(p)
-		all := gatewayv1.NamespacesFromAll
-		gw := &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "gw"},
-			Spec: gatewayv1.GatewaySpec{GatewayClassName: "metalgate", Listeners: []gatewayv1.Listener{{Name: "h", Port: gatewayv1.PortNumber(port),
-				Protocol: gatewayv1.HTTPProtocolType, AllowedRoutes: &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: &all}}}}}}
+		gw := listenerGateway(t, httpAddr)
 		in := table.Input{Gateway: gw, AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true, HTTPRoutes: []*gatewayv1.HTTPRoute{{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "re"},
 			Spec: gatewayv1.HTTPRouteSpec{

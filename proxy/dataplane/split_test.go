@@ -1,9 +1,7 @@
 package dataplane
 
 import (
-	"net"
 	"net/http"
-	"strconv"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,12 +20,7 @@ func TestGatewaySplit(t *testing.T) {
 			backends[name] = hostport(echoBackend(t, name))
 		}
 		s, httpAddr, _ := startProxy(t, opts, buildTable(t))
-		_, p, _ := net.SplitHostPort(httpAddr)
-		port, _ := strconv.Atoi(p)
-		all := gatewayv1.NamespacesFromAll
-		gw := &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "gw"},
-			Spec: gatewayv1.GatewaySpec{GatewayClassName: "metalgate", Listeners: []gatewayv1.Listener{{Name: "h", Port: gatewayv1.PortNumber(port),
-				Protocol: gatewayv1.HTTPProtocolType, AllowedRoutes: &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: &all}}}}}}
+		gw := listenerGateway(t, httpAddr)
 		ref := func(svc string, w int32) gatewayv1.HTTPBackendRef {
 			return gatewayv1.HTTPBackendRef{BackendRef: gatewayv1.BackendRef{Weight: ptr(w), BackendObjectReference: gatewayv1.BackendObjectReference{
 				Name: gatewayv1.ObjectName(svc), Port: ptr(gatewayv1.PortNumber(80))}}}

@@ -228,31 +228,17 @@ func (m *remap) auth(ea *ExternalAuth) *ExternalAuth {
 	return n
 }
 
-// mirrors returns a copy of ms referencing the replaced backends, or nil when none of its
-// backends was replaced.
-func (m *remap) mirrors(ms []Mirror) []Mirror {
-	var out []Mirror
-	for i, mi := range ms {
-		if nb := m.backend(mi.Backend); nb != mi.Backend {
+// remapEach returns a copy of xs (a route's mirrors or split) whose backends, reached by
+// backendOf, are the replaced ones, or nil when none of them was replaced.
+func remapEach[T any](m *remap, xs []T, backendOf func(*T) **Backend) []T {
+	var out []T
+	for i := range xs {
+		old := *backendOf(&xs[i])
+		if nb := m.backend(old); nb != old {
 			if out == nil {
-				out = slices.Clone(ms)
+				out = slices.Clone(xs)
 			}
-			out[i].Backend = nb
-		}
-	}
-	return out
-}
-
-// split returns a copy of ws referencing the replaced backends, or nil when none of its
-// backends was replaced.
-func (m *remap) split(ws []Weighted) []Weighted {
-	var out []Weighted
-	for i, w := range ws {
-		if nb := m.backend(w.Backend); nb != w.Backend {
-			if out == nil {
-				out = slices.Clone(ws)
-			}
-			out[i].Backend = nb
+			*backendOf(&out[i]) = nb
 		}
 	}
 	return out
@@ -277,8 +263,8 @@ func (m *remap) route(r *Route) *Route {
 		}
 	}
 	ea := m.auth(r.Options.Policy.ExternalAuth)
-	mirrors := m.mirrors(r.Options.Policy.Mirrors)
-	split := m.split(r.Split)
+	mirrors := remapEach(m, r.Options.Policy.Mirrors, func(mi *Mirror) **Backend { return &mi.Backend })
+	split := remapEach(m, r.Split, func(w *Weighted) **Backend { return &w.Backend })
 	if be == r.Backend && canary == r.Canary && ea == r.Options.Policy.ExternalAuth && mirrors == nil && split == nil {
 		return r
 	}
