@@ -164,7 +164,8 @@ func upstreamHost(in *http.Request, a *attempt) string {
 // to the client: hop-by-hop headers go (but for a 101, whose Connection and Upgrade
 // ReverseProxy checks and passes on), the backend's Server header goes (responseWriter
 // writes ours), the affinity cookie is added when the balancer chose the endpoint, then the
-// route's response header edits and, for a request from origin, its CORS headers.
+// route's response header edits and, for a request from origin, its CORS headers (a Gateway
+// API CORS filter first removes the backend's own Access-Control-* headers).
 func (s *Server) responseHeaders(h http.Header, status int, a *attempt, origin string) {
 	if status != http.StatusSwitchingProtocols {
 		removeHopByHop(h)
@@ -175,10 +176,17 @@ func (s *Server) responseHeaders(h http.Header, status int, a *attempt, origin s
 		return
 	}
 	p := &a.route.Options.Policy
+	gatewayCORS := p.CORS != nil && p.CORS.Gateway != nil
+	if gatewayCORS {
+		stripCORS(h) // before the route's own edits, which may set them
+	}
 	if !p.ResponseHeaders.Empty() {
 		editHeaders(h, &p.ResponseHeaders)
 	}
-	if p.CORS != nil && origin != "" {
+	switch {
+	case gatewayCORS:
+		gatewayCORSHeaders(h, p.CORS, origin)
+	case p.CORS != nil && origin != "":
 		corsHeaders(h, p.CORS, origin)
 	}
 }

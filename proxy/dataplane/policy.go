@@ -74,6 +74,10 @@ func (s *Server) answer(w *responseWriter, r *http.Request, route *table.Route, 
 		return true
 	}
 	if c := p.CORS; c != nil && r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != "" {
+		if c.Gateway != nil {
+			gatewayPreflight(w, r, c)
+			return true
+		}
 		h := w.Header()
 		corsHeaders(h, c, r.Header.Get("Origin"))
 		if h.Get("Access-Control-Allow-Origin") != "" {

@@ -656,6 +656,13 @@ func (b *builder) compileHTTPRoute(hr *gatewayv1.HTTPRoute, from routeRef) (rule
 				opts.Policy.RequestRedirect, why = requestRedirect(f.RequestRedirect)
 			case gatewayv1.HTTPRouteFilterURLRewrite:
 				why = urlRewrite(f.URLRewrite, &opts.Policy, &fullPath)
+			case gatewayv1.HTTPRouteFilterCORS:
+				if opts.Policy.CORS != nil {
+					return nil, ff + ": CORS filter cannot be repeated", "", ""
+				}
+				if opts.Policy.CORS, why = gatewayCORS(f.CORS); why != "" {
+					return nil, ff + "." + why, "", ""
+				}
 			case gatewayv1.HTTPRouteFilterRequestMirror:
 				var m Mirror
 				var reason gatewayv1.RouteConditionReason

@@ -93,7 +93,9 @@ type RequestRedirect struct {
 	Code       int
 }
 
-// CORS is the cross-origin policy of a route (the Fetch standard's CORS protocol).
+// CORS is the cross-origin policy of a route (the Fetch standard's CORS protocol), in one of
+// two flavours: ingress-nginx's enable-cors annotations (Gateway nil), or Gateway API's CORS
+// filter (Gateway set; cors_gateway.go says how its semantics differ).
 type CORS struct {
 	AllowOrigins     []string // "*" for any; otherwise exact origins ("https://a.example")
 	AllowMethods     string
@@ -101,6 +103,9 @@ type CORS struct {
 	ExposeHeaders    string
 	AllowCredentials bool
 	MaxAge           int // seconds a preflight may be cached
+	// Gateway, when set, holds the filter's origin patterns and wildcards and switches the
+	// data plane to Gateway API's semantics.
+	Gateway *GatewayCORS
 }
 
 // BasicAuth is HTTP Basic authentication (RFC 7617) against htpasswd lines from a Secret.

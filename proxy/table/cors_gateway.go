@@ -1,0 +1,298 @@
+package table
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Gateway API's CORS filter (HTTPCORSFilter, conformance feature HTTPRouteCORS) compiles into
+// Policy.CORS with Gateway set. Its semantics differ from ingress-nginx's enable-cors
+// annotations, which keep theirs (CORS.Gateway nil):
+//
+//   - Origins are compared by scheme, host (case-insensitive) and port, the scheme's
+//     well-known port when none is written (https://a.example is https://a.example:443). A
+//     host whose leftmost label is "*" stands for one or more labels: https://*.example.com
+//     allows https://a.b.example.com, never https://example.com, https://evilexample.com or
+//     https://example.com.evil.test. "*" alone allows every origin but "null" (an opaque
+//     origin: sandboxed documents and file:// pages, which must never be told they may read
+//     a credentialed answer).
+//   - An allowed origin is answered with itself, never "*", so the answer is right for
+//     credentialed requests too; the methods and headers a preflight asks for are echoed for
+//     "*" in the same way (the spec requires it when allowCredentials is true and allows it
+//     otherwise). Expose-Headers "*" is sent as "*" without credentials; with them, as the
+//     response's own header names.
+//   - A preflight (OPTIONS with Origin and Access-Control-Request-Method) is answered by the
+//     proxy, 204. It carries CORS headers only when the origin, the method (GET, HEAD and
+//     POST always, as the Fetch standard safelists them) and every header asked for are
+//     allowed; anything else gets a 204 without them, which the browser refuses.
+//   - The filter alone speaks CORS for its route: the backend's own Access-Control-*
+//     response headers are removed, so a backend cannot widen (or narrow) the route's
+//     policy, and a response to an origin the route does not allow carries none.
+//   - Access-Control-Max-Age is always sent on an allowed preflight: maxAge, 5 when unset.
+
+// GatewayCORS is what Gateway API's CORS filter adds to CORS. CORS.AllowMethods,
+// AllowHeaders and ExposeHeaders hold the lists as sent (empty for "*" or unset),
+// AllowCredentials and MaxAge their values.
+type GatewayCORS struct {
+	// AnyOrigin: allowOrigins is "*". Otherwise Origins are the patterns allowed (none: no
+	// origin is).
+	AnyOrigin bool
+	Origins   []OriginPattern
+	// AnyMethod: allowMethods is "*". Otherwise Methods besides GET, HEAD and POST, compared
+	// case-sensitively (RFC 9110 §9.1).
+	AnyMethod bool
+	Methods   []string
+	// AnyHeader: allowHeaders is "*". Otherwise Headers, compared case-insensitively.
+	AnyHeader bool
+	Headers   []string
+	// AnyExpose: exposeHeaders lists "*".
+	AnyExpose bool
+}
+
+// OriginPattern is one allowOrigins entry: scheme, host and port. With Wildcard, Host is the
+// suffix after the "*" (".example.com"), or "" for any host.
+type OriginPattern struct {
+	Scheme   string // "http" or "https"
+	Host     string // lower case
+	Wildcard bool
+	Port     int
+}
+
+// DefaultCORSMaxAge is Access-Control-Max-Age when maxAge is unset (the spec's default).
+const DefaultCORSMaxAge = 5
+
+// corsMethods are the methods allowMethods takes (HTTPMethodWithWildcard's enum).
+var corsMethods = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "DELETE": true,
+	"CONNECT": true, "OPTIONS": true, "TRACE": true, "PATCH": true}
+
+// gatewayCORS maps an HTTPRoute CORS filter onto Policy.CORS. why, when not "", names the
+// field refused and the reason ("cors.allowOrigins[2]: …").
+func gatewayCORS(f *gatewayv1.HTTPCORSFilter) (*CORS, string) {
+	if f == nil {
+		return nil, "cors: the filter's settings are missing"
+	}
+	g := &GatewayCORS{}
+	c := &CORS{Gateway: g, AllowCredentials: f.AllowCredentials != nil && *f.AllowCredentials, MaxAge: int(f.MaxAge)}
+	switch {
+	case f.MaxAge < 0:
+		return nil, fmt.Sprintf("cors.maxAge: %d is not a number of seconds, at least 1", f.MaxAge)
+	case f.MaxAge == 0:
+		c.MaxAge = DefaultCORSMaxAge
+	}
+	for i, o := range f.AllowOrigins {
+		field := fmt.Sprintf("cors.allowOrigins[%d]", i)
+		c.AllowOrigins = append(c.AllowOrigins, string(o))
+		if o == "*" {
+			if len(f.AllowOrigins) > 1 {
+				return nil, field + ": * cannot be listed with other origins"
+			}
+			g.AnyOrigin = true
+			continue
+		}
+		p, ok := parseOriginPattern(string(o))
+		if !ok {
+			return nil, fmt.Sprintf("%s: %q is not an origin: http:// or https://, a host whose leftmost label may be *, an optional port", field, o)
+		}
+		g.Origins = append(g.Origins, p)
+	}
+	var why string
+	if g.Methods, g.AnyMethod, why = corsList("cors.allowMethods", f.AllowMethods, true,
+		func(m string) bool { return corsMethods[m] }, "a method (GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE, PATCH or *)"); why != "" {
+		return nil, why
+	}
+	if g.Headers, g.AnyHeader, why = corsList("cors.allowHeaders", f.AllowHeaders, true, validHeaderName, "a header name"); why != "" {
+		return nil, why
+	}
+	// "*" among exposeHeaders exposes every header: the names listed beside it add nothing.
+	expose, anyExpose, why := corsList("cors.exposeHeaders", f.ExposeHeaders, false, validHeaderName, "a header name")
+	if why != "" {
+		return nil, why
+	}
+	g.AnyExpose = anyExpose
+	c.AllowMethods, c.AllowHeaders = strings.Join(g.Methods, ", "), strings.Join(g.Headers, ", ")
+	if !g.AnyExpose {
+		c.ExposeHeaders = strings.Join(expose, ", ")
+	}
+	return c, ""
+}
+
+// corsList checks the entries of a CORS list field: "*" sets wildcard (and must stand alone
+// when alone is set), every other entry must be valid (what says what it must be).
+func corsList[T ~string](field string, values []T, alone bool, valid func(string) bool, what string) (list []string, wildcard bool, why string) {
+	for i, v := range values {
+		switch {
+		case v == "*" && alone && len(values) > 1:
+			return nil, false, fmt.Sprintf("%s[%d]: * cannot be listed with other values", field, i)
+		case v == "*":
+			wildcard = true
+		case !valid(string(v)):
+			return nil, false, fmt.Sprintf("%s[%d]: %q is not %s", field, i, v, what)
+		default:
+			list = append(list, string(v))
+		}
+	}
+	return list, wildcard, ""
+}
+
+// parseOriginPattern parses an allowOrigins entry other than "*": http or https, a host of
+// DNS labels (letters, digits, '-') whose leftmost label may be "*" (or a host of "*"
+// alone), and an optional port.
+func parseOriginPattern(s string) (OriginPattern, bool) {
+	scheme, host, port, ok := splitOrigin(s)
+	if !ok || scheme != "http" && scheme != "https" {
+		return OriginPattern{}, false
+	}
+	p := OriginPattern{Scheme: scheme, Port: port}
+	if host == "*" {
+		p.Wildcard = true
+		return p, true
+	}
+	if rest, ok := strings.CutPrefix(host, "*."); ok {
+		p.Wildcard, host = true, rest
+	}
+	for _, label := range strings.Split(host, ".") {
+		if label == "" || strings.Trim(label, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+			return OriginPattern{}, false
+		}
+	}
+	p.Host = host
+	if p.Wildcard {
+		p.Host = "." + host
+	}
+	return p, true
+}
+
+// splitOrigin splits a serialized origin, scheme://host[:port] (RFC 6454 §6.2), into its
+// scheme and host in lower case and its port (the scheme's well-known one when none is
+// written; 0 for a scheme other than http and https). Anything more — a path, user
+// information, a query, an empty label, "null" — is not an origin. The host may be an IPv6
+// literal in brackets, or a name of letters, digits, '-', '_' and '*' in dot-separated labels.
+func splitOrigin(s string) (scheme, host string, port int, ok bool) {
+	scheme, rest, found := strings.Cut(s, "://")
+	if !found || scheme == "" || len(s) > 253+len("https://:65535") {
+		return "", "", 0, false
+	}
+	scheme = strings.ToLower(scheme)
+	for i := 0; i < len(scheme); i++ {
+		c := scheme[i]
+		if !(c >= 'a' && c <= 'z' || i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return "", "", 0, false
+		}
+	}
+	portText, hasPort := "", false
+	if strings.HasPrefix(rest, "[") {
+		end := strings.IndexByte(rest, ']')
+		if end < 0 {
+			return "", "", 0, false
+		}
+		host, rest = strings.ToLower(rest[:end+1]), rest[end+1:]
+		if strings.Trim(host[1:end], "0123456789abcdef:.") != "" || end < 3 {
+			return "", "", 0, false
+		}
+		if rest != "" {
+			if portText, hasPort = strings.CutPrefix(rest, ":"); !hasPort {
+				return "", "", 0, false
+			}
+		}
+	} else {
+		if i := strings.LastIndexByte(rest, ':'); i >= 0 {
+			rest, portText, hasPort = rest[:i], rest[i+1:], true
+		}
+		host = strings.ToLower(rest)
+		for _, label := range strings.Split(host, ".") {
+			if label == "" || strings.Trim(label, "abcdefghijklmnopqrstuvwxyz0123456789-_*") != "" {
+				return "", "", 0, false
+			}
+		}
+	}
+	switch {
+	case hasPort:
+		n, err := strconv.Atoi(portText)
+		if err != nil || n < 1 || n > 65535 || len(portText) > 5 || portText[0] < '0' || portText[0] > '9' {
+			return "", "", 0, false
+		}
+		port = n
+	case scheme == "http":
+		port = 80
+	case scheme == "https":
+		port = 443
+	}
+	return scheme, host, port, true
+}
+
+// AllowsOrigin reports whether a request's Origin header is allowed. "null" and anything
+// that is not a serialized origin never are; a "*" in the request's host matches nothing
+// but itself in an exact pattern, never a wildcard's labels.
+func (g *GatewayCORS) AllowsOrigin(origin string) bool {
+	scheme, host, port, ok := splitOrigin(origin)
+	if !ok || strings.Contains(host, "*") {
+		return false
+	}
+	if g.AnyOrigin {
+		return true
+	}
+	for _, p := range g.Origins {
+		if p.Scheme != scheme || p.Port != port {
+			continue
+		}
+		switch {
+		case !p.Wildcard && host == p.Host,
+			p.Wildcard && p.Host == "",
+			p.Wildcard && len(host) > len(p.Host) && strings.HasSuffix(host, p.Host):
+			return true
+		}
+	}
+	return false
+}
+
+// AllowsMethod reports whether a preflight's Access-Control-Request-Method is allowed: the
+// CORS-safelisted GET, HEAD and POST always (Fetch standard §2.2.1), others when listed.
+func (g *GatewayCORS) AllowsMethod(m string) bool {
+	if !validHeaderName(m) { // a method is a token (RFC 9110 §9.1), as a header name is
+		return false
+	}
+	switch m {
+	case "GET", "HEAD", "POST":
+		return true
+	}
+	if g.AnyMethod {
+		return true
+	}
+	for _, a := range g.Methods {
+		if a == m {
+			return true
+		}
+	}
+	return false
+}
+
+// AllowsHeaders splits a preflight's Access-Control-Request-Headers values into names and
+// reports whether each is allowed; the names (trimmed, empty elements dropped) are what an
+// answer for allowHeaders "*" echoes.
+func (g *GatewayCORS) AllowsHeaders(values []string) ([]string, bool) {
+	var names []string
+	for _, v := range values {
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n == "" {
+				continue
+			}
+			if !validHeaderName(n) || !g.AnyHeader && !g.listsHeader(n) {
+				return nil, false
+			}
+			names = append(names, n)
+		}
+	}
+	return names, true
+}
+
+func (g *GatewayCORS) listsHeader(n string) bool {
+	for _, h := range g.Headers {
+		if strings.EqualFold(h, n) {
+			return true
+		}
+	}
+	return false
+}
