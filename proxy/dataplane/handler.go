@@ -95,7 +95,11 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 	}
 	be := route.Backend
 	if len(route.Split) > 0 {
-		be = pickWeighted(route.Split)
+		w := pickWeighted(route.Split)
+		be = w.Backend
+		if w.Edits {
+			a.target = w
+		}
 	} else if c := route.Canary; c != nil && canaryChosen(r, &c.CanaryRule) {
 		be = c.Backend
 	}

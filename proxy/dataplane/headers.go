@@ -86,7 +86,12 @@ func (s *Server) forwarded(in *http.Request, a *attempt) forwarding {
 // Values may hold CR or LF; the writer must clean them (Request.Write and header do).
 func (s *Server) outboundHeaders(in *http.Request, a *attempt, emit func(k, v string)) {
 	var edits *table.HeaderEdits
-	if a.route != nil {
+	switch {
+	case a.target != nil: // the rule's edits and its backendRef's, merged
+		if !a.target.RequestHeaders.Empty() {
+			edits = &a.target.RequestHeaders
+		}
+	case a.route != nil:
 		if p := &a.route.Options.Policy; !p.RequestHeaders.Empty() {
 			edits = &p.RequestHeaders
 		}
@@ -180,8 +185,12 @@ func (s *Server) responseHeaders(h http.Header, status int, a *attempt, origin s
 	if gatewayCORS {
 		stripCORS(h) // before the route's own edits, which may set them
 	}
-	if !p.ResponseHeaders.Empty() {
-		editHeaders(h, &p.ResponseHeaders)
+	respEdits := &p.ResponseHeaders
+	if a.target != nil { // the rule's edits and its backendRef's, merged
+		respEdits = &a.target.ResponseHeaders
+	}
+	if !respEdits.Empty() {
+		editHeaders(h, respEdits)
 	}
 	switch {
 	case gatewayCORS:

@@ -8,17 +8,17 @@ import (
 
 // pickWeighted chooses one backend of a route's split, each with the probability of its
 // share of the weights (every weight is at least 1; a Gateway rule has at most 16).
-func pickWeighted(ws []table.Weighted) *table.Backend {
+func pickWeighted(ws []table.Weighted) *table.Weighted {
 	total := 0
 	for _, w := range ws {
 		total += w.Weight
 	}
 	n := rand.IntN(total)
-	for _, w := range ws {
-		if n < w.Weight {
-			return w.Backend
+	for i := range ws {
+		if n < ws[i].Weight {
+			return &ws[i]
 		}
-		n -= w.Weight
+		n -= ws[i].Weight
 	}
-	return ws[len(ws)-1].Backend
+	return &ws[len(ws)-1]
 }

@@ -64,3 +64,61 @@ func TestGatewaySplit(t *testing.T) {
 		}
 	})
 }
+
+// TestGatewayBackendRefFilters: header modifiers on backendRefs, on both forwarding paths:
+// each request reaches its backend with that backendRef's request edits after the rule's (a
+// client's own "Backend" header is replaced, never passed on), and its answer gets that
+// backendRef's response edits; another backend's edits never reach it.
+func TestGatewayBackendRefFilters(t *testing.T) {
+	forEachPath(t, func(t *testing.T, opts Options) {
+		backends := map[string]string{"a": hostport(echoBackend(t, "a")), "b": hostport(echoBackend(t, "b"))}
+		s, httpAddr, _ := startProxy(t, opts, buildTable(t))
+		ref := func(svc string) gatewayv1.HTTPBackendRef {
+			return gatewayv1.HTTPBackendRef{
+				BackendRef: gatewayv1.BackendRef{Weight: ptr(int32(1)), BackendObjectReference: gatewayv1.BackendObjectReference{
+					Name: gatewayv1.ObjectName(svc), Port: ptr(gatewayv1.PortNumber(80))}},
+				Filters: []gatewayv1.HTTPRouteFilter{
+					{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{
+						Set: []gatewayv1.HTTPHeader{{Name: "Backend", Value: svc}}}},
+					{Type: gatewayv1.HTTPRouteFilterResponseHeaderModifier, ResponseHeaderModifier: &gatewayv1.HTTPHeaderFilter{
+						Add: []gatewayv1.HTTPHeader{{Name: "X-Served-By", Value: svc}}}},
+				}}
+		}
+		in := table.Input{Gateway: listenerGateway(t, httpAddr), AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true, HTTPRoutes: []*gatewayv1.HTTPRoute{{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "filtered"},
+			Spec: gatewayv1.HTTPRouteSpec{
+				CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Namespace: ptr(gatewayv1.Namespace("infra")), Name: "gw"}}},
+				Rules: []gatewayv1.HTTPRouteRule{{
+					Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{
+						Set: []gatewayv1.HTTPHeader{{Name: "X-Rule", Value: "1"}}}}},
+					BackendRefs: []gatewayv1.HTTPBackendRef{ref("a"), ref("b")}}}}}}}
+		addBackends(t, &in, backends, "app", "infra")
+		tab, problems := table.Build(in)
+		if len(problems) > 0 {
+			t.Fatalf("build: %v", problems)
+		}
+		s.Swap(tab)
+		c := &http.Client{}
+		defer c.CloseIdleConnections()
+		seen := map[string]int{}
+		for range 60 {
+			resp, e := get(t, c, "http://"+httpAddr+"/", map[string]string{"Backend": "spoofed"})
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			seen[e.Backend]++
+			if got := e.Header["Backend"]; len(got) != 1 || got[0] != e.Backend {
+				t.Errorf("backend %s got Backend: %q, want only its own", e.Backend, got)
+			}
+			if got := e.Header["X-Rule"]; len(got) != 1 || got[0] != "1" {
+				t.Errorf("backend %s got X-Rule: %q, want the rule's 1", e.Backend, got)
+			}
+			if got := resp.Header.Values("X-Served-By"); len(got) != 1 || got[0] != e.Backend {
+				t.Errorf("answer of %s has X-Served-By: %q", e.Backend, got)
+			}
+		}
+		if seen["a"] == 0 || seen["b"] == 0 {
+			t.Errorf("requests by backend %v, want both", seen)
+		}
+	})
+}

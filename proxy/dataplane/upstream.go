@@ -31,10 +31,11 @@ type attempt struct {
 	trusted   bool
 	reqID     string
 	route     *table.Route
-	realIP    netip.Addr  // the client the policy judges (realClient), when it needs one
-	release   func()      // ends the request's place under a connection limit
-	authSet   http.Header // headers an authentication service set (nil values: dropped)
-	upstream  string      // error reason when the backend failed
+	target    *table.Weighted // the backend of route's split with its own edits, or nil
+	realIP    netip.Addr      // the client the policy judges (realClient), when it needs one
+	release   func()          // ends the request's place under a connection limit
+	authSet   http.Header     // headers an authentication service set (nil values: dropped)
+	upstream  string          // error reason when the backend failed
 	// bodyErr is the client's request body's failure (malformed, too large, too slow), set
 	// by the goroutine that writes the body to the backend.
 	bodyErr atomic.Pointer[error]

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -682,13 +683,19 @@ func (b *builder) compileHTTPRoute(hr *gatewayv1.HTTPRoute, from routeRef) (rule
 			}
 		}
 		refs := make([]gatewayv1.BackendRef, len(rule.BackendRefs))
+		per := make([]refEdits, len(rule.BackendRefs))
 		for i, ref := range rule.BackendRefs {
-			if len(ref.Filters) > 0 {
-				return nil, fmt.Sprintf("%s.backendRefs[%d].filters: backendRef filters are not supported", field, i), "", ""
+			fs := make([]refFilter, len(ref.Filters))
+			for fi, f := range ref.Filters {
+				fs[fi] = refFilter{string(f.Type), f.RequestHeaderModifier, f.ResponseHeaderModifier}
+			}
+			var why string
+			if per[i], why = backendRefEdits(fs); why != "" {
+				return nil, fmt.Sprintf("%s.backendRefs[%d].%s", field, i, why), "", ""
 			}
 			refs[i] = ref.BackendRef
 		}
-		be, canary, split, reason, msg, why := b.ruleBackends(from, refs, opts)
+		be, canary, split, reason, msg, why := b.ruleBackends(from, refs, per, opts)
 		if why != "" {
 			return nil, field + ".backendRefs: " + why, "", ""
 		}
@@ -961,13 +968,15 @@ func urlRewrite(f *gatewayv1.HTTPURLRewriteFilter, p *Policy, fullPath **string)
 }
 
 // ruleBackends resolves a rule's backendRefs: one backend, two split by weight (the canary
-// split Ingresses use), or three or more shared by weight (split). An unresolved ref routes
-// to an Unresolved backend (500, the share of the requests its weight gives it) and is
-// reported in reason and msg; why names an unsupported value.
-func (b *builder) ruleBackends(from routeRef, refs []gatewayv1.BackendRef, opts Options) (be *Backend, canary *Canary, split []Weighted, reason gatewayv1.RouteConditionReason, msg, why string) {
+// split Ingresses use), or three or more shared by weight (split), as is any number of which
+// one has filters (per, by ref: its edits follow the rule's, opts.Policy's). An unresolved
+// ref routes to an Unresolved backend (500, the share of the requests its weight gives it)
+// and is reported in reason and msg; why names an unsupported value.
+func (b *builder) ruleBackends(from routeRef, refs []gatewayv1.BackendRef, per []refEdits, opts Options) (be *Backend, canary *Canary, split []Weighted, reason gatewayv1.RouteConditionReason, msg, why string) {
 	type weighted struct {
 		be *Backend
 		w  int
+		e  refEdits
 	}
 	var out []weighted
 	var msgs []string
@@ -984,10 +993,18 @@ func (b *builder) ruleBackends(from routeRef, refs []gatewayv1.BackendRef, opts 
 			msgs = append(msgs, fmt.Sprintf("[%d]: %s", i, m))
 		}
 		if w > 0 {
-			out = append(out, weighted{rb, w})
+			out = append(out, weighted{rb, w, per[i]})
 		}
 	}
 	msg = strings.Join(msgs, "; ")
+	if slices.ContainsFunc(out, func(o weighted) bool { return o.e.set }) {
+		for _, o := range out {
+			split = append(split, Weighted{Backend: o.be, Weight: o.w, Edits: true,
+				RequestHeaders:  opts.Policy.RequestHeaders.then(o.e.req),
+				ResponseHeaders: opts.Policy.ResponseHeaders.then(o.e.resp)})
+		}
+		return out[0].be, nil, split, reason, msg, ""
+	}
 	switch len(out) {
 	case 0:
 		// No backend, or all of weight 0: the spec answers 500.

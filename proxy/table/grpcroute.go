@@ -52,13 +52,19 @@ func (b *builder) compileGRPCRoute(gr *gatewayv1.GRPCRoute, from routeRef) (rule
 			}
 		}
 		refs := make([]gatewayv1.BackendRef, len(rule.BackendRefs))
+		per := make([]refEdits, len(rule.BackendRefs))
 		for i, ref := range rule.BackendRefs {
-			if len(ref.Filters) > 0 {
-				return nil, fmt.Sprintf("%s.backendRefs[%d].filters: backendRef filters are not supported", field, i), "", ""
+			fs := make([]refFilter, len(ref.Filters))
+			for fi, f := range ref.Filters {
+				fs[fi] = refFilter{string(f.Type), f.RequestHeaderModifier, f.ResponseHeaderModifier}
+			}
+			var why string
+			if per[i], why = backendRefEdits(fs); why != "" {
+				return nil, fmt.Sprintf("%s.backendRefs[%d].%s", field, i, why), "", ""
 			}
 			refs[i] = ref.BackendRef
 		}
-		be, canary, split, reason, msg, why := b.ruleBackends(from, refs, opts)
+		be, canary, split, reason, msg, why := b.ruleBackends(from, refs, per, opts)
 		if why != "" {
 			return nil, field + ".backendRefs: " + why, "", ""
 		}

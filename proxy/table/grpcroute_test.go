@@ -131,8 +131,8 @@ func TestGRPCRouteStatus(t *testing.T) {
 	mirrorRule.Filters = []gatewayv1.GRPCRouteFilter{{Type: gatewayv1.GRPCRouteFilterRequestMirror,
 		RequestMirror: &gatewayv1.HTTPRequestMirrorFilter{BackendRef: backendRef("", "v2", 80, -1).BackendObjectReference}}}
 	filteredRef := grpcMethod("pkg.S", "", "", "web")
-	filteredRef.BackendRefs[0].Filters = []gatewayv1.GRPCRouteFilter{{Type: gatewayv1.GRPCRouteFilterResponseHeaderModifier,
-		ResponseHeaderModifier: &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "x", Value: "y"}}}}}
+	filteredRef.BackendRefs[0].Filters = []gatewayv1.GRPCRouteFilter{{Type: gatewayv1.GRPCRouteFilterRequestMirror,
+		RequestMirror: &gatewayv1.HTTPRequestMirrorFilter{BackendRef: backendRef("", "v2", 80, -1).BackendObjectReference}}}
 	otherNS := gatewayv1.GRPCRouteRule{BackendRefs: []gatewayv1.GRPCBackendRef{grpcBackend("other", "web", -1)}}
 	cases := []struct {
 		name           string
@@ -153,7 +153,7 @@ func TestGRPCRouteStatus(t *testing.T) {
 			accepted: "False/UnsupportedValue", refs: "True/ResolvedRefs"},
 		{name: "RequestMirror is not served on GRPCRoutes", parent: onGW("http"), rule: mirrorRule,
 			accepted: "False/UnsupportedValue", refs: "True/ResolvedRefs"},
-		{name: "backendRef filters", parent: onGW("http"), rule: filteredRef,
+		{name: "a backendRef RequestMirror filter", parent: onGW("http"), rule: filteredRef,
 			accepted: "False/UnsupportedValue", refs: "True/ResolvedRefs"},
 		{name: "missing Service", parent: onGW("http"), rule: grpcMethod("pkg.S", "", "", "gone"),
 			accepted: "True/Accepted", refs: "False/BackendNotFound"},

@@ -57,9 +57,9 @@ type Route struct {
 	Regex *regexp.Regexp
 	// Canary, when set, takes the requests its rule selects to another backend.
 	Canary *Canary
-	// Split, when set, shares the requests among three or more backends by weight (a
-	// Gateway rule's weighted backendRefs; two use Canary): each takes Weight of the sum.
-	// Backend is the first of them.
+	// Split, when set, shares the requests among a Gateway rule's backends by weight: three
+	// or more, or any number with backendRef filters (two without use Canary); each takes
+	// Weight of the sum. Backend is the first of them.
 	Split []Weighted
 	// HTTPRoute is the HTTPRoute that defined a Gateway table's route (Ingress is empty
 	// then), and Match what else than host and path a request must carry to take it.
@@ -70,10 +70,14 @@ type Route struct {
 	RouteKind string
 }
 
-// Weighted is one backend of a Route.Split and its weight (at least 1).
+// Weighted is one backend of a Route.Split and its weight (at least 1). With Edits, the
+// requests sent to it get RequestHeaders and their responses ResponseHeaders instead of the
+// route's (the rule's edits followed by its backendRef's filters).
 type Weighted struct {
-	Backend *Backend
-	Weight  int
+	Backend                         *Backend
+	Weight                          int
+	Edits                           bool
+	RequestHeaders, ResponseHeaders HeaderEdits
 }
 
 // Backend is one Service port with its endpoints and balancing policy. Backends are shared

@@ -1,0 +1,67 @@
+package table
+
+import (
+	"fmt"
+	"slices"
+
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Filters on a backendRef (Gateway API: HTTPRouteBackendRequestHeaderModification, and the
+// same on GRPCRoute backendRefs): request and response header modifiers that apply only to
+// the requests sent to that backend. The rule's own modifiers apply first, then the
+// backendRef's; the table merges the two into one HeaderEdits per backend of the rule's split
+// (Weighted.Edits), so the data plane applies one set of edits, as for any route.
+
+// refFilter is one filter of a backendRef, of either route kind (both spell header modifiers
+// as HTTPHeaderFilter).
+type refFilter struct {
+	typ       string
+	req, resp *gatewayv1.HTTPHeaderFilter
+}
+
+// refEdits are the header edits of one backendRef's filters.
+type refEdits struct {
+	req, resp HeaderEdits
+	set       bool // the backendRef has filters
+}
+
+// backendRefEdits compiles a backendRef's filters: request and response header modifiers,
+// nothing else (why names the first filter that is not one, or a value refused).
+func backendRefEdits(fs []refFilter) (refEdits, string) {
+	var e refEdits
+	for i, f := range fs {
+		var why string
+		switch f.typ {
+		case "RequestHeaderModifier":
+			e.req, why = headerEdits(f.req)
+		case "ResponseHeaderModifier":
+			e.resp, why = headerEdits(f.resp)
+		default:
+			why = fmt.Sprintf("filter type %s is not supported on backendRefs (RequestHeaderModifier and ResponseHeaderModifier are)", f.typ)
+		}
+		if why != "" {
+			return e, fmt.Sprintf("filters[%d]: %s", i, why)
+		}
+		e.set = true
+	}
+	return e, ""
+}
+
+// then returns the edits of a followed by b, as one HeaderEdits: a header b removes or sets
+// loses every value a gave it.
+func (a HeaderEdits) then(b HeaderEdits) HeaderEdits {
+	if a.Empty() {
+		return b
+	}
+	if b.Empty() {
+		return a
+	}
+	replaced := func(h Header) bool {
+		return slices.Contains(b.Remove, h.Name) || slices.ContainsFunc(b.Set, func(s Header) bool { return s.Name == h.Name })
+	}
+	out := HeaderEdits{Remove: append(slices.Clone(a.Remove), b.Remove...)}
+	out.Set = append(slices.DeleteFunc(slices.Clone(a.Set), replaced), b.Set...)
+	out.Add = append(slices.DeleteFunc(slices.Clone(a.Add), replaced), b.Add...)
+	return out
+}
