@@ -45,6 +45,7 @@ func Features() []features.FeatureName {
 		features.SupportHTTPRouteRequestMultipleMirrors,
 		features.SupportHTTPRouteRequestPercentageMirror,
 		features.SupportHTTPRouteBackendProtocolH2C,
+		features.SupportHTTPRouteBackendRequestHeaderModification,
 		features.SupportHTTPRouteCORS,
 		// GATEWAY-GRPC core, and the one GRPCRoute extended feature whose test passes.
 		features.SupportGRPCRoute,
