@@ -20,6 +20,38 @@ type refFilter struct {
 	req, resp *gatewayv1.HTTPHeaderFilter
 }
 
+// ruleRef is one backendRef of a rule, of either route kind, with its filters.
+type ruleRef struct {
+	ref     gatewayv1.BackendRef
+	filters []refFilter
+}
+
+// ruleTarget compiles a rule's backendRefs (field names the rule) into what its routes send
+// to: ruleBackends' backend, canary or split. An unresolved ref is added to refsReason (the
+// first reason) and refProblems; why names an unsupported value, as a field path.
+func (b *builder) ruleTarget(from routeRef, field string, refs []ruleRef, opts Options, refsReason *gatewayv1.RouteConditionReason, refProblems *[]string) (be *Backend, canary *Canary, split []Weighted, why string) {
+	plain := make([]gatewayv1.BackendRef, len(refs))
+	per := make([]refEdits, len(refs))
+	for i, r := range refs {
+		var w string
+		if per[i], w = backendRefEdits(r.filters); w != "" {
+			return nil, nil, nil, fmt.Sprintf("%s.backendRefs[%d].%s", field, i, w)
+		}
+		plain[i] = r.ref
+	}
+	be, canary, split, reason, msg, w := b.ruleBackends(from, plain, per, opts)
+	if w != "" {
+		return nil, nil, nil, field + ".backendRefs: " + w
+	}
+	if reason != "" {
+		if *refsReason == "" {
+			*refsReason = reason
+		}
+		*refProblems = append(*refProblems, field+".backendRefs: "+msg)
+	}
+	return be, canary, split, ""
+}
+
 // refEdits are the header edits of one backendRef's filters.
 type refEdits struct {
 	req, resp HeaderEdits

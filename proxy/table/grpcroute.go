@@ -51,28 +51,16 @@ func (b *builder) compileGRPCRoute(gr *gatewayv1.GRPCRoute, from routeRef) (rule
 				return nil, fmt.Sprintf("%s.filters[%d]: %s", field, fi, why), "", ""
 			}
 		}
-		refs := make([]gatewayv1.BackendRef, len(rule.BackendRefs))
-		per := make([]refEdits, len(rule.BackendRefs))
+		refs := make([]ruleRef, len(rule.BackendRefs))
 		for i, ref := range rule.BackendRefs {
-			fs := make([]refFilter, len(ref.Filters))
-			for fi, f := range ref.Filters {
-				fs[fi] = refFilter{string(f.Type), f.RequestHeaderModifier, f.ResponseHeaderModifier}
+			refs[i].ref = ref.BackendRef
+			for _, f := range ref.Filters {
+				refs[i].filters = append(refs[i].filters, refFilter{string(f.Type), f.RequestHeaderModifier, f.ResponseHeaderModifier})
 			}
-			var why string
-			if per[i], why = backendRefEdits(fs); why != "" {
-				return nil, fmt.Sprintf("%s.backendRefs[%d].%s", field, i, why), "", ""
-			}
-			refs[i] = ref.BackendRef
 		}
-		be, canary, split, reason, msg, why := b.ruleBackends(from, refs, per, opts)
+		be, canary, split, why := b.ruleTarget(from, field, refs, opts, &refsReason, &refProblems)
 		if why != "" {
-			return nil, field + ".backendRefs: " + why, "", ""
-		}
-		if reason != "" {
-			if refsReason == "" {
-				refsReason = reason
-			}
-			refProblems = append(refProblems, field+".backendRefs: "+msg)
+			return nil, why, "", ""
 		}
 		matches := rule.Matches
 		if len(matches) == 0 {
