@@ -3,7 +3,9 @@
 
 Each mutation reverts one fix in a scratch git worktree of HEAD and runs the test that pins
 it; every test must fail. Prints one line per mutation and exits 1 when a test still passes
-or a pattern no longer matches the code (then update the pattern here with the code).
+or a pattern no longer matches the code (then update the pattern here with the code). A
+mutation may name extra `go test` flags: a race that only the race detector sees at once
+runs with -race, several times.
 
 Usage: make mutations   (or hack/mutations.py [NAME-PREFIX ...])
 """
@@ -38,11 +40,12 @@ M = [
  ("M18 TLS records past a response ignored", "proxy/dataplane/h1transport.go", [("case b.c.tls != nil && !b.tlsClean():", "case false && !b.tlsClean():")], "TestHostileTLSBackend"),
  ("M17 103 dropped on the direct path", "proxy/dataplane/direct.go", [("s.writeHead(bw, r, a) }, got1xx, a.route", "s.writeHead(bw, r, a) }, func(int, http.Header) error { _ = got1xx; return nil }, a.route")], "TestEarlyHints"),
  ("M19 a removed endpoint kept after a patched Swap", "proxy/dataplane/router.go", [("if refs[e.Addr]--; refs[e.Addr] <= 0 {", "if refs[e.Addr]--; false {")], "TestSwapPatchedTable"),
- ("M20 a client body's deadline touched after the handler returned", "proxy/dataplane/handler.go", [("\t\tst.a.body.finish()\n", "")], "TestBodyReadAfterTheAnswer|TestGatewayGRPCRoute"),
+ ("M20 a client body's deadline touched after the handler returned", "proxy/dataplane/handler.go", [("\t\tst.a.body.finish()\n", "")], "TestBodyReadAfterTheAnswer|TestGatewayGRPCRoute", ["-race", "-count=5"]),
 ]
 only = sys.argv[1:]
 failed = 0
-for name, f, reps, test in M:
+for name, f, reps, test, *extra in M:
+    flags = extra[0] if extra else []
     if only and not any(name.startswith(o) for o in only): continue
     orig = open(f).read()
     s = orig
@@ -55,7 +58,7 @@ for name, f, reps, test in M:
         failed += 1
         continue
     open(f, 'w').write(s)
-    r = subprocess.run(["go", "test", "-count=1", "-timeout", "120s", "-run", test, "./proxy/dataplane/"], capture_output=True, text=True)
+    r = subprocess.run(["go", "test", "-count=1", "-timeout", "300s", *flags, "-run", test, "./proxy/dataplane/"], capture_output=True, text=True)
     open(f, 'w').write(orig)
     verdict = "caught (test fails)" if r.returncode != 0 else "NOT CAUGHT"
     if r.returncode == 0:
