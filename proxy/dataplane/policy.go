@@ -80,10 +80,10 @@ func (s *Server) answer(w *responseWriter, r *http.Request, route *table.Route, 
 		}
 		h := w.Header()
 		corsHeaders(h, c, r.Header.Get("Origin"))
-		if h.Get("Access-Control-Allow-Origin") != "" {
-			h.Set("Access-Control-Allow-Methods", c.AllowMethods)
-			h.Set("Access-Control-Allow-Headers", c.AllowHeaders)
-			h.Set("Access-Control-Max-Age", strconv.Itoa(c.MaxAge))
+		if h.Get(acAllowOrigin) != "" {
+			h.Set(acAllowMethods, c.AllowMethods)
+			h.Set(acAllowHeaders, c.AllowHeaders)
+			h.Set(acMaxAge, strconv.Itoa(c.MaxAge))
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return true
@@ -144,15 +144,15 @@ func corsHeaders(h http.Header, c *table.CORS, origin string) {
 	if allow == "" {
 		return
 	}
-	h.Set("Access-Control-Allow-Origin", allow)
+	h.Set(acAllowOrigin, allow)
 	if allow != "*" {
 		h.Add("Vary", "Origin")
 	}
 	if c.AllowCredentials {
-		h.Set("Access-Control-Allow-Credentials", "true")
+		h.Set(acAllowCredentials, "true")
 	}
 	if c.ExposeHeaders != "" {
-		h.Set("Access-Control-Expose-Headers", c.ExposeHeaders)
+		h.Set(acExposeHeaders, c.ExposeHeaders)
 	}
 }
 

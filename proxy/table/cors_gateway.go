@@ -2,6 +2,7 @@ package table
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -258,15 +259,7 @@ func (g *GatewayCORS) AllowsMethod(m string) bool {
 	case "GET", "HEAD", "POST":
 		return true
 	}
-	if g.AnyMethod {
-		return true
-	}
-	for _, a := range g.Methods {
-		if a == m {
-			return true
-		}
-	}
-	return false
+	return g.AnyMethod || slices.Contains(g.Methods, m)
 }
 
 // AllowsHeaders splits a preflight's Access-Control-Request-Headers values into names and
@@ -279,20 +272,11 @@ func (g *GatewayCORS) AllowsHeaders(values []string) ([]string, bool) {
 			if n = strings.TrimSpace(n); n == "" {
 				continue
 			}
-			if !validHeaderName(n) || !g.AnyHeader && !g.listsHeader(n) {
+			if !validHeaderName(n) || !g.AnyHeader && !slices.ContainsFunc(g.Headers, func(h string) bool { return strings.EqualFold(h, n) }) {
 				return nil, false
 			}
 			names = append(names, n)
 		}
 	}
 	return names, true
-}
-
-func (g *GatewayCORS) listsHeader(n string) bool {
-	for _, h := range g.Headers {
-		if strings.EqualFold(h, n) {
-			return true
-		}
-	}
-	return false
 }
