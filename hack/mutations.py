@@ -4,8 +4,9 @@
 Each mutation reverts one fix in a scratch git worktree of HEAD and runs the test that pins
 it; every test must fail. Prints one line per mutation and exits 1 when a test still passes
 or a pattern no longer matches the code (then update the pattern here with the code). A
-mutation may name extra `go test` flags: a race that only the race detector sees at once
-runs with -race, several times.
+mutation may name extra `go test` flags (a race that only the race detector sees at once
+runs with -race, several times) and, after them, the package its test is in (default
+./proxy/dataplane/).
 
 Usage: make mutations   (or hack/mutations.py [NAME-PREFIX ...])
 """
@@ -46,6 +47,7 @@ only = sys.argv[1:]
 failed = 0
 for name, f, reps, test, *extra in M:
     flags = extra[0] if extra else []
+    pkg = extra[1] if len(extra) > 1 else "./proxy/dataplane/"
     if only and not any(name.startswith(o) for o in only): continue
     orig = open(f).read()
     s = orig
@@ -58,7 +60,7 @@ for name, f, reps, test, *extra in M:
         failed += 1
         continue
     open(f, 'w').write(s)
-    r = subprocess.run(["go", "test", "-count=1", "-timeout", "300s", *flags, "-run", test, "./proxy/dataplane/"], capture_output=True, text=True)
+    r = subprocess.run(["go", "test", "-count=1", "-timeout", "300s", *flags, "-run", test, pkg], capture_output=True, text=True)
     open(f, 'w').write(orig)
     verdict = "caught (test fails)" if r.returncode != 0 else "NOT CAUGHT"
     if r.returncode == 0:
