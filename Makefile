@@ -161,6 +161,24 @@ chart-package: $(HELM) ## Package the chart: _out/charts/metalgate-<version>.tgz
 bench: ## Allocator benchmarks: table, then RESULT alloc_last1k_over_first1k=<ratio>.
 	hack/bench-alloc.sh
 
+# make stress-alloc: rival controllers (leader election off) over churning Services, checked at
+# every status change; the race detector on. STRESS_DURATION (10m), STRESS_RIVALS (3),
+# STRESS_HOG (2 CPU-burning goroutines), STRESS_SEED (0: from the clock).
+STRESS_DURATION ?= 10m
+STRESS_RIVALS ?= 3
+STRESS_HOG ?= 2
+STRESS_SEED ?= 0
+
+.PHONY: stress-alloc
+stress-alloc: kube-bin ## Rival controllers over churning Services and kills under CPU load; invariant 1 checked at every status change; RESULT double_assignments=… services=… rivals=… kills=….
+	@mkdir -p _out
+	@echo ">> TestStressRivals for $(STRESS_DURATION) with $(STRESS_RIVALS) rivals (log: _out/stress-alloc.log)"
+	go test -count=1 -race -timeout 0 -v -run '^TestStressRivals$$' ./controllers/ \
+	  -args -stress.duration=$(STRESS_DURATION) -stress.rivals=$(STRESS_RIVALS) -stress.hog=$(STRESS_HOG) -stress.seed=$(STRESS_SEED) \
+	  > _out/stress-alloc.log 2>&1 || { tail -100 _out/stress-alloc.log; exit 1; }
+	@grep -E '^stress:' _out/stress-alloc.log
+	@grep -E '^RESULT ' _out/stress-alloc.log | tail -1
+
 .PHONY: bench-alloc-api
 bench-alloc-api: kube-bin build ## Allocation through a real kube-apiserver: 300 and 3,000 pending Services, then 3,000 created live; uniqueness checked; RESULT alloc_services_per_s=… . BENCH_ALLOC_ARGS: more flags.
 	go run ./e2e/cmd/benchalloc -controller $(BIN)/metalgate $(BENCH_ALLOC_ARGS)

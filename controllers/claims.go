@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/metalgate/metalgate/allocator"
 	"github.com/metalgate/metalgate/api/v1alpha1"
@@ -78,7 +77,7 @@ func (r *ServiceReconciler) claim(ctx context.Context, addr netip.Addr, pool str
 			}
 			return err
 		}
-		alive, err := r.foreignHoldersAlive(ctx, cur.Spec.Holders, want)
+		alive, err := r.foreignHoldersAlive(ctx, addr, cur.Spec.Holders, want)
 		if err != nil {
 			return err
 		}
@@ -98,9 +97,12 @@ func (r *ServiceReconciler) claim(ctx context.Context, addr netip.Addr, pool str
 	return rival, err
 }
 
-// holderAlive asks the API server whether the Service a claim names still exists and is still
-// a LoadBalancer: a claim whose holder is gone is stale and may be taken over.
-func (r *ServiceReconciler) holderAlive(ctx context.Context, h v1alpha1.ClaimHolder) (bool, error) {
+// holderAlive asks the API server whether the Service a claim names still exists and still
+// holds the address: a LoadBalancer of this controller, or any Service whose status still
+// shows addr (its own reconcile withdraws it first, with the fence: taking the claim over now
+// would put the address in two statuses). A claim whose holder is gone is stale and may be
+// taken over.
+func (r *ServiceReconciler) holderAlive(ctx context.Context, addr netip.Addr, h v1alpha1.ClaimHolder) (bool, error) {
 	var svc corev1.Service
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: h.Namespace, Name: h.Name}, &svc)
 	if apierrors.IsNotFound(err) {
@@ -109,7 +111,7 @@ func (r *ServiceReconciler) holderAlive(ctx context.Context, h v1alpha1.ClaimHol
 	if err != nil {
 		return false, fmt.Errorf("get claim holder %s/%s: %w", h.Namespace, h.Name, err)
 	}
-	return svc.UID == h.UID && r.ours(&svc), nil
+	return svc.UID == h.UID && (r.ours(&svc) || slices.Contains(statusAddresses(&svc), addr.Unmap())), nil
 }
 
 // holderIDs is a set of claim holders, by Service and UID.
@@ -124,15 +126,15 @@ func (s holderIDs) has(h v1alpha1.ClaimHolder) bool {
 	return s[holderID{h.Namespace, h.Name, h.UID}]
 }
 
-// foreignHoldersAlive asks the API server which of holders, other than Services named as want
-// is, still exist as a LoadBalancer of this controller (holderAlive).
-func (r *ServiceReconciler) foreignHoldersAlive(ctx context.Context, holders []v1alpha1.ClaimHolder, want v1alpha1.ClaimHolder) (holderIDs, error) {
+// foreignHoldersAlive asks the API server which of the holders of addr, other than Services
+// named as want is, still hold it (holderAlive).
+func (r *ServiceReconciler) foreignHoldersAlive(ctx context.Context, addr netip.Addr, holders []v1alpha1.ClaimHolder, want v1alpha1.ClaimHolder) (holderIDs, error) {
 	alive := holderIDs{}
 	for _, h := range holders {
 		if sameService(h, want) {
 			continue
 		}
-		ok, err := r.holderAlive(ctx, h)
+		ok, err := r.holderAlive(ctx, addr, h)
 		if err != nil {
 			return nil, err
 		}
@@ -141,47 +143,19 @@ func (r *ServiceReconciler) foreignHoldersAlive(ctx context.Context, holders []v
 	return alive, nil
 }
 
-// release forgets key in the allocator and drops every claim it holds.
-func (r *ServiceReconciler) release(ctx context.Context, key string) error {
-	r.Alloc.Release(key)
-	r.setWritten(key, nil)
-	return r.releaseClaimsExcept(ctx, key, nil)
-}
-
-// releaseClaimsExcept removes key from the claims it holds for addresses not in keep.
-func (r *ServiceReconciler) releaseClaimsExcept(ctx context.Context, key string, keep []netip.Addr) error {
-	var list v1alpha1.IPAddressClaimList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{claimHolderIndex: key}); err != nil {
-		return fmt.Errorf("list claims of %s: %w", key, err)
-	}
-	released := false
-	for _, c := range list.Items {
-		addr, err := netip.ParseAddr(c.Spec.Address)
-		if err == nil && slices.Contains(keep, addr.Unmap()) {
-			continue
-		}
-		if err := r.dropHolder(ctx, c.Name, key); err != nil {
-			return err
-		}
-		log.FromContext(ctx).V(1).Info("released claim", "claim", c.Name, "holder", key)
-		r.poolChanged(c.Spec.Pool)
-		released = true
-	}
-	if released {
-		r.retryPending()
-	}
-	return nil
-}
-
-// dropHolder removes key from the claim's holders and deletes the claim when none is left.
-func (r *ServiceReconciler) dropHolder(ctx context.Context, name, key string) error {
+// dropHolder removes key's entry for uid from the claim's holders and deletes the claim when
+// none is left. Only for holders whose Service is gone or was replaced, or is no longer ours
+// and does not show the address (bootstrap): no status of theirs can show it, so no fence is
+// needed. Every other release goes through withdraw. An entry of the same name with another
+// UID (the Service that replaced it) stays.
+func (r *ServiceReconciler) dropHolder(ctx context.Context, name, key string, uid types.UID) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var cur v1alpha1.IPAddressClaim
 		if err := r.APIReader.Get(ctx, types.NamespacedName{Name: name}, &cur); err != nil {
 			return client.IgnoreNotFound(err)
 		}
 		kept := slices.DeleteFunc(slices.Clone(cur.Spec.Holders), func(h v1alpha1.ClaimHolder) bool {
-			return serviceKey(h.Namespace, h.Name) == key
+			return serviceKey(h.Namespace, h.Name) == key && h.UID == uid
 		})
 		if len(kept) == len(cur.Spec.Holders) {
 			return nil

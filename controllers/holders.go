@@ -50,7 +50,7 @@ func (h holder) request() allocator.Request {
 
 func holderEqual(a, b v1alpha1.ClaimHolder) bool {
 	return a.Namespace == b.Namespace && a.Name == b.Name && a.UID == b.UID && a.SharingKey == b.SharingKey &&
-		a.BackendKey == b.BackendKey && slices.Equal(a.Ports, b.Ports)
+		a.BackendKey == b.BackendKey && slices.Equal(a.Ports, b.Ports) && a.Releasing == b.Releasing
 }
 
 // sameService reports whether a and b name the same Service, whatever its UID.
@@ -60,11 +60,14 @@ func sameService(a, b v1alpha1.ClaimHolder) bool {
 
 // mergeHolders decides a claim's next spec when want asks to hold it for pool. cur is the
 // claim as the API server has it now; alive says whether a holder other than want's Service
-// still exists as a LoadBalancer of ours (asked of the API server, never the cache);
-// shareable says whether want may share the address with a live holder.
+// still holds the address (asked of the API server, never the cache); shareable says whether
+// want may share the address with a live holder.
 //
 //	holder                                   next holders
-//	want's Service, same UID                 want (its current ports and keys)
+//	want's Service, same UID                 want (its current ports and keys; a releasing
+//	                                         mark is lifted), unless another kept holder is not
+//	                                         shareable with want as it is now: then that holder
+//	                                         is the rival and the claim stays as it is
 //	want's Service, another UID              dropped: an earlier Service of that name
 //	another Service, alive                   kept
 //	another Service, not alive               dropped: stale
@@ -72,7 +75,9 @@ func sameService(a, b v1alpha1.ClaimHolder) bool {
 //	                                         then that holder is the rival and want stays out
 //
 // The claim's pool follows pool when want is its only holder. changed reports whether next
-// differs from cur (then it must be written). With a rival, next still drops stale holders.
+// differs from cur (then it must be written). With a rival, next still drops stale holders,
+// except in the first case, where nothing changes: want's Service keeps its entry until its
+// own withdrawal (with the fence) removes it.
 func mergeHolders(cur v1alpha1.IPAddressClaimSpec, want v1alpha1.ClaimHolder, pool string,
 	alive, shareable func(v1alpha1.ClaimHolder) bool) (next v1alpha1.IPAddressClaimSpec, rival *v1alpha1.ClaimHolder, changed bool) {
 	next = cur
@@ -94,13 +99,19 @@ func mergeHolders(cur v1alpha1.IPAddressClaimSpec, want v1alpha1.ClaimHolder, po
 			changed = true
 		}
 	}
-	if !mine {
-		for i := range live {
-			if !shareable(live[i]) {
-				next.Holders = live
-				return next, &live[i], changed
-			}
+	// Whether want joins or stays, every other holder must be able to share with it as it is
+	// now: a Service whose ports or sharing key changed may no longer (issue #30, 4).
+	for i := range live {
+		if sameService(live[i], want) || shareable(live[i]) {
+			continue
 		}
+		if mine {
+			return cur, &live[i], false
+		}
+		next.Holders = live
+		return next, &live[i], changed
+	}
+	if !mine {
 		live = append(live, want)
 		changed = true
 	}

@@ -89,9 +89,21 @@ func TestMergeHolders(t *testing.T) {
 			wantNext: spec("new", want), wantChanged: true,
 		},
 		{
-			name: "want among live sharers: kept in its place, no sharing check, pool stays",
-			cur:  spec("old", h("ns", "api", "u2", 443), want), pool: "new", alive: everyoneAlive, shareable: shareNone,
+			// Issue #30, 4: two controllers must not leave a sharing key's address with a
+			// Service that may no longer share it (its ports or key changed since it joined).
+			name: "want among live sharers it may no longer share with: the sharer is the rival, nothing changes",
+			cur:  spec("old", h("ns", "api", "u2", 80), h("ns", "web", "u1", 443)), pool: "new", alive: everyoneAlive, shareable: shareNone,
+			wantNext: spec("old", h("ns", "api", "u2", 80), h("ns", "web", "u1", 443)), wantRival: ptr.To(h("ns", "api", "u2", 80)),
+		},
+		{
+			name: "want among live sharers: kept in its place, pool stays",
+			cur:  spec("old", h("ns", "api", "u2", 443), want), pool: "new", alive: everyoneAlive, shareable: shareAll,
 			wantNext: spec("old", h("ns", "api", "u2", 443), want),
+		},
+		{
+			name: "want marked releasing by another controller: the mark is lifted (the releaser's drop then fails)",
+			cur:  spec("p", func() v1alpha1.ClaimHolder { r := want; r.Releasing = true; return r }()), pool: "p", alive: noneAlive, shareable: shareNone,
+			wantNext: spec("p", want), wantChanged: true,
 		},
 		{
 			name: "want among stale sharers: they go, the pool follows",

@@ -11,6 +11,8 @@ type Metrics struct {
 	Allocations prometheus.Counter
 	Failures    *prometheus.CounterVec
 	Conflicts   prometheus.Counter
+	Releases    prometheus.Counter
+	LostClaims  prometheus.Counter
 }
 
 // NewMetrics creates the controller's metrics and registers them with reg.
@@ -36,7 +38,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "metalgate_claim_conflicts_total",
 			Help: "Addresses this controller chose but found claimed by another Service on the API server (a race with another writer, lost safely).",
 		}),
+		Releases: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "metalgate_claim_releases_total",
+			Help: "Holds on address claims this controller released after withdrawing the address from the Service's status.",
+		}),
+		LostClaims: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "metalgate_claims_lost_before_publish_total",
+			Help: "Status writes not made because, checked on the API server just before, a claim no longer held the Service (another controller released or took it): nothing was published, the Service was tried again.",
+		}),
 	}
-	reg.MustRegister(m.InUse, m.Usable, m.Allocations, m.Failures, m.Conflicts)
+	reg.MustRegister(m.InUse, m.Usable, m.Allocations, m.Failures, m.Conflicts, m.Releases, m.LostClaims)
 	return m
 }

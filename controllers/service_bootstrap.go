@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +18,8 @@ import (
 // invariant 2). It runs once per process (per leadership: the reconciler only runs as leader):
 //
 //	claims (read from the API server) ──► holder alive and ours? ──yes──► allocator.Restore
-//	                                                              └─no──► drop the holder
+//	                                      └─ gone or replaced, or not ours and not shown ──► drop the holder
+//	                                      └─ not ours but its status shows the address ──► left to its reconcile
 //
 // Services whose status shows an address without a claim are adopted by their own reconcile.
 func (r *ServiceReconciler) bootstrap(ctx context.Context) error {
@@ -40,7 +42,7 @@ func (r *ServiceReconciler) bootstrap(ctx context.Context) error {
 	}
 	plan := planBootstrap(claims.Items, services.Items, r.LBClass)
 	for _, h := range plan.stale {
-		if err := r.dropHolder(ctx, h.claim, h.key); err != nil {
+		if err := r.dropHolder(ctx, h.claim, h.key, h.uid); err != nil {
 			return fmt.Errorf("bootstrap: drop stale holder %s of %s: %w", h.key, h.claim, err)
 		}
 	}
@@ -81,8 +83,11 @@ type bootstrapPlan struct {
 	stale []staleHolder
 }
 
-// staleHolder is the holder key of the claim named claim.
-type staleHolder struct{ claim, key string }
+// staleHolder is the holder key, and the UID it was held for, of the claim named claim.
+type staleHolder struct {
+	claim, key string
+	uid        types.UID
+}
 
 // planBootstrap sorts every holder of every claim into held or stale (pure). A claim whose
 // address does not parse is left alone.
@@ -100,8 +105,17 @@ func planBootstrap(claims []v1alpha1.IPAddressClaim, services []corev1.Service, 
 		for _, h := range c.Spec.Holders {
 			key := serviceKey(h.Namespace, h.Name)
 			svc := p.services[key]
-			if svc == nil || svc.UID != h.UID || !servedBy(svc, lbClass) {
-				p.stale = append(p.stale, staleHolder{claim: c.Name, key: key})
+			switch {
+			case svc == nil || svc.UID != h.UID:
+				p.stale = append(p.stale, staleHolder{claim: c.Name, key: key, uid: h.UID})
+				continue
+			case !servedBy(svc, lbClass):
+				// Not ours any more. Its status may still show the address: its own reconcile
+				// withdraws it (with the fence) rather than a drop here; until then the address
+				// is nobody's to take (holderAlive) and is not restored.
+				if !slices.Contains(statusAddresses(svc), addr.Unmap()) {
+					p.stale = append(p.stale, staleHolder{claim: c.Name, key: key, uid: h.UID})
+				}
 				continue
 			}
 			p.held[key] = append(p.held[key], addr.Unmap())

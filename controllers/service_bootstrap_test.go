@@ -33,6 +33,10 @@ func TestPlanBootstrap(t *testing.T) {
 		lb("a", "api", "u2", nil),
 		lb("b", "other", "u3", func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("example.com/lb") }),
 		lb("b", "cip", "u4", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP }),
+		lb("b", "shown", "u5", func(s *corev1.Service) {
+			s.Spec.Type = corev1.ServiceTypeClusterIP
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.6"}}
+		}),
 	}
 	claims := []v1alpha1.IPAddressClaim{
 		// Hostile first: holders that must not survive a restart.
@@ -41,6 +45,9 @@ func TestPlanBootstrap(t *testing.T) {
 		claim("192.0.2.3", holder("b", "other", "u3")),                         // another class now
 		claim("192.0.2.4", holder("b", "cip", "u4")),                           // no longer a LoadBalancer
 		claim("not-an-address", holder("a", "api", "u2")),                      // left alone, holder not counted
+		// Not ours any more, but its status still shows the address: neither restored nor
+		// dropped here (its own reconcile withdraws it, with the fence).
+		claim("192.0.2.6", holder("b", "shown", "u5")),
 		// Live holders, one sharing pair, IPv4-mapped unmapped.
 		claim("::ffff:192.0.2.5", holder("a", "web", "u1"), holder("a", "api", "u2")),
 		claim("2001:db8::1", holder("a", "api", "u2")),
@@ -55,7 +62,7 @@ func TestPlanBootstrap(t *testing.T) {
 		t.Errorf("held (-want +got):\n%s", diff)
 	}
 	wantStale := []staleHolder{
-		{"c-192.0.2.1", "a/gone"}, {"c-192.0.2.2", "a/web"}, {"c-192.0.2.3", "b/other"}, {"c-192.0.2.4", "b/cip"},
+		{"c-192.0.2.1", "a/gone", "u9"}, {"c-192.0.2.2", "a/web", "u0"}, {"c-192.0.2.3", "b/other", "u3"}, {"c-192.0.2.4", "b/cip", "u4"},
 	}
 	if diff := cmp.Diff(wantStale, got.stale, cmp.AllowUnexported(staleHolder{})); diff != "" {
 		t.Errorf("stale, in claim order (-want +got):\n%s", diff)

@@ -90,20 +90,17 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	_, held := r.Alloc.Holding(key)
 	switch decideService(svc, r.LBClass, held) {
 	case serviceRelease:
-		return ctrl.Result{}, r.release(ctx, key)
+		return r.retryLost(ctx, key, r.withdraw(ctx, key, true, false))
 	case serviceReleaseAndClear:
-		if err := r.release(ctx, key); err != nil {
-			return ctrl.Result{}, err
-		}
-		return ctrl.Result{}, r.writeStatus(ctx, svc, nil)
+		return r.retryLost(ctx, key, r.withdraw(ctx, key, true, true))
 	}
 
 	areq, ok, err := r.request(ctx, svc)
 	if !ok || err != nil {
 		return ctrl.Result{}, err
 	}
-	_, held = r.Alloc.Holding(key)
-	if cur := adoptable(svc, held); len(cur) > 0 {
+	cur, _ := r.Alloc.Holding(key)
+	if cur := adoptable(svc, cur.Addresses); len(cur) > 0 {
 		_, _ = r.Alloc.Restore(areq, cur)
 	}
 	asg, refused, err := r.assignAndClaim(ctx, svc, areq)
@@ -113,13 +110,42 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if refused != nil {
 		r.setPending(req.NamespacedName, true)
 		if err := r.fail(ctx, svc, refused); err != nil {
-			return ctrl.Result{}, err
+			return r.retryLost(ctx, key, err)
 		}
 		// Also retry later: what frees an address may not pass through this process.
 		return ctrl.Result{RequeueAfter: pendingRetry}, nil
 	}
 	r.setPending(req.NamespacedName, false)
-	return r.writeAssignment(ctx, svc, asg)
+	res, err := r.writeAssignment(ctx, svc, asg)
+	if err != nil {
+		return r.retryLost(ctx, key, err)
+	}
+	return res, nil
+}
+
+// lostRetry is how soon a Service is looked at again after another controller moved one of
+// its claims under this one (errClaimLost, errStaleView): soon, but not in a tight loop while
+// two controllers with different views disagree.
+const lostRetry = 250 * time.Millisecond
+
+// retryLost turns the two errors of a race with another writer into a requeue (they are the
+// protocol working, not failures: nothing unsafe was written); other errors pass through.
+func (r *ServiceReconciler) retryLost(ctx context.Context, key string, err error) (ctrl.Result, error) {
+	switch {
+	case err == nil:
+		return ctrl.Result{}, nil
+	case errors.Is(err, errClaimLost):
+		r.Metrics.LostClaims.Inc()
+		// What this process believed about the Service is wrong: learn it again.
+		r.Alloc.Release(key)
+		r.setWritten(key, nil)
+		log.FromContext(ctx).V(1).Info("claim lost before the status write", "reason", err.Error())
+		return ctrl.Result{RequeueAfter: lostRetry}, nil
+	case errors.Is(err, errStaleView):
+		log.FromContext(ctx).V(1).Info("view behind the API server", "reason", err.Error())
+		return ctrl.Result{RequeueAfter: lostRetry}, nil
+	}
+	return ctrl.Result{}, err
 }
 
 // readService reads the Service from the cache; nil when it is gone.
@@ -190,18 +216,24 @@ func (r *ServiceReconciler) yieldAddress(ctx context.Context, key string, addr n
 	}
 }
 
-// writeAssignment makes svc show asg, whose claims it holds: the pool annotation first, so
-// whoever sees the address (a speaker, a user) also sees where it came from, then the status
-// (publish), an Event when the addresses changed, and last it lets go of claims of addresses
-// it no longer shows.
+// writeAssignment makes svc show asg, whose claims it holds: it marks the claims of addresses
+// svc keeps no longer releasing (withdraw.go), writes the pool annotation, so whoever sees the
+// address (a speaker, a user) also sees where it came from, then the status (publish: checked
+// against the claims on the API server, and the fence for the marks), an Event when the
+// addresses changed, and last it drops the marked claims.
 func (r *ServiceReconciler) writeAssignment(ctx context.Context, svc *corev1.Service, asg allocator.Assignment) (ctrl.Result, error) {
+	key := serviceKey(svc.Namespace, svc.Name)
 	before := statusAddresses(svc)
+	marks, err := r.markReleasing(ctx, key, asg.Addresses)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if needsPoolAnnotation(svc, asg.Pool) {
 		if err := r.writePoolAnnotation(ctx, svc, asg.Pool); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	deferred, err := r.publish(ctx, svc, asg.Addresses)
+	deferred, err := r.publish(ctx, svc, asg.Addresses, marks)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -211,12 +243,13 @@ func (r *ServiceReconciler) writeAssignment(ctx context.Context, svc *corev1.Ser
 			"Assigned %s from pool %s", joinAddrs(asg.Addresses), asg.Pool)
 		log.FromContext(ctx).Info("assigned addresses", "addresses", joinAddrs(asg.Addresses), "pool", asg.Pool)
 	}
-	if err := r.releaseClaimsExcept(ctx, serviceKey(svc.Namespace, svc.Name), asg.Addresses); err != nil {
-		return ctrl.Result{}, err
-	}
 	r.poolChanged(asg.Pool)
 	if deferred {
+		// The marks stay; the reconcile the deferred write waits for drops them.
 		return ctrl.Result{RequeueAfter: statusRecheck}, nil
+	}
+	if err := r.dropMarked(ctx, key, marks); err != nil {
+		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil
 }
@@ -234,20 +267,13 @@ func (r *ServiceReconciler) writePoolAnnotation(ctx context.Context, svc *corev1
 	return nil
 }
 
-// fail reports an allocation error on the Service and withdraws addresses it no longer holds.
+// fail reports an allocation error on the Service and withdraws whatever it showed.
 func (r *ServiceReconciler) fail(ctx context.Context, svc *corev1.Service, err error) error {
 	reason := failureReason(err)
 	r.Metrics.Failures.WithLabelValues(reason).Inc()
 	r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, contract.ReasonAllocationFailed, "Allocate", "%v", err)
 	log.FromContext(ctx).Info("allocation failed", "reason", err.Error())
-	key := serviceKey(svc.Namespace, svc.Name)
-	if err := r.release(ctx, key); err != nil {
-		return err
-	}
-	if len(svc.Status.LoadBalancer.Ingress) > 0 {
-		return r.writeStatus(ctx, svc, nil)
-	}
-	return nil
+	return r.withdraw(ctx, serviceKey(svc.Namespace, svc.Name), false, true)
 }
 
 func failureReason(err error) string {
@@ -268,20 +294,6 @@ func failureReason(err error) string {
 		}
 	}
 	return "other"
-}
-
-// writeStatus sets status.loadBalancer.ingress to addrs (ipMode VIP), if it differs. The
-// update carries the resourceVersion read, so a stale view fails instead of overwriting.
-func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service, addrs []netip.Addr) error {
-	want := ingressFor(addrs)
-	if ingressEqual(svc.Status.LoadBalancer.Ingress, want) {
-		return nil
-	}
-	svc.Status.LoadBalancer.Ingress = want
-	if err := r.Client.Status().Update(ctx, svc); err != nil {
-		return fmt.Errorf("update Service status: %w", err)
-	}
-	return nil
 }
 
 func ingressEqual(a, b []corev1.LoadBalancerIngress) bool {

@@ -67,13 +67,31 @@ func servedBy(svc *corev1.Service, lbClass string) bool {
 }
 
 // adoptable is what the allocator should restore for svc before assigning: the addresses its
-// status shows when the allocator holds none for it (assigned before a restart and not yet
-// claimed, say). The claim step then confirms them against the API server.
-func adoptable(svc *corev1.Service, held bool) []netip.Addr {
-	if held {
+// status shows, when the allocator holds others for it (or none: assigned before a restart and
+// not yet learned, or by another controller). The status is where every controller's view
+// meets — its writes are ordered by the API server and each was checked against the claims —
+// so two controllers that chose differently for one Service converge on what it shows rather
+// than taking the address from each other in turn. The claim step then confirms the addresses
+// against the API server; if they no longer fit the Service's request, Assign replaces them.
+func adoptable(svc *corev1.Service, held []netip.Addr) []netip.Addr {
+	shown := statusAddresses(svc)
+	if len(shown) == 0 || sameAddrs(shown, held) {
 		return nil
 	}
-	return statusAddresses(svc)
+	return shown
+}
+
+// sameAddrs reports whether a and b hold the same addresses, in any order.
+func sameAddrs(a, b []netip.Addr) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
 }
 
 // newlyAssigned reports whether publishing after was an assignment worth an Event and a

@@ -92,17 +92,30 @@ func TestAdoptable(t *testing.T) {
 			}
 		})
 	}
+	addrs := func(ips ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, ip := range ips {
+			out = append(out, netip.MustParseAddr(ip))
+		}
+		return out
+	}
 	tests := []struct {
 		name string
 		svc  *corev1.Service
-		held bool
+		held []netip.Addr
 		want []netip.Addr
 	}{
-		{"held: the allocator knows better than the status", shows("192.0.2.1"), true, nil},
-		{"not held, status shows addresses: adopt them", shows("192.0.2.1", "2001:db8::1"), false,
-			[]netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")}},
-		{"not held, empty status", shows(), false, nil},
-		{"not held, a status entry that is no address is not adopted", shows("lb.example.com"), false, nil},
+		{"held the same: nothing to adopt", shows("192.0.2.1"), addrs("192.0.2.1"), nil},
+		{"held the same in another order", shows("2001:db8::1", "192.0.2.1"), addrs("192.0.2.1", "2001:db8::1"), nil},
+		{"held another: the status wins (another controller published it)", shows("192.0.2.1"), addrs("192.0.2.7"),
+			addrs("192.0.2.1")},
+		{"held one family of two: adopt both", shows("192.0.2.1", "2001:db8::1"), addrs("192.0.2.1"),
+			addrs("192.0.2.1", "2001:db8::1")},
+		{"not held, status shows addresses: adopt them", shows("192.0.2.1", "2001:db8::1"), nil,
+			addrs("192.0.2.1", "2001:db8::1")},
+		{"not held, empty status", shows(), nil, nil},
+		{"held, empty status: keep what is held", shows(), addrs("192.0.2.1"), nil},
+		{"not held, a status entry that is no address is not adopted", shows("lb.example.com"), nil, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

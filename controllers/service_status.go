@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -19,34 +20,45 @@ type writtenStatus struct {
 	addrs           string // joinAddrs of what was written
 }
 
-// publish writes addrs to svc's status (writeStatus) unless this process wrote exactly that
-// status already and svc, read from the cache, is older than that write. That case is common:
-// the watch event of the pool annotation written just before the status brings the Service
-// back while the cache still shows the old status, and an update carrying the cached
+// publish writes addrs to svc's status, with the ClaimsReleased condition naming marks (the
+// fence, withdraw.go), after checking on the API server that svc holds every claim of addrs
+// (confirmClaims; errClaimLost when not: nothing is written). The update carries the
+// resourceVersion read, so a stale view fails instead of overwriting.
+//
+// It writes nothing when this process wrote exactly that status already, no claim is being
+// released, and svc, read from the cache, is older than that write. That case is common: the
+// watch event of the pool annotation written just before the status brings the Service back
+// while the cache still shows the old status, and an update carrying the cached
 // resourceVersion would only conflict (issue #15: every other Service cost a failed write and
-// a back-off). Then it returns deferred=true and writes nothing: the watch event of the
-// earlier write brings the Service back, and the caller also requeues it after statusRecheck.
-// Resource versions are compared as Kubernetes 1.35 allows (KEP-5504); a cached object newer
-// than the write (someone changed the status since) or versions that do not compare are
-// written as usual.
-func (r *ServiceReconciler) publish(ctx context.Context, svc *corev1.Service, addrs []netip.Addr) (deferred bool, err error) {
+// a back-off). Then it returns deferred=true: the watch event of the earlier write brings the
+// Service back, and the caller also requeues it after statusRecheck. Resource versions are
+// compared as Kubernetes 1.35 allows (KEP-5504); a cached object newer than the write (someone
+// changed the status since) or versions that do not compare are written as usual.
+func (r *ServiceReconciler) publish(ctx context.Context, svc *corev1.Service, addrs []netip.Addr, marks []mark) (deferred bool, err error) {
 	key := serviceKey(svc.Namespace, svc.Name)
 	want := joinAddrs(addrs)
-	if ingressEqual(svc.Status.LoadBalancer.Ingress, ingressFor(addrs)) {
+	next := svc.Status.DeepCopy()
+	next.LoadBalancer.Ingress = ingressFor(addrs)
+	fence := fenced(next, svc.Generation, marks)
+	if ingressEqual(svc.Status.LoadBalancer.Ingress, next.LoadBalancer.Ingress) && !fence {
 		r.setWritten(key, nil)
 		return false, nil
 	}
 	r.mu.Lock()
 	w, ok := r.written[key]
 	r.mu.Unlock()
-	if ok && w.addrs == want {
+	if ok && w.addrs == want && len(marks) == 0 {
 		if c, err := resourceversion.CompareResourceVersion(svc.ResourceVersion, w.resourceVersion); err == nil && c < 0 {
 			return true, nil
 		}
 	}
-	if err := r.writeStatus(ctx, svc, addrs); err != nil {
-		r.setWritten(key, nil)
+	r.setWritten(key, nil)
+	if err := r.confirmClaims(ctx, svc, addrs); err != nil {
 		return false, err
+	}
+	svc.Status = *next
+	if err := r.Client.Status().Update(ctx, svc); err != nil {
+		return false, fmt.Errorf("update Service status: %w", err)
 	}
 	r.setWritten(key, &writtenStatus{resourceVersion: svc.ResourceVersion, addrs: want})
 	return false, nil

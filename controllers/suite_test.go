@@ -64,8 +64,14 @@ func startController(t *testing.T) (stop func()) {
 // (workers); Metrics and SkipNameValidation are set here.
 func startControllerWith(t *testing.T, cfg *rest.Config, opts controllers.Options) (stop func()) {
 	t.Helper()
+	return startControllerLogged(t, cfg, opts, testenv.Logger(t, "controller"))
+}
+
+// startControllerLogged is startControllerWith logging to logger.
+func startControllerLogged(t *testing.T, cfg *rest.Config, opts controllers.Options, logger logr.Logger) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	ctx = logr.NewContext(ctx, testenv.Logger(t, "controller"))
+	ctx = logr.NewContext(ctx, logger)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},

@@ -30,3 +30,13 @@ const (
 	// ReasonAnnounceFailed, on the proxy's own Service: it could not announce itself there.
 	ReasonAnnounceFailed = "AnnounceFailed"
 )
+
+// The condition the controller keeps in a Service's status.conditions when it takes address
+// claims away from the Service. Its message names each claim withdrawn and the claim's
+// resourceVersion at the moment it was marked releasing; writing it is the fence that makes
+// any status write another controller prepared before the mark fail (docs/architecture.md,
+// "Why two controllers cannot double-assign").
+const (
+	ConditionClaimsReleased = "metalgate.io/ClaimsReleased"
+	ReasonClaimsReleased    = "ClaimsReleased"
+)

@@ -62,6 +62,14 @@ type ClaimHolder struct {
 	// selector), empty otherwise: Services sharing an address with policy Local must agree on it.
 	// +optional
 	BackendKey string `json:"backendKey,omitempty"`
+	// Releasing is set while a controller withdraws the address from this Service: it first
+	// marks the holder, then makes sure the Service's status no longer shows the address (a
+	// status write, which also fences off any status write prepared before the mark), and only
+	// then removes the holder. No controller writes an address into a Service's status while
+	// the Service's holder entry is releasing (docs/architecture.md, "Why two controllers
+	// cannot double-assign").
+	// +optional
+	Releasing bool `json:"releasing,omitempty"`
 }
 
 // ClaimPort is one port of a holder.
