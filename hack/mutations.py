@@ -45,6 +45,7 @@ M = [
  ("M21a backend TLS ID without the Service's name or namespace", "proxy/table/backendtls.go", [("bt.ID = backendTLSID(svc.Namespace, bt, secret)", "bt.ID = backendTLSID(\"\", &BackendTLS{SNI: bt.SNI, Verify: bt.Verify, Refuse: bt.Refuse}, secret)")], "TestBackendTLSIdentity"),
  ("M21b backend TLS ID without the Secret's content", "proxy/table/backendtls.go", [('#%x", sec.Namespace, sec.Name, sec.UID, sec.ResourceVersion, h.Sum(nil))', '", sec.Namespace, sec.Name, sec.UID, sec.ResourceVersion)')], "TestBackendTLSSecretRotation"),
  ("M21c backend TLS ID without the namespace", "proxy/table/backendtls.go", [("bt.ID = backendTLSID(svc.Namespace, bt, secret)", "bt.ID = backendTLSID(\"\", bt, secret)")], "TestBackendTLSID", [], "./proxy/table/"),
+ ("M21c2 backend TLS ID without the namespace (data plane)", "proxy/table/backendtls.go", [("bt.ID = backendTLSID(svc.Namespace, bt, secret)", "bt.ID = backendTLSID(\"\", bt, secret)")], "TestBackendTLSIdentitySharedEndpoint"),
  ("M21d idle connections of dropped TLS settings kept", "proxy/dataplane/server.go", [('return s.refs[addr] > 0 && (tlsKey == "" || s.tls.has(tlsKey))', "return s.refs[addr] > 0")], "TestBackendTLSSecretRotation"),
  ("M21e HTTP/1.1 pool keyed by endpoint alone", "proxy/dataplane/h1transport.go", [("func poolKey(addr string, td *tlsDest) string {\n\tif td == nil {", "func poolKey(addr string, td *tlsDest) string {\n\tif true {")], "TestBackendTLSIdentitySharedEndpoint"),
 ]

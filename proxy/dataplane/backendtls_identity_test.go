@@ -175,7 +175,8 @@ func TestBackendTLSIdentity(t *testing.T) {
 // TestBackendTLSIdentitySharedEndpoint: one endpoint listed by Services of two namespaces
 // with the same annotations. Neither a pooled connection nor a TLS session made for one
 // namespace's backend serves the other's: each request reaches the endpoint with its own
-// Service's SNI, and a namespace's first handshake resumes no session of the other's.
+// Service's SNI, and a namespace's first handshake resumes no session of the other's — even
+// when both name the same proxy-ssl-name, so that only the namespace tells them apart.
 func TestBackendTLSIdentitySharedEndpoint(t *testing.T) {
 	ca := newTestCA(t, "backend CA")
 	_, _, cert := ca.issue(t, "r0.ns.svc", "r1.other.svc")
@@ -197,8 +198,8 @@ func TestBackendTLSIdentitySharedEndpoint(t *testing.T) {
 					}
 				}
 			}},
-		{name: "sessions: a namespace's first handshake resumes nothing of the other's",
-			ann:       map[string]string{"metalgate.io/backend-protocol": "HTTPS"},
+		{name: "sessions: a namespace's first handshake resumes nothing of the other's, even with the same proxy-ssl-name",
+			ann:       map[string]string{"metalgate.io/backend-protocol": "HTTPS", "metalgate.io/proxy-ssl-name": "shared.internal"},
 			closeEach: true, order: []int{0, 0, 1, 1},
 			check: func(t *testing.T, seen []handshakeSeen) {
 				if !seen[1].resumed {
