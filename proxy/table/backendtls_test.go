@@ -104,7 +104,9 @@ func TestBackendTLSID(t *testing.T) {
 			b: with(func(w *tlsWorld) { w.ann["proxy-ssl-name"], w.ns, w.secretNS = "api.internal", "other", "other" })},
 		{name: "the same proxy-ssl-name, no Secret, in two namespaces: only the namespace differs",
 			a: with(func(w *tlsWorld) { w.ann, w.secretName = map[string]string{"proxy-ssl-name": "api.internal"}, "" }),
-			b: with(func(w *tlsWorld) { w.ann, w.secretName, w.ns = map[string]string{"proxy-ssl-name": "api.internal"}, "", "other" })},
+			b: with(func(w *tlsWorld) {
+				w.ann, w.secretName, w.ns = map[string]string{"proxy-ssl-name": "api.internal"}, "", "other"
+			})},
 		{name: "proxy-ssl-name", a: base, b: with(func(w *tlsWorld) { w.ann["proxy-ssl-name"] = "api.internal" })},
 		{name: "SNI", a: base, b: with(func(w *tlsWorld) { w.ann["proxy-ssl-server-name"] = "on" })},
 		{name: "verification off despite the CA", a: base, b: with(func(w *tlsWorld) { w.ann["proxy-ssl-verify"] = "off" })},
