@@ -48,6 +48,9 @@ M = [
  ("M21c2 backend TLS ID without the namespace (data plane)", "proxy/table/backendtls.go", [("bt.ID = backendTLSID(svc.Namespace, bt, secret)", "bt.ID = backendTLSID(\"\", bt, secret)")], "TestBackendTLSIdentitySharedEndpoint"),
  ("M21d idle connections of dropped TLS settings kept", "proxy/dataplane/server.go", [('return s.refs[addr] > 0 && (tlsKey == "" || s.tls.has(tlsKey))', "return s.refs[addr] > 0")], "TestBackendTLSSecretRotation"),
  ("M21e HTTP/1.1 pool keyed by endpoint alone", "proxy/dataplane/h1transport.go", [("func poolKey(addr string, td *tlsDest) string {\n\tif td == nil {", "func poolKey(addr string, td *tlsDest) string {\n\tif true {")], "TestBackendTLSIdentitySharedEndpoint"),
+ ("M21f rewritten path sent unchecked", "proxy/dataplane/policy.go", [("out, err := p.rewrittenPath(out)", "out, err := out, error(nil)")], "TestRewriteNormalised"),
+ ("M21g rewrite check splits on '/' only", "proxy/dataplane/policy.go", [('i := strings.IndexAny(rest, "/\\\\")', "i := strings.IndexByte(rest, '/')")], "TestRewriteNormalised"),
+ ("M21h rewritten '//host' sent with duplicate slashes kept", "proxy/dataplane/policy.go", [('if strings.HasPrefix(out, "//") {', "if false {")], "TestRewriteNormalised"),
 ]
 only = sys.argv[1:]
 failed = 0
