@@ -42,6 +42,15 @@ M = [
  ("M17 103 dropped on the direct path", "proxy/dataplane/direct.go", [("s.writeHead(bw, r, a) }, got1xx, a.route", "s.writeHead(bw, r, a) }, func(int, http.Header) error { _ = got1xx; return nil }, a.route")], "TestEarlyHints"),
  ("M19 a removed endpoint kept after a patched Swap", "proxy/dataplane/router.go", [("if refs[e.Addr]--; refs[e.Addr] <= 0 {", "if refs[e.Addr]--; false {")], "TestSwapPatchedTable"),
  ("M20 a client body's deadline touched after the handler returned", "proxy/dataplane/handler.go", [("\t\tst.a.body.finish()\n", "")], "TestBodyReadAfterTheAnswer|TestGatewayGRPCRoute", ["-race", "-count=5"]),
+ ("M21a backend TLS ID without the Service's name or namespace", "proxy/table/backendtls.go", [("bt.ID = backendTLSID(svc.Namespace, bt, secret)", "bt.ID = backendTLSID(\"\", &BackendTLS{SNI: bt.SNI, Verify: bt.Verify, Refuse: bt.Refuse}, secret)")], "TestBackendTLSIdentity"),
+ ("M21b backend TLS ID without the Secret's content", "proxy/table/backendtls.go", [('#%x", sec.Namespace, sec.Name, sec.UID, sec.ResourceVersion, h.Sum(nil))', '", sec.Namespace, sec.Name, sec.UID, sec.ResourceVersion)')], "TestBackendTLSSecretRotation"),
+ ("M21c backend TLS ID without the namespace", "proxy/table/backendtls.go", [("bt.ID = backendTLSID(svc.Namespace, bt, secret)", "bt.ID = backendTLSID(\"\", bt, secret)")], "TestBackendTLSID", [], "./proxy/table/"),
+ ("M21c2 backend TLS ID without the namespace (data plane)", "proxy/table/backendtls.go", [("bt.ID = backendTLSID(svc.Namespace, bt, secret)", "bt.ID = backendTLSID(\"\", bt, secret)")], "TestBackendTLSIdentitySharedEndpoint"),
+ ("M21d idle connections of dropped TLS settings kept", "proxy/dataplane/server.go", [('return s.refs[addr] > 0 && (tlsKey == "" || s.tls.has(tlsKey))', "return s.refs[addr] > 0")], "TestBackendTLSSecretRotation"),
+ ("M21e HTTP/1.1 pool keyed by endpoint alone", "proxy/dataplane/h1transport.go", [("func poolKey(addr string, td *tlsDest) string {\n\tif td == nil {", "func poolKey(addr string, td *tlsDest) string {\n\tif true {")], "TestBackendTLSIdentitySharedEndpoint"),
+ ("M21f rewritten path sent unchecked", "proxy/dataplane/policy.go", [("out, err := p.rewrittenPath(out)", "out, err := out, error(nil)")], "TestRewriteNormalised"),
+ ("M21g rewrite check splits on '/' only", "proxy/dataplane/policy.go", [('i := strings.IndexAny(rest, "/\\\\")', "i := strings.IndexByte(rest, '/')")], "TestRewriteNormalised"),
+ ("M21h rewritten '//host' sent with duplicate slashes kept", "proxy/dataplane/policy.go", [('if strings.HasPrefix(out, "//") {', "if false {")], "TestRewriteNormalised"),
 ]
 only = sys.argv[1:]
 failed = 0

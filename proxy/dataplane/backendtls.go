@@ -85,6 +85,9 @@ func (d *tlsDests) update(r *router) {
 		if be.TLS == nil {
 			continue
 		}
+		// The ID holds every setting that makes a connection differ, the Service's
+		// namespace included (table.BackendTLS.ID): backends share a dest only when a
+		// connection made for one is right for the other.
 		key := string(be.Protocol) + "|" + be.TLS.ID
 		td := next[key]
 		if td == nil {
@@ -116,6 +119,13 @@ func (d *tlsDests) update(r *router) {
 		}
 	}
 	d.dests = next
+}
+
+// has reports whether a backend of the table in use has the TLS settings filed under key.
+func (d *tlsDests) has(key string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.dests[key] != nil
 }
 
 func (d *tlsDests) closeIdle() {

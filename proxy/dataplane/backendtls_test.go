@@ -232,39 +232,68 @@ func TestBackendTLS(t *testing.T) {
 	}
 }
 
-// TestBackendTLSSecretRotation: a new CA in the Secret (a new version) takes effect with the
-// next table, and connections made under the old settings are not re-used for the new ones.
+// TestBackendTLSSecretRotation: a new CA in the Secret takes effect with the next table,
+// whether the Secret has a new resourceVersion or only new content (a static
+// configuration's Secret may carry no version): the settings get a new identity, so the
+// connection verified under the old CA is closed at the swap and never carries a request
+// again.
 func TestBackendTLSSecretRotation(t *testing.T) {
-	forEachPath(t, func(t *testing.T, opts Options) {
-		ca, next := newTestCA(t, "old CA"), newTestCA(t, "new CA")
-		_, _, cert := ca.issue(t, "r0.ns.svc")
-		be := newTLSBackend(t, cert, false, nil)
-		ann := map[string]string{"metalgate.io/backend-protocol": "HTTPS", "metalgate.io/proxy-ssl-secret": "ca"}
-		old := secret("ca", map[string][]byte{"ca.crt": ca.pem})
-		s, addr, _ := startProxy(t, opts, buildTable(t, route{host: "tls.test", path: "/", annotations: ann, endpoints: []string{be.addr()}, secrets: []*corev1.Secret{old}}))
-		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
-		defer client.CloseIdleConnections()
-		status := func() int {
-			req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
-			req.Host = "tls.test"
-			resp, err := client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			return resp.StatusCode
-		}
-		if got := status(); got != 200 {
-			t.Fatalf("with the backend's CA: %d", got)
-		}
-		rotated := secret("ca", map[string][]byte{"ca.crt": next.pem})
-		rotated.ResourceVersion = "2"
-		s.Swap(buildTable(t, route{host: "tls.test", path: "/", annotations: ann, endpoints: []string{be.addr()}, secrets: []*corev1.Secret{rotated}}))
-		// The pooled connection was verified under the old CA: it must not carry this request.
-		if got := status(); got != 502 {
-			t.Fatalf("after the CA changed to one that did not sign the backend: %d, want 502", got)
-		}
-	})
+	for _, tc := range []struct {
+		name            string
+		resourceVersion string
+	}{
+		{name: "same resourceVersion, new content", resourceVersion: "1"},
+		{name: "new resourceVersion", resourceVersion: "2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachPath(t, func(t *testing.T, opts Options) {
+				ca, next := newTestCA(t, "old CA"), newTestCA(t, "new CA")
+				_, _, cert := ca.issue(t, "r0.ns.svc")
+				closed := make(chan struct{}, 16)
+				srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+				srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+				srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+					if st == http.StateClosed {
+						closed <- struct{}{}
+					}
+				}
+				srv.StartTLS()
+				t.Cleanup(srv.Close)
+				ep := []string{srv.Listener.Addr().String()}
+				ann := map[string]string{"metalgate.io/backend-protocol": "HTTPS", "metalgate.io/proxy-ssl-secret": "ca"}
+				old := secret("ca", map[string][]byte{"ca.crt": ca.pem})
+				s, addr, _ := startProxy(t, opts, buildTable(t, route{host: "tls.test", path: "/", annotations: ann, endpoints: ep, secrets: []*corev1.Secret{old}}))
+				client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
+				defer client.CloseIdleConnections()
+				status := func() int {
+					req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+					req.Host = "tls.test"
+					resp, err := client.Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp.Body.Close()
+					return resp.StatusCode
+				}
+				if got := status(); got != 200 {
+					t.Fatalf("with the backend's CA: %d", got)
+				}
+				rotated := secret("ca", map[string][]byte{"ca.crt": next.pem})
+				rotated.ResourceVersion = tc.resourceVersion
+				s.Swap(buildTable(t, route{host: "tls.test", path: "/", annotations: ann, endpoints: ep, secrets: []*corev1.Secret{rotated}}))
+				// The idle connection was made under settings no backend has any more.
+				select {
+				case <-closed:
+				case <-time.After(5 * time.Second):
+					t.Fatal("the connection verified under the old CA is still open after the swap")
+				}
+				// Nor may a connection or session of the old settings carry this request.
+				if got := status(); got != 502 {
+					t.Fatalf("after the CA changed to one that did not sign the backend: %d, want 502", got)
+				}
+			})
+		})
+	}
 }
 
 // TestHostileTLSBackend is TestHostileBackend's corpus from a backend that speaks TLS: bytes

@@ -132,12 +132,13 @@ func poolKey(addr string, td *tlsDest) string {
 	return td.key + "\x00" + addr
 }
 
-// addrOf is the endpoint of a poolKey.
-func addrOf(key string) string {
+// splitPoolKey is the TLS settings' key ("" for plain connections) and the endpoint of a
+// poolKey.
+func splitPoolKey(key string) (tlsKey, addr string) {
 	if i := strings.LastIndexByte(key, 0); i >= 0 {
-		return key[i+1:]
+		return key[:i], key[i+1:]
 	}
-	return key
+	return "", key
 }
 
 func (t *h1Transport) get(ctx context.Context, addr string, td *tlsDest, connect time.Duration) (*h1Conn, bool, error) {
@@ -214,13 +215,13 @@ func (t *h1Transport) put(c *h1Conn) {
 	c.conn.Close()
 }
 
-// retain closes the idle connections of endpoints no longer in any table: those whose
-// address keep refuses.
-func (t *h1Transport) retain(keep func(addr string) bool) {
+// retain closes the idle connections keep refuses (by the TLS settings they were made with,
+// "" for plain ones, and their endpoint).
+func (t *h1Transport) retain(keep func(tlsKey, addr string) bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for key, list := range t.idle {
-		if keep(addrOf(key)) {
+		if keep(splitPoolKey(key)) {
 			continue
 		}
 		for _, c := range list {
@@ -231,7 +232,7 @@ func (t *h1Transport) retain(keep func(addr string) bool) {
 }
 
 // CloseIdleConnections closes every pooled connection.
-func (t *h1Transport) CloseIdleConnections() { t.retain(func(string) bool { return false }) }
+func (t *h1Transport) CloseIdleConnections() { t.retain(func(string, string) bool { return false }) }
 
 // RoundTrip serves ReverseProxy: the request is written by req.Write, and 1xx responses go
 // to the client trace in req's context (ReverseProxy's, which forwards them). A 101 answer

@@ -84,7 +84,11 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 	if s.answer(w, r, route, a) {
 		return
 	}
-	rewritePath(r, route)
+	if err := s.paths.rewritePath(r, route); err != nil {
+		s.limitHit(limitPathRejected)
+		http.Error(w, "bad request path: "+err.Error(), http.StatusBadRequest)
+		return
+	}
 	if !s.limitBody(w, r, route, a) {
 		return
 	}

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"errors"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -216,11 +217,12 @@ func replacePrefix(route *table.Route, target, path string) string {
 
 // rewritePath applies the route's rewrite to r's path (the query is kept): the matched prefix
 // replaced by the target, or with a regex route the whole path replaced by the target with
-// $1…$9 from the route's groups.
-func rewritePath(r *http.Request, route *table.Route) {
+// $1…$9 from the route's groups. The result is checked by rewrittenPath; an error leaves r
+// as it was and means 400.
+func (p pathPolicy) rewritePath(r *http.Request, route *table.Route) error {
 	rw := route.Options.Policy.Rewrite
 	if rw == nil {
-		return
+		return nil
 	}
 	path := r.URL.Path
 	var out string
@@ -228,7 +230,7 @@ func rewritePath(r *http.Request, route *table.Route) {
 	case rw.Regex && route.Regex != nil:
 		m := route.Regex.FindStringSubmatchIndex(path)
 		if m == nil {
-			return
+			return nil
 		}
 		out = string(route.Regex.ExpandString(nil, rw.Target, path, m))
 	case route.PathType == "Exact":
@@ -236,7 +238,64 @@ func rewritePath(r *http.Request, route *table.Route) {
 	default:
 		out = replacePrefix(route, rw.Target, path)
 	}
+	out, err := p.rewrittenPath(out)
+	if err != nil {
+		return err
+	}
 	r.URL.Path, r.URL.RawPath = out, ""
+	return nil
+}
+
+var (
+	errRewriteDotSegment = errors.New("the rewritten path holds a dot-segment")
+	errRewriteAuthority  = errors.New("the rewritten path begins with '//'")
+)
+
+// rewrittenPath checks and tidies a rewritten path (decoded, as URL.Path). The client's path
+// was normalised before routing, but a rewrite builds a new one: a group glued to the
+// target's text ("/file-(.*)" to "/static/$1" with "/file-../secret") or a group that starts
+// with '/' can form dot-segments or a leading "//" that were not in the normalised path.
+// Resolving such a path here would not help — "/static/../secret" is "/secret", the very
+// path the rewrite's target was meant to keep the client away from — so it is refused:
+//   - a "." or ".." segment, with '/' or '\' as the separator (a '\' or an encoded slash
+//     kept by EscapedSlashesKeep is one to some backends), is refused;
+//   - runs of '/' become one (MergeSlashes);
+//   - a path still beginning with "//" (MergeSlashes off) is refused: some backends read it
+//     as "//host/…", a network-path reference;
+//   - a path not beginning with '/' gets one.
+func (p pathPolicy) rewrittenPath(out string) (string, error) {
+	if out == "" || out[0] != '/' {
+		out = "/" + out
+	}
+	for rest := out[1:]; ; {
+		i := strings.IndexAny(rest, "/\\")
+		seg := rest
+		if i >= 0 {
+			seg = rest[:i]
+		}
+		if seg == "." || seg == ".." {
+			return "", errRewriteDotSegment
+		}
+		if i < 0 {
+			break
+		}
+		rest = rest[i+1:]
+	}
+	if p.mergeSlashes && strings.Contains(out, "//") {
+		var b strings.Builder
+		b.Grow(len(out))
+		for i := 0; i < len(out); i++ {
+			if out[i] == '/' && i > 0 && out[i-1] == '/' {
+				continue
+			}
+			b.WriteByte(out[i])
+		}
+		out = b.String()
+	}
+	if strings.HasPrefix(out, "//") {
+		return "", errRewriteAuthority
+	}
+	return out, nil
 }
 
 // editHeaders applies header edits to h: remove, then set, then add.

@@ -184,7 +184,9 @@ func (s *Server) Swap(t *table.Table) {
 	}
 	// Every Swap sweeps the idle connections, not only those of the dropped addresses: a
 	// request routed by the old table may have put one back since the last Swap.
-	s.h1.retain(func(addr string) bool { return s.refs[addr] > 0 })
+	// So are those made with TLS settings no backend has any more (a rotated Secret, a
+	// changed annotation): they could never be taken again.
+	s.h1.retain(func(tlsKey, addr string) bool { return s.refs[addr] > 0 && (tlsKey == "" || s.tls.has(tlsKey)) })
 	if s.opts.Metrics != nil {
 		s.opts.Metrics.TableSwaps.Inc()
 	}

@@ -1,12 +1,14 @@
 package table
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -29,8 +31,11 @@ type BackendTLS struct {
 	// Certificate is the client certificate of proxy-ssl-secret's tls.crt and tls.key, sent
 	// when the endpoint asks for one; nil: none.
 	Certificate *tls.Certificate
-	// ID identifies these settings (the annotations and the Secret's version): connections
-	// made with other settings are never shared with these.
+	// ID identifies these settings by everything that makes a connection made with them
+	// differ: the Service's namespace, ServerName, SNI, Verify, the Secret (namespace, name,
+	// UID, resourceVersion and a hash of the keys read) and Refuse. A TLS client
+	// configuration, its session cache and a pooled connection are shared only between
+	// backends with the same ID (backendTLSID).
 	ID string
 	// Refuse, when set, says why these settings cannot be used (a Secret missing, in another
 	// namespace or unreadable): the proxy then answers 502 without connecting, never falls
@@ -129,28 +134,32 @@ func (a *annotationReader) backendTLS(o *Options) {
 // the backend refuse (Refuse), never connect with less checking than asked for.
 func (b *builder) resolveBackendTLS(id, svc types.NamespacedName, ref *backendTLSRef) *BackendTLS {
 	bt := &BackendTLS{ServerName: svc.Name + "." + svc.Namespace + ".svc"}
-	if ref == nil {
-		bt.ID = "tls(default)"
+	secret := "" // the Secret read, as backendTLSID names it
+	done := func() *BackendTLS {
+		bt.ID = backendTLSID(svc.Namespace, bt, secret)
 		return bt
+	}
+	if ref == nil {
+		return done()
 	}
 	if ref.serverName != "" {
 		bt.ServerName = ref.serverName
 	}
 	bt.SNI = ref.sni
 	bt.Verify = ref.verify != nil && *ref.verify
-	bt.ID = ref.String()
 	fail := func(format string, args ...any) *BackendTLS {
 		bt.Refuse = fmt.Sprintf(format, args...)
 		b.problem(id, ReasonInvalidAnnotation, "%s: %s; requests to the backend get 502 until it is fixed", ref.key, bt.Refuse)
-		return bt
+		return done()
 	}
 	if ref.secret == "" {
-		return bt
+		return done()
 	}
 	ns, name, ok := strings.Cut(ref.secret, "/")
 	if !ok {
 		ns, name = id.Namespace, ref.secret
 	}
+	secret = ns + "/" + name
 	if ns != id.Namespace {
 		return fail("proxy-ssl-secret %s/%s is in another namespace; only Secrets of namespace %s are read", ns, name, id.Namespace)
 	}
@@ -158,7 +167,7 @@ func (b *builder) resolveBackendTLS(id, svc types.NamespacedName, ref *backendTL
 	if sec == nil {
 		return fail("Secret %s/%s not found", ns, name)
 	}
-	bt.ID += "/" + string(sec.UID) + "/" + sec.ResourceVersion
+	secret = secretVersion(sec, "ca.crt", "tls.crt", "tls.key")
 	if ca, ok := sec.Data["ca.crt"]; ok {
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(ca) {
@@ -181,5 +190,34 @@ func (b *builder) resolveBackendTLS(id, svc types.NamespacedName, ref *backendTL
 	case bt.RootCAs == nil:
 		return fail("Secret %s/%s has neither ca.crt nor tls.crt/tls.key", ns, name)
 	}
-	return bt
+	return done()
+}
+
+// backendTLSID is the ID of bt, the settings of a backend in namespace ns made with the
+// Secret secret (secretVersion; "" none). Every field that changes what a connection made
+// with bt sends or accepts is in it: the name checked (the Service's own by default, so two
+// Services sharing a Secret are each verified against their own name), whether it is sent as
+// SNI, whether the chain is verified, the CAs and client certificate (by the Secret's
+// identity and content), and why the settings are refused. The namespace is in it too, even
+// when the rest is equal: tenants never share a session cache or a connection
+// (invariant 13).
+func backendTLSID(ns string, bt *BackendTLS, secret string) string {
+	return fmt.Sprintf("tls(ns=%s,name=%s,sni=%t,verify=%t,secret=%s,refuse=%q)", ns, bt.ServerName, bt.SNI, bt.Verify, secret, bt.Refuse)
+}
+
+// secretVersion names Secret sec and the content of its keys: namespace, name, UID,
+// resourceVersion and a SHA-256 of the keys' values. Either a new version or new content
+// (a Secret of a static configuration may carry no resourceVersion) makes a new name.
+func secretVersion(sec *corev1.Secret, keys ...string) string {
+	h := sha256.New()
+	for _, k := range keys {
+		v, ok := sec.Data[k]
+		if !ok {
+			fmt.Fprintf(h, "%s:-;", k)
+			continue
+		}
+		fmt.Fprintf(h, "%s:%d:", k, len(v))
+		h.Write(v)
+	}
+	return fmt.Sprintf("%s/%s@%s/%s#%x", sec.Namespace, sec.Name, sec.UID, sec.ResourceVersion, h.Sum(nil))
 }
