@@ -43,6 +43,9 @@ M = [
  ("M19 a removed endpoint kept after a patched Swap", "proxy/dataplane/router.go", [("if refs[e.Addr]--; refs[e.Addr] <= 0 {", "if refs[e.Addr]--; false {")], "TestSwapPatchedTable"),
  ("M20 a client body's deadline touched after the handler returned", "proxy/dataplane/handler.go", [("\t\tst.a.body.finish()\n", "")], "TestBodyReadAfterTheAnswer|TestGatewayGRPCRoute", ["-race", "-count=5"]),
  ("M24a client-certificate headers forwarded", "proxy/dataplane/headers.go", [("\treturn clientCertHeader(k)\n", "\treturn false\n")], "TestClientCertHeadersNeverForwarded"),
+ ("M24b a refused route served", "proxy/dataplane/policy.go", [("\tif p.Refuse != \"\" {\n", "\tif false {\n")], "TestUnenforceableProtectionRefused"),
+ ("M24c unsupported protections only warned", "proxy/table/annotations.go", [("\ta.protections(&o)\n", "")], "TestUnenforceableProtectionRefused"),
+ ("M24d an unreadable address list falls back to none", "proxy/table/annotations.go", [("a.refuse(o, fmt.Sprintf(\"annotation %s=%q is invalid (want CIDRs", "a.bad(key, v, \"CIDRs\"); _ = (fmt.Sprintf(\"annotation %s=%q is invalid (want CIDRs")], "TestUnenforceableProtectionRefused"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -13,7 +13,8 @@ import (
 )
 
 // The route policy (table.Policy), applied here for both forwarding paths. Before the
-// request is forwarded, in this order: the address lists (403), the rate limit (429), the
+// request is forwarded, in this order: a refused route (403: a protection it asks for cannot
+// be enforced), the address lists (403), the rate limit (429), the
 // fixed redirect, the redirect to HTTPS, app-root, a CORS preflight (204), basic
 // authentication (401). What the backend
 // sees (rewritten path, Host, X-Forwarded-Prefix, header edits) is written by the header
@@ -24,6 +25,12 @@ import (
 // request itself, in which case nothing is forwarded.
 func (s *Server) answer(w *responseWriter, r *http.Request, route *table.Route, a *attempt) bool {
 	p := &route.Options.Policy
+	if p.Refuse != "" {
+		// A protection the proxy cannot enforce: closed, never open (the Warning says why).
+		s.limitHit(limitRefusedRoute)
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return true
+	}
 	if len(p.Allow) > 0 || len(p.Deny) > 0 {
 		if !allowed(a.realIP, p.Allow, p.Deny) {
 			s.limitHit(limitSourceRange)

@@ -13,6 +13,10 @@ import (
 // and that Gateway API filters are to compile into. The data plane applies it in one place
 // for both forwarding paths. The zero value does nothing.
 type Policy struct {
+	// Refuse, when set, says why every request is refused (403): the Ingress asks for a
+	// protection the proxy cannot enforce (an unsupported Protection, an unreadable address
+	// list), and serving it without would let in whom it keeps out.
+	Refuse string
 	// Allow, when not empty, lists the only client addresses served; Deny lists refused ones
 	// (Deny wins). Others get 403. The client address is the connection's, or what a trusted
 	// proxy or the PROXY protocol says.
