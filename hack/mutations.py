@@ -46,6 +46,7 @@ M = [
  ("M24b a refused route served", "proxy/dataplane/policy.go", [("\tif p.Refuse != \"\" {\n", "\tif false {\n")], "TestUnenforceableProtectionRefused"),
  ("M24c unsupported protections only warned", "proxy/table/annotations.go", [("\ta.protections(&o)\n", "")], "TestUnenforceableProtectionRefused"),
  ("M24d an unreadable address list falls back to none", "proxy/table/annotations.go", [("a.refuse(o, fmt.Sprintf(\"annotation %s=%q is invalid (want CIDRs", "a.bad(key, v, \"CIDRs\"); _ = (fmt.Sprintf(\"annotation %s=%q is invalid (want CIDRs")], "TestUnenforceableProtectionRefused"),
+ ("M24e Ingress CORS origins compared exactly", "proxy/dataplane/policy.go", [("\tcase c.AllowsOrigin(origin):\n", "\tcase slices.ContainsFunc(c.AllowOrigins, func(o string) bool { return strings.EqualFold(o, origin) }):\n")], "TestPolicyCORSWildcard"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -135,18 +136,14 @@ func allowed(ip netip.Addr, allow, deny []netip.Prefix) bool {
 }
 
 // corsHeaders adds the CORS response headers for a request from origin, when the policy
-// allows that origin ("*" allows any; a list is matched exactly).
+// allows that origin ("*" answers "*"; a listed origin, wildcards included, is echoed).
 func corsHeaders(h http.Header, c *table.CORS, origin string) {
 	allow := ""
-	for _, o := range c.AllowOrigins {
-		if o == "*" {
-			allow = "*"
-			break
-		}
-		if strings.EqualFold(o, origin) {
-			allow = origin
-			break
-		}
+	switch {
+	case slices.Contains(c.AllowOrigins, "*"):
+		allow = "*"
+	case c.AllowsOrigin(origin):
+		allow = origin
 	}
 	if allow == "" {
 		return

@@ -608,3 +608,58 @@ func TestUnenforceableProtectionRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestPolicyCORSWildcard: an Ingress's cors-allow-origin is matched by the Gateway filter's
+// matcher (ingress-nginx semantics): https://*.example.org allows one or more labels before
+// example.org, in any case, never the bare domain, a look-alike, another scheme or port, or
+// "null" — on preflights and on forwarded responses.
+func TestPolicyCORSWildcard(t *testing.T) {
+	be := echoBackend(t, "a")
+	tab := buildTable(t, route{host: "w.test", path: "/", endpoints: []string{hostport(be)}, annotations: map[string]string{
+		"nginx.ingress.kubernetes.io/enable-cors":       "true",
+		"nginx.ingress.kubernetes.io/cors-allow-origin": "https://*.example.org, http://localhost:3000",
+	}})
+	forEachPath(t, func(t *testing.T, opts Options) {
+		_, addr, _ := startProxy(t, opts, tab)
+		for _, tc := range []struct {
+			origin string
+			allow  bool
+		}{
+			{"https://example.org", false},
+			{"https://evilexample.org", false},
+			{"https://example.org.evil.test", false},
+			{"https://a.example.org.evil.test", false},
+			{"http://a.example.org", false},
+			{"https://a.example.org:8443", false},
+			{"https://*.example.org", false},
+			{"null", false},
+			{"http://localhost:3001", false},
+			{"https://a.example.org", true},
+			{"https://a.b.example.org", true},
+			{"HTTPS://A.Example.ORG", true},
+			{"https://a.example.org:443", true},
+			{"http://localhost:3000", true},
+		} {
+			want := ""
+			if tc.allow {
+				want = tc.origin
+			}
+			resp, _ := get(t, http.DefaultClient, "http://"+addr+"/", map[string]string{"Host": "w.test", "Origin": tc.origin})
+			if got := resp.Header.Get("Access-Control-Allow-Origin"); resp.StatusCode != 200 || got != want {
+				t.Errorf("GET from %s: %d, Allow-Origin %q, want %q", tc.origin, resp.StatusCode, got, want)
+			}
+			req, _ := http.NewRequest(http.MethodOptions, "http://"+addr+"/", nil)
+			req.Host = "w.test"
+			req.Header.Set("Origin", tc.origin)
+			req.Header.Set("Access-Control-Request-Method", "PUT")
+			pre, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pre.Body.Close()
+			if got := pre.Header.Get("Access-Control-Allow-Origin"); pre.StatusCode != 204 || got != want {
+				t.Errorf("preflight from %s: %d, Allow-Origin %q, want %q", tc.origin, pre.StatusCode, got, want)
+			}
+		}
+	})
+}

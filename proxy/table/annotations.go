@@ -556,12 +556,20 @@ func (a *annotationReader) cors(o *Options) {
 	if key, v, ok := a.get("cors-allow-origin"); ok {
 		c.AllowOrigins = nil
 		for _, origin := range splitList(v) {
-			if origin != "*" && !(strings.HasPrefix(origin, "https://") || strings.HasPrefix(origin, "http://")) || !validHeaderValue(origin) {
-				a.bad(key, v, "* or origins such as https://app.example.com, separated by commas")
-				c.AllowOrigins = []string{"*"}
+			origin = strings.TrimSuffix(origin, "/")
+			if origin == "*" {
+				c.AllowOrigins, c.Origins = []string{"*"}, nil
 				break
 			}
-			c.AllowOrigins = append(c.AllowOrigins, strings.TrimSuffix(origin, "/"))
+			p, ok := parseOriginPattern(origin)
+			if !ok {
+				// Never "*" in its place: that would widen the policy the Ingress asked for.
+				a.problems = append(a.problems, problemText{ReasonInvalidAnnotation, fmt.Sprintf(
+					"annotation %s=%q is invalid (want * or origins such as https://app.example.com or https://*.example.com, separated by commas); no origin is allowed until it is fixed", key, v)})
+				c.AllowOrigins, c.Origins = []string{}, nil
+				break
+			}
+			c.AllowOrigins, c.Origins = append(c.AllowOrigins, origin), append(c.Origins, p)
 		}
 	}
 	str := func(name string, dst *string) {

@@ -141,9 +141,23 @@ func TestAnnotations(t *testing.T) {
 		})},
 		{name: "cors set", ann: m("enable-cors", "true", "cors-allow-origin", "https://a.example, https://b.example/", "cors-allow-credentials", "false", "cors-max-age", "60", "cors-allow-methods", "GET"),
 			want: def(func(o *Options) {
-				o.Policy.CORS = &CORS{AllowOrigins: []string{"https://a.example", "https://b.example"}, AllowMethods: "GET",
+				o.Policy.CORS = &CORS{AllowOrigins: []string{"https://a.example", "https://b.example"},
+					Origins:      []OriginPattern{{Scheme: "https", Host: "a.example", Port: 443}, {Scheme: "https", Host: "b.example", Port: 443}},
+					AllowMethods: "GET",
 					AllowHeaders: "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization", MaxAge: 60}
 			})},
+		{name: "cors wildcard origin", ann: m("enable-cors", "true", "cors-allow-origin", "https://*.example.org"),
+			want: def(func(o *Options) {
+				o.Policy.CORS = &CORS{AllowOrigins: []string{"https://*.example.org"}, Origins: []OriginPattern{{Scheme: "https", Host: ".example.org", Wildcard: true, Port: 443}},
+					AllowMethods: "GET, PUT, POST, DELETE, PATCH, OPTIONS", AllowHeaders: "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization",
+					AllowCredentials: true, MaxAge: 1728000}
+			})},
+		{name: "cors invalid origin allows none, never *", ann: m("enable-cors", "true", "cors-allow-origin", "https://a.example, evil"),
+			want: def(func(o *Options) {
+				o.Policy.CORS = &CORS{AllowOrigins: []string{}, AllowMethods: "GET, PUT, POST, DELETE, PATCH, OPTIONS",
+					AllowHeaders:     "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization",
+					AllowCredentials: true, MaxAge: 1728000}
+			}), problems: []string{"InvalidAnnotation: metalgate.io/cors-allow-origin"}},
 		{name: "cors options without enable-cors do nothing", ann: m("cors-allow-origin", "https://a.example"), want: def(nil)},
 		{name: "timeouts", ann: m("proxy-connect-timeout", "3", "proxy-read-timeout", "500ms", "proxy-send-timeout", "2m"),
 			want: def(func(o *Options) {
