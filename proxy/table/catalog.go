@@ -55,7 +55,7 @@ func Annotations() []AnnotationInfo {
 		{"", "limit-burst-multiplier", "burst = rate × this", "5", ""},
 		{"limit-connections", "limit-connections", "requests in flight per client address", "none", "429, not 503"},
 		{"enable-cors", "enable-cors", "true, false", "false", ""},
-		{"cors-allow-origin", "cors-allow-origin", "* or origins, comma-separated", "*", ""},
+		{"cors-allow-origin", "cors-allow-origin", "* or origins, comma-separated; https://*.example.org allows one or more labels", "*", ""},
 		{"cors-allow-methods", "cors-allow-methods", "methods", "GET, PUT, POST, DELETE, PATCH, OPTIONS", ""},
 		{"cors-allow-headers", "cors-allow-headers", "headers", "ingress-nginx's list", ""},
 		{"cors-expose-headers", "cors-expose-headers", "headers", "none", ""},
