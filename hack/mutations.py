@@ -51,6 +51,14 @@ M = [
  ("M21f rewritten path sent unchecked", "proxy/dataplane/policy.go", [("out, err := p.rewrittenPath(out)", "out, err := out, error(nil)")], "TestRewriteNormalised"),
  ("M21g rewrite check splits on '/' only", "proxy/dataplane/policy.go", [('i := strings.IndexAny(rest, "/\\\\")', "i := strings.IndexByte(rest, '/')")], "TestRewriteNormalised"),
  ("M21h rewritten '//host' sent with duplicate slashes kept", "proxy/dataplane/policy.go", [('if strings.HasPrefix(out, "//") {', "if false {")], "TestRewriteNormalised"),
+ ("M24a client-certificate headers forwarded", "proxy/dataplane/headers.go", [("\treturn clientCertHeader(k)\n", "\treturn false\n")], "TestClientCertHeadersNeverForwarded"),
+ ("M24b a refused route served", "proxy/dataplane/policy.go", [("\tif p.Refuse != \"\" {\n", "\tif false {\n")], "TestUnenforceableProtectionRefused"),
+ ("M24c unsupported protections only warned", "proxy/table/annotations.go", [("\ta.protections(&o)\n", "")], "TestUnenforceableProtectionRefused"),
+ ("M24d an unreadable address list falls back to none", "proxy/table/annotations.go", [("a.refuse(o, fmt.Sprintf(\"annotation %s=%q is invalid (want CIDRs", "a.bad(key, v, \"CIDRs\"); _ = (fmt.Sprintf(\"annotation %s=%q is invalid (want CIDRs")], "TestUnenforceableProtectionRefused"),
+ ("M24e Ingress CORS origins compared exactly", "proxy/dataplane/policy.go", [("\tcase c.AllowsOrigin(origin):\n", "\tcase slices.ContainsFunc(c.AllowOrigins, func(o string) bool { return strings.EqualFold(o, origin) }):\n")], "TestPolicyCORSWildcard"),
+ ("M24f migrate reports an unenforced protection as unsupported", "cmd/kubectl-metalgate/migrate_ingress.go", [("if what := unenforcedProtection(name, v); what != \"\" {", "if what := unenforcedProtection(name, v); false && what != \"\" {")], "TestMigrateFlags|TestMigrateGolden", [], "./cmd/kubectl-metalgate/"),
+ ("M24g migrate --strict exits 0 on BREAKING", "cmd/kubectl-metalgate/migrate.go", [("if n := m.report.breaking(); o.strict && n > 0 {", "if n := m.report.breaking(); false && o.strict && n > 0 {")], "TestMigrateFlags|TestMigrateGolden", [], "./cmd/kubectl-metalgate/"),
+ ("M24h a refused auth-url not BREAKING", "cmd/kubectl-metalgate/migrate.go", [("if key != \"\" && protects(key) {", "if false && protects(key) {")], "TestMigrateFlags|TestMigrateGolden", [], "./cmd/kubectl-metalgate/"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -59,6 +59,8 @@ migrate flags:
   -f, --filename FILE|DIR|-   read manifests (YAML or JSON, Lists too) instead of the cluster;
                               repeatable; a DIR's *.yaml, *.yml and *.json
   --report FILE               write the report to FILE instead of stderr
+  --strict                    exit 3 when the report has a BREAKING item (a protection
+                              ingress-nginx gave that metalgate would not)
   --metallb-namespace NS      MetalLB's namespace (default metallb-system)
   --nginx-class NAMES         IngressClass names ingress-nginx serves (default nginx; also every
                               IngressClass read with controller k8s.io/ingress-nginx)
@@ -146,6 +148,9 @@ func runStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	if err := c.run(ctx, e, stdout); err != nil {
 		fmt.Fprintf(stderr, "kubectl metalgate %s: %v\n", cmd, err)
+		if ee := (*exitError)(nil); errors.As(err, &ee) {
+			return ee.code
+		}
 		return 1
 	}
 	return 0

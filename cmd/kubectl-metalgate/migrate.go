@@ -21,6 +21,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // migrateOptions are the flags of kubectl metalgate migrate.
@@ -30,6 +32,8 @@ type migrateOptions struct {
 	files stringList
 	// report is where the report goes; "" (the default): standard error.
 	report string
+	// strict makes a run with any BREAKING item exit exitBreaking (after printing everything).
+	strict bool
 	// nginxClassSet says --nginx-class was given (it then replaces the default).
 	nginxClassSet bool
 	migrateSettings
@@ -71,13 +75,14 @@ func (l *stringList) Set(v string) error {
 }
 
 // migrateFlagNames are the flags only migrate takes.
-var migrateFlagNames = []string{"f", "filename", "report", "metallb-namespace", "nginx-class", "ingress-class", "rewrite-annotations", "drop-unsupported"}
+var migrateFlagNames = []string{"f", "filename", "report", "strict", "metallb-namespace", "nginx-class", "ingress-class", "rewrite-annotations", "drop-unsupported"}
 
 // registerMigrateFlags adds migrate's flags to the plugin's flag set.
 func registerMigrateFlags(fs *flag.FlagSet, o *migrateOptions) {
 	fs.Var(&o.files, "f", "migrate: read manifests from FILE, DIR or - (repeatable); default: the cluster")
 	fs.Var(&o.files, "filename", "migrate: same as -f")
 	fs.StringVar(&o.report, "report", "", "migrate: write the report to FILE instead of standard error")
+	fs.BoolVar(&o.strict, "strict", false, fmt.Sprintf("migrate: exit %d when the report has a BREAKING item", exitBreaking))
 	fs.StringVar(&o.metallbNamespace, "metallb-namespace", "metallb-system", "migrate: MetalLB's namespace")
 	o.nginxClasses = stringList{"nginx"}
 	fs.Func("nginx-class", "migrate: IngressClass names ingress-nginx serves (default nginx)", func(v string) error {
@@ -120,14 +125,38 @@ func migrate(ctx context.Context, e *env, out io.Writer) error {
 	if err := writeManifests(out, m.objects); err != nil {
 		return err
 	}
-	if o.report == "" {
-		return m.report.write(e.stderr)
-	}
-	var b bytes.Buffer
-	if err := m.report.write(&b); err != nil {
+	if err := writeReport(m.report, o.report, e.stderr); err != nil {
 		return err
 	}
-	if err := os.WriteFile(o.report, b.Bytes(), 0o644); err != nil {
+	if n := m.report.breaking(); o.strict && n > 0 {
+		return &exitError{code: exitBreaking, err: fmt.Errorf("--strict: %d BREAKING item(s) in the report", n)}
+	}
+	return nil
+}
+
+// exitBreaking is the exit code of migrate --strict when the report has a BREAKING item
+// (1 is an error, 2 a usage error).
+const exitBreaking = 3
+
+// exitError is an error with its own exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// writeReport writes rep to the file path, or to stderr when path is "".
+func writeReport(rep *report, path string, stderr io.Writer) error {
+	if path == "" {
+		return rep.write(stderr)
+	}
+	var b bytes.Buffer
+	if err := rep.write(&b); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("--report: %w", err)
 	}
 	return nil
@@ -288,10 +317,14 @@ func migrateNginxSources(in sources, s *migrateSettings, rep *report) ([]migrate
 	for _, r := range ing {
 		for _, p := range problems[types.NamespacedName{Namespace: r.out.GetNamespace(), Name: r.out.GetName()}] {
 			key, detail := problemKey(p.Message)
-			if key != "" && mentionedAs(r.rep, key, unsupported) {
+			if key != "" && (mentionedAs(r.rep, key, unsupported) || mentionedAs(r.rep, key, breaking)) {
 				continue // already said, with what migrate did about it
 			}
-			r.rep.add(unsupported, joinNonEmpty(" ", key, "("+p.Reason+")"), "%s; the proxy says so in a Warning event", detail)
+			v := unsupported
+			if key != "" && protects(key) {
+				v = breaking // an authentication or address list refused: the Ingress is
+			}
+			r.rep.add(v, joinNonEmpty(" ", key, "("+p.Reason+")"), "%s; the proxy says so in a Warning event", detail)
 		}
 		results = append(results, migrated{output{r.out, r.rep.from}, r.rep})
 	}
@@ -331,9 +364,15 @@ func otherKind(u *unstructured.Unstructured) string {
 	return "not a MetalLB object, an Ingress, an IngressClass or a Service"
 }
 
-// problemKey splits a proxy problem message "annotation KEY=… is invalid (…)" into the
-// annotation's key and the rest; ("", message) when it names none.
+// problemKey splits a proxy problem message "annotation KEY=… is invalid (…)", or "KEY: …"
+// (what the build says of an auth-url, auth-type or auth-secret), into the annotation's key and
+// the rest; ("", message) when it names none.
 func problemKey(msg string) (key, detail string) {
+	if strings.HasPrefix(msg, table.PrefixMetalgate) || strings.HasPrefix(msg, table.PrefixNginx) {
+		if k, rest, ok := strings.Cut(msg, ": "); ok && !strings.ContainsAny(k, " =") {
+			return k, rest
+		}
+	}
 	rest, ok := strings.CutPrefix(msg, "annotation ")
 	if !ok {
 		return "", msg

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -146,6 +147,7 @@ func (m *ingressMigrator) migrateIngress(u *unstructured.Unstructured, origin, c
 		useRegexForRewrite(res.rep, ann)
 	}
 	defaultSSLRedirect(res, u, orig)
+	defaultHSTS(res, u, orig)
 	if res.sslRedirect != "" {
 		ann[table.PrefixNginx+"ssl-redirect"] = res.sslRedirect
 	}
@@ -195,6 +197,23 @@ func (m *ingressMigrator) newIngress(u *unstructured.Unstructured, origin, class
 func (m *ingressMigrator) migrateAnnotation(res *ingressResult, ann, orig map[string]string, k string) (rewroteTarget bool) {
 	s, rep := m.s, res.rep
 	name, v := strings.TrimPrefix(k, table.PrefixNginx), orig[k]
+	if what := unenforcedProtection(name, v); what != "" {
+		fate := "kept"
+		if s.dropUnsupported {
+			fate = "kept even with --drop-unsupported: without it the proxy would serve the Ingress unprotected"
+		}
+		rep.add(breaking, k, "asks for %s, which metalgate does not support: the proxy refuses every request to this Ingress (403, with a Warning event) until it is removed; %s", what, fate)
+		return false
+	}
+	if name == "satisfy" && strings.EqualFold(strings.TrimSpace(v), "any") {
+		fate := "kept: the proxy reports it in a Warning event"
+		if s.dropUnsupported {
+			delete(ann, k)
+			fate = "left out (--drop-unsupported)"
+		}
+		rep.add(breaking, k, "%q: ingress-nginx let in a client that passed the address list or the authentication; metalgate asks for both, so a client that passes only one is refused; %s", v, fate)
+		return false
+	}
 	if p := m.probe(k); p.Reason != "" {
 		verdict, fate := unsupported, "kept: the proxy reports it in a Warning event ("+p.Reason+")"
 		if p.Reason == table.ReasonRefusedAnnotation {
@@ -284,6 +303,39 @@ func defaultSSLRedirect(res *ingressResult, u *unstructured.Unstructured, orig m
 	if !mine && !nginxSet && len(tls) > 0 && !forceSSL(orig) {
 		res.sslRedirect, res.sslAdded = "true", true
 	}
+}
+
+// hstsDefault is the Strict-Transport-Security ingress-nginx sends by default (its
+// ConfigMap's hsts, hsts-max-age, hsts-include-subdomains).
+const hstsDefault = "Strict-Transport-Security: max-age=31536000; includeSubDomains"
+
+// defaultHSTS reports an Ingress with TLS that relies on ingress-nginx's default HSTS header,
+// which metalgate does not send: browsers would no longer be told to refuse plain HTTP to the
+// host. It is not added: the ConfigMap may have turned it off, and a year of HSTS on every
+// subdomain cannot be taken back once sent.
+func defaultHSTS(res *ingressResult, u *unstructured.Unstructured, orig map[string]string) {
+	tls, _, _ := unstructured.NestedSlice(u.Object, "spec", "tls")
+	if len(tls) == 0 || strings.Contains(strings.ToLower(orig[table.PrefixMetalgate+"response-headers-set"]+orig[table.PrefixMetalgate+"response-headers-add"]), "strict-transport-security") {
+		return
+	}
+	res.rep.add(breaking, "spec.tls", "ingress-nginx sends %q on HTTPS answers by default (its ConfigMap's hsts), metalgate sends none: add metalgate.io/response-headers-set: %q, unless that ConfigMap turned hsts off (migrate does not read it)", hstsDefault, hstsDefault)
+}
+
+// unenforcedProtection says what the nginx annotation name, with value v, protects when the
+// proxy does not enforce it (table.Protections, Supported false, v not inert); "" otherwise.
+func unenforcedProtection(name, v string) string {
+	for _, p := range table.Protections() {
+		if p.Nginx == name && !p.Supported && !slices.Contains(p.Inert, strings.ToLower(strings.TrimSpace(v))) {
+			return p.Protects
+		}
+	}
+	return ""
+}
+
+// protects says whether annotation key (either prefix) is one of table.Protections.
+func protects(key string) bool {
+	name := strings.TrimPrefix(strings.TrimPrefix(key, table.PrefixNginx), table.PrefixMetalgate)
+	return slices.ContainsFunc(table.Protections(), func(p table.Protection) bool { return p.Nginx == name })
 }
 
 // finishSSLRedirect settles the ssl-redirect of a migrated Ingress once the proxy's table

@@ -18,10 +18,15 @@ const (
 	unsupported
 	// refused: metalgate refuses it on purpose (ingress-nginx's snippets); the detail says why.
 	refused
+	// breaking: a protection the object had is lost, or clients it let in are refused: an
+	// authentication or address list the proxy cannot enforce (it then refuses the Ingress),
+	// a default of ingress-nginx's ConfigMap metalgate does not have. Listed again under the
+	// BREAKING heading; --strict fails on any.
+	breaking
 )
 
 func (v verdict) String() string {
-	return [...]string{"one to one", "changed", "unsupported", "refused"}[v]
+	return [...]string{"one to one", "changed", "unsupported", "refused", "BREAKING"}[v]
 }
 
 // entry is one line of an object's report: a field or an annotation and how it maps.
@@ -73,6 +78,16 @@ func (r *report) write(w io.Writer) error {
 	for _, h := range r.header {
 		b.WriteString(h + "\n")
 	}
+	if n := r.breaking(); n > 0 {
+		fmt.Fprintf(&b, "\nBREAKING: %d item(s) where metalgate would protect less than ingress-nginx did, or refuse what it served; fix them before applying (--strict exits %d on any)\n", n, exitBreaking)
+		for _, o := range append(r.objects[:len(r.objects):len(r.objects)], r.services...) {
+			for _, e := range o.entries {
+				if e.verdict == breaking {
+					fmt.Fprintf(&b, "  %s: %s: %s\n", o.title, e.what, e.detail)
+				}
+			}
+		}
+	}
 	block := func(o *objectReport) {
 		fmt.Fprintf(&b, "\n%s", o.title)
 		if o.from != "" {
@@ -105,14 +120,14 @@ func (r *report) write(w io.Writer) error {
 			fmt.Fprintf(&b, "  %s: %s\n", s.object, s.reason)
 		}
 	}
-	var n [4]int
+	var n [5]int
 	for _, o := range r.objects {
 		n[o.worst()]++
 	}
 	var lost, refusedN int
 	for _, o := range append(r.objects[:len(r.objects):len(r.objects)], r.services...) {
 		for _, e := range o.entries {
-			if e.verdict >= unsupported {
+			if e.verdict == unsupported || e.verdict == refused {
 				lost++
 			}
 			if e.verdict == refused {
@@ -120,8 +135,21 @@ func (r *report) write(w io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(&b, "\nSummary: %d object(s) migrated: %d one to one, %d with changes, %d with something unsupported; %d not migrated; %d field(s) or annotation(s) not supported (%d refused)\n",
-		len(r.objects), n[same], n[changed], n[unsupported]+n[refused], len(r.skipped), lost, refusedN)
+	fmt.Fprintf(&b, "\nSummary: %d object(s) migrated: %d one to one, %d with changes, %d with something unsupported, %d with something BREAKING; %d not migrated; %d field(s) or annotation(s) not supported (%d refused); %d BREAKING item(s)\n",
+		len(r.objects), n[same], n[changed], n[unsupported]+n[refused], n[breaking], len(r.skipped), lost, refusedN, r.breaking())
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// breaking counts the BREAKING entries of every object and Service.
+func (r *report) breaking() int {
+	n := 0
+	for _, o := range append(r.objects[:len(r.objects):len(r.objects)], r.services...) {
+		for _, e := range o.entries {
+			if e.verdict == breaking {
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -94,22 +94,25 @@ func golden(t *testing.T, name, got string) {
 // the flags users would give, and compares manifests and report with golden files.
 func TestMigrateGolden(t *testing.T) {
 	tests := []struct {
-		name string
-		args []string
+		name     string
+		args     []string
+		wantCode int
 	}{
-		{"metallb", []string{"-f", migrateData + "/metallb"}},
-		{"ingress-nginx", []string{"-f", migrateData + "/ingress-nginx"}},
-		{"ingress-nginx-keep-annotations", []string{"-f", migrateData + "/ingress-nginx", "--rewrite-annotations=false"}},
-		{"ingress-nginx-drop-unsupported", []string{"-f", migrateData + "/ingress-nginx/unsupported.yaml", "--drop-unsupported"}},
-		{"hostile", []string{"-f", migrateData + "/hostile"}},
+		{"protections-strict", []string{"-f", migrateData + "/ingress-nginx/protections.yaml", "--strict"}, exitBreaking},
+		{"protections-drop-unsupported", []string{"-f", migrateData + "/ingress-nginx/protections.yaml", "--drop-unsupported"}, 0},
+		{"metallb", []string{"-f", migrateData + "/metallb"}, 0},
+		{"ingress-nginx", []string{"-f", migrateData + "/ingress-nginx"}, 0},
+		{"ingress-nginx-keep-annotations", []string{"-f", migrateData + "/ingress-nginx", "--rewrite-annotations=false"}, 0},
+		{"ingress-nginx-drop-unsupported", []string{"-f", migrateData + "/ingress-nginx/unsupported.yaml", "--drop-unsupported"}, 0},
+		{"hostile", []string{"-f", migrateData + "/hostile"}, 0},
 		{"other-names", []string{"-n", "lb", "--metallb-namespace", "metallb", "--ingress-class", "edge", "--nginx-class", "internal",
-			"-f", migrateData + "/metallb/ipaddresspools.yaml", "-f", migrateData + "/ingress-nginx/policies.yaml"}},
+			"-f", migrateData + "/metallb/ipaddresspools.yaml", "-f", migrateData + "/ingress-nginx/policies.yaml"}, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, report := runMigrate(t, "", append([]string{"migrate"}, tc.args...)...)
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, report)
+			if code != tc.wantCode {
+				t.Fatalf("exit %d, want %d: %s", code, tc.wantCode, report)
 			}
 			golden(t, "TestMigrateGolden-"+tc.name, "# stdout\n"+out+"# stderr (the report)\n"+catalogNeutral(report))
 		})
@@ -446,6 +449,10 @@ func TestMigrateFlags(t *testing.T) {
 		{"an unknown flag", []string{"migrate", "--from-nginx"}, 2, "flag provided but not defined: -from-nginx"},
 		{"-f without a value", []string{"migrate", "-f"}, 2, "flag needs an argument: -f"},
 		{"flags after the command", []string{"migrate", "-f", "-", "-n", "lb"}, 0, ""},
+		{"--strict with a BREAKING item", []string{"migrate", "--strict", "-f", migrateData + "/ingress-nginx/protections.yaml"}, exitBreaking, "--strict: 11 BREAKING item(s)"},
+		{"--strict without", []string{"migrate", "--strict", "-f", migrateData + "/ingress-nginx/paths.yaml"}, 0, ""},
+		{"no --strict: BREAKING reported, exit 0", []string{"migrate", "-f", migrateData + "/ingress-nginx/protections.yaml"}, 0, "\nBREAKING: 11 item(s)"},
+		{"--strict to check", []string{"check", "--strict"}, 2, "flag -strict is only for migrate"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

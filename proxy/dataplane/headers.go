@@ -21,7 +21,13 @@ import (
 //     the client is a trusted proxy (then they are extended, not replaced);
 //   - names with '_' (unless AllowUnderscoreHeaders): CGI and WSGI servers map '-' and '_'
 //     to the same variable, so X_Forwarded_For would read as X-Forwarded-For behind them.
-//     nginx drops them by default for the same reason.
+//     nginx drops them by default for the same reason;
+//   - ingress-nginx's client-certificate headers (ssl-client-cert, ssl-client-verify,
+//     ssl-client-subject-dn, ssl-client-issuer-dn, in any case, with '-' or '_'): behind
+//     ingress-nginx only the proxy sets them, after it verified a client certificate, so a
+//     backend written for it trusts "ssl-client-verify: SUCCESS". metalgate verifies no client
+//     certificate (an Ingress asking for it is refused, proxy/table catalog), so a client's
+//     own copy is a forgery and never reaches a backend or an authentication service.
 
 // hopByHop are the headers that describe one connection (RFC 9110 §7.6.1, and the ones
 // httputil.ReverseProxy removes).
@@ -37,6 +43,36 @@ func dropped(k string) bool {
 		"X-Real-Ip", "X-Request-Id",
 		"Host", "Content-Length", "Expect":
 		return true
+	}
+	return clientCertHeader(k)
+}
+
+// clientCertHeaders are ingress-nginx's client-certificate headers, lower case with '-'.
+var clientCertHeaders = [...]string{"ssl-client-cert", "ssl-client-verify", "ssl-client-subject-dn", "ssl-client-issuer-dn"}
+
+// clientCertHeader reports whether k names one of clientCertHeaders, in any case and with
+// '_' read as '-' (CGI and WSGI servers read them as the same variable).
+func clientCertHeader(k string) bool {
+	if len(k) < len("ssl-client-cert") || k[0]|0x20 != 's' {
+		return false // the common case, without a loop
+	}
+	for _, h := range clientCertHeaders {
+		if len(k) != len(h) {
+			continue
+		}
+		same := true
+		for i := 0; i < len(k) && same; i++ {
+			c := k[i]
+			if c == '_' {
+				c = '-'
+			} else if c >= 'A' && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			same = c == h[i]
+		}
+		if same {
+			return true
+		}
 	}
 	return false
 }

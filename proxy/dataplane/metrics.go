@@ -28,6 +28,7 @@ const (
 	limitPathRejected            = "path_rejected"
 	limitMisdirected             = "misdirected_request"
 	limitSourceRange             = "source_range"
+	limitRefusedRoute            = "refused_route"
 	limitRate                    = "rate_limit"
 	limitProxyProtocol           = "proxy_protocol"
 	limitAuth                    = "auth_failed"
@@ -63,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		LimitHits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metalgate_proxy_limit_hits_total",
-			Help: "Requests or connections stopped by a limit, by limit (client_body_timeout, send_timeout, upstream_read_timeout, upstream_header_bytes, upstream_1xx, max_connections, max_connections_per_client, path_rejected, misdirected_request, source_range, rate_limit, proxy_protocol, auth_failed).",
+			Help: "Requests or connections stopped by a limit, by limit (client_body_timeout, send_timeout, upstream_read_timeout, upstream_header_bytes, upstream_1xx, max_connections, max_connections_per_client, path_rejected, misdirected_request, source_range, refused_route, rate_limit, proxy_protocol, auth_failed).",
 		}, []string{"limit"}),
 		ConnsDiscarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metalgate_proxy_upstream_connections_discarded_total",

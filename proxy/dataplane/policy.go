@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,7 +15,8 @@ import (
 )
 
 // The route policy (table.Policy), applied here for both forwarding paths. Before the
-// request is forwarded, in this order: the address lists (403), the rate limit (429), the
+// request is forwarded, in this order: a refused route (403: a protection it asks for cannot
+// be enforced), the address lists (403), the rate limit (429), the
 // fixed redirect, the redirect to HTTPS, app-root, a CORS preflight (204), basic
 // authentication (401). What the backend
 // sees (rewritten path, Host, X-Forwarded-Prefix, header edits) is written by the header
@@ -25,6 +27,12 @@ import (
 // request itself, in which case nothing is forwarded.
 func (s *Server) answer(w *responseWriter, r *http.Request, route *table.Route, a *attempt) bool {
 	p := &route.Options.Policy
+	if p.Refuse != "" {
+		// A protection the proxy cannot enforce: closed, never open (the Warning says why).
+		s.limitHit(limitRefusedRoute)
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return true
+	}
 	if len(p.Allow) > 0 || len(p.Deny) > 0 {
 		if !allowed(a.realIP, p.Allow, p.Deny) {
 			s.limitHit(limitSourceRange)
@@ -129,18 +137,14 @@ func allowed(ip netip.Addr, allow, deny []netip.Prefix) bool {
 }
 
 // corsHeaders adds the CORS response headers for a request from origin, when the policy
-// allows that origin ("*" allows any; a list is matched exactly).
+// allows that origin ("*" answers "*"; a listed origin, wildcards included, is echoed).
 func corsHeaders(h http.Header, c *table.CORS, origin string) {
 	allow := ""
-	for _, o := range c.AllowOrigins {
-		if o == "*" {
-			allow = "*"
-			break
-		}
-		if strings.EqualFold(o, origin) {
-			allow = origin
-			break
-		}
+	switch {
+	case slices.Contains(c.AllowOrigins, "*"):
+		allow = "*"
+	case c.AllowsOrigin(origin):
+		allow = origin
 	}
 	if allow == "" {
 		return

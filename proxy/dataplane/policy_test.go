@@ -1,14 +1,17 @@
 package dataplane
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -532,6 +535,130 @@ func TestExternalAuth(t *testing.T) {
 		for k, want := range map[string]string{"X-Original-Url": "http://s.test/deep?q=1", "X-Original-Method": "GET", "X-Auth-Request-Redirect": "/deep?q=1", "X-Forwarded-Host": "s.test"} {
 			if got := seen.Get(k); got != want {
 				t.Errorf("the auth service saw %s %q, want %q", k, got, want)
+			}
+		}
+	})
+}
+
+// TestUnenforceableProtectionRefused: an Ingress asking for a protection the proxy cannot
+// enforce — client certificates (auth-tls-*, verify on or optional), an address list it cannot
+// read — is refused (403) with a Warning, whoever asks: without a certificate, with one from
+// another CA, over HTTP or HTTPS; its backend never sees a request. The Ingress beside it is
+// served.
+func TestUnenforceableProtectionRefused(t *testing.T) {
+	var hits atomic.Int64
+	guarded := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
+	t.Cleanup(guarded.Close)
+	open := echoBackend(t, "open")
+	tlsSecret := func(name string) *corev1.Secret {
+		crt, key := pemCert(t, name)
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key}}
+	}
+	ng := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m["nginx.ingress.kubernetes.io/"+kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	tab, problems := buildTableProblems(t,
+		route{host: "mtls.test", path: "/", endpoints: []string{hostport(guarded)}, tlsSecret: tlsSecret("mtls.test"),
+			annotations: ng("auth-tls-verify-client", "on", "auth-tls-secret", "ns/client-ca")},
+		route{host: "optional.test", path: "/", endpoints: []string{hostport(guarded)}, annotations: ng("auth-tls-verify-client", "optional")},
+		route{host: "secret.test", path: "/", endpoints: []string{hostport(guarded)}, annotations: ng("auth-tls-secret", "client-ca")},
+		route{host: "badlist.test", path: "/", endpoints: []string{hostport(guarded)}, annotations: ng("allowlist-source-range", "10.0.0.0/8, intranet")},
+		route{host: "open.test", path: "/", endpoints: []string{hostport(open)}},
+	)
+	warned := map[string]bool{}
+	for _, p := range problems {
+		if strings.Contains(p.Message, "every request is refused (403)") {
+			warned[p.Ingress.Name] = true
+		}
+	}
+	if want := map[string]bool{"r0": true, "r1": true, "r2": true, "r3": true}; !maps.Equal(warned, want) {
+		t.Errorf("Ingresses warned of the refusal: %v, want %v (problems %v)", warned, want, problems)
+	}
+	_, _, foreign := newTestCA(t, "another CA").issue(t, "client")
+	forEachPath(t, func(t *testing.T, opts Options) {
+		opts.Metrics = NewMetrics(prometheus.NewRegistry())
+		_, addr, tlsAddr := startProxy(t, opts, tab)
+		for _, host := range []string{"mtls.test", "optional.test", "secret.test", "badlist.test"} {
+			resp, _ := get(t, http.DefaultClient, "http://"+addr+"/", map[string]string{"Host": host, "Ssl-Client-Verify": "SUCCESS"})
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("%s over HTTP: %d, want 403", host, resp.StatusCode)
+			}
+		}
+		for name, certs := range map[string][]tls.Certificate{"no certificate": nil, "another CA's certificate": {foreign}} {
+			tr := &http.Transport{TLSClientConfig: &tls.Config{ServerName: "mtls.test", InsecureSkipVerify: true, Certificates: certs}, ForceAttemptHTTP2: true}
+			resp, _ := get(t, &http.Client{Transport: tr}, "https://"+tlsAddr+"/", map[string]string{"Host": "mtls.test"})
+			tr.CloseIdleConnections()
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("mtls.test over HTTPS with %s: %d, want 403", name, resp.StatusCode)
+			}
+		}
+		if n := hits.Load(); n != 0 {
+			t.Errorf("the protected backend saw %d requests", n)
+		}
+		if resp, e := get(t, http.DefaultClient, "http://"+addr+"/", map[string]string{"Host": "open.test"}); resp.StatusCode != 200 || e.Backend != "open" {
+			t.Errorf("open.test: %d from %q, want 200 from open", resp.StatusCode, e.Backend)
+		}
+		if n := testutil.ToFloat64(opts.Metrics.LimitHits.WithLabelValues(limitRefusedRoute)); n != 6 {
+			t.Errorf("limit_hits{refused_route} = %v, want 6", n)
+		}
+	})
+}
+
+// TestPolicyCORSWildcard: an Ingress's cors-allow-origin is matched by the Gateway filter's
+// matcher (ingress-nginx semantics): https://*.example.org allows one or more labels before
+// example.org, in any case, never the bare domain, a look-alike, another scheme or port, or
+// "null" — on preflights and on forwarded responses.
+func TestPolicyCORSWildcard(t *testing.T) {
+	be := echoBackend(t, "a")
+	tab := buildTable(t, route{host: "w.test", path: "/", endpoints: []string{hostport(be)}, annotations: map[string]string{
+		"nginx.ingress.kubernetes.io/enable-cors":       "true",
+		"nginx.ingress.kubernetes.io/cors-allow-origin": "https://*.example.org, http://localhost:3000",
+	}})
+	forEachPath(t, func(t *testing.T, opts Options) {
+		_, addr, _ := startProxy(t, opts, tab)
+		for _, tc := range []struct {
+			origin string
+			allow  bool
+		}{
+			{"https://example.org", false},
+			{"https://evilexample.org", false},
+			{"https://example.org.evil.test", false},
+			{"https://a.example.org.evil.test", false},
+			{"http://a.example.org", false},
+			{"https://a.example.org:8443", false},
+			{"https://*.example.org", false},
+			{"null", false},
+			{"http://localhost:3001", false},
+			{"https://a.example.org", true},
+			{"https://a.b.example.org", true},
+			{"HTTPS://A.Example.ORG", true},
+			{"https://a.example.org:443", true},
+			{"http://localhost:3000", true},
+		} {
+			want := ""
+			if tc.allow {
+				want = tc.origin
+			}
+			resp, _ := get(t, http.DefaultClient, "http://"+addr+"/", map[string]string{"Host": "w.test", "Origin": tc.origin})
+			if got := resp.Header.Get("Access-Control-Allow-Origin"); resp.StatusCode != 200 || got != want {
+				t.Errorf("GET from %s: %d, Allow-Origin %q, want %q", tc.origin, resp.StatusCode, got, want)
+			}
+			req, _ := http.NewRequest(http.MethodOptions, "http://"+addr+"/", nil)
+			req.Host = "w.test"
+			req.Header.Set("Origin", tc.origin)
+			req.Header.Set("Access-Control-Request-Method", "PUT")
+			pre, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pre.Body.Close()
+			if got := pre.Header.Get("Access-Control-Allow-Origin"); pre.StatusCode != 204 || got != want {
+				t.Errorf("preflight from %s: %d, Allow-Origin %q, want %q", tc.origin, pre.StatusCode, got, want)
 			}
 		}
 	})

@@ -312,3 +312,69 @@ func TestAffinityCookieKeyed(t *testing.T) {
 		}
 	})
 }
+
+// TestClientCertHeadersNeverForwarded: a client's own ingress-nginx client-certificate
+// headers (ssl-client-verify: SUCCESS is what a backend written for ingress-nginx trusts) never
+// reach a backend or an authentication service, in any case, with '_' for '-' even when
+// AllowUnderscoreHeaders lets other such names through; headers with similar names do.
+func TestClientCertHeadersNeverForwarded(t *testing.T) {
+	var mu sync.Mutex
+	var authSaw http.Header
+	auth := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		authSaw = r.Header.Clone()
+		mu.Unlock()
+	}))
+	t.Cleanup(auth.Close)
+	be := echoBackend(t, "a")
+	tab := buildTable(t,
+		route{host: "auth.test", path: "/", endpoints: []string{hostport(auth)}}, // r0: the auth Service
+		route{host: "c.test", path: "/", endpoints: []string{hostport(be)}},
+		route{host: "x.test", path: "/", endpoints: []string{hostport(be)}, annotations: map[string]string{"metalgate.io/auth-url": "http://r0/check"}})
+	forged := "Ssl-Client-Verify: SUCCESS\r\nssl-client-verify: FORGED\r\nSSL-CLIENT-CERT: -----BEGIN%20CERTIFICATE-----\r\n" +
+		"ssl-client-subject-dn: CN=admin\r\nSsl-Client-Issuer-Dn: CN=Trusted CA\r\nssl_client_verify: SUCCESS\r\nSSL_CLIENT_S_DN_x: kept\r\n" +
+		"X-Ssl-Client-Verify: kept\r\nSsl-Client-Verified: kept\r\n"
+	leaked := func(h http.Header) []string {
+		var out []string
+		for k := range h {
+			switch strings.ReplaceAll(strings.ToLower(k), "_", "-") {
+			case "ssl-client-cert", "ssl-client-verify", "ssl-client-subject-dn", "ssl-client-issuer-dn":
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	forEachPath(t, func(t *testing.T, opts Options) {
+		for _, allow := range []bool{false, true} {
+			opts.AllowUnderscoreHeaders = allow
+			_, addr, _ := startProxy(t, opts, tab)
+			for _, host := range []string{"c.test", "x.test"} {
+				resp, body := rawRequest(t, addr, "GET / HTTP/1.1\r\nHost: "+host+"\r\n"+forged+"\r\n")
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("allow=%v %s: %d %q", allow, host, resp.StatusCode, body)
+				}
+				var e echoReply
+				if err := json.Unmarshal([]byte(body), &e); err != nil {
+					t.Fatalf("%v in %q", err, body)
+				}
+				if l := leaked(e.Header); len(l) > 0 {
+					t.Errorf("allow=%v %s: the backend saw the client's %v", allow, host, l)
+				}
+				for _, k := range []string{"X-Ssl-Client-Verify", "Ssl-Client-Verified"} {
+					if e.Header[k] == nil {
+						t.Errorf("allow=%v %s: %s was dropped too", allow, host, k)
+					}
+				}
+				if got := e.Header["Ssl_client_s_dn_x"]; allow != (got != nil) {
+					t.Errorf("allow=%v %s: Ssl_client_s_dn_x %q", allow, host, got)
+				}
+			}
+			mu.Lock()
+			if l := leaked(authSaw); authSaw == nil || len(l) > 0 {
+				t.Errorf("allow=%v: the authentication service saw the client's %v (asked: %v)", allow, l, authSaw != nil)
+			}
+			authSaw = nil
+			mu.Unlock()
+		}
+	})
+}

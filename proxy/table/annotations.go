@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -228,6 +229,7 @@ func parseOptions(ann map[string]string, nginx bool) (Options, []problemText) {
 	a.canary(&o)
 	a.basicAuth(&o)
 	a.externalAuth(&o)
+	a.protections(&o)
 	if b, _, ok := a.boolean("ssl-passthrough"); ok {
 		o.SSLPassthrough = b
 	}
@@ -482,7 +484,8 @@ func (a *annotationReader) access(o *Options) {
 			if err != nil {
 				addr, aerr := netip.ParseAddr(s)
 				if aerr != nil {
-					a.bad(key, v, "CIDRs or addresses separated by commas")
+					// Falling back to no list would let in whom the list keeps out.
+					a.refuse(o, fmt.Sprintf("annotation %s=%q is invalid (want CIDRs or addresses separated by commas); every request is refused (403) until it is fixed", key, v))
 					return nil
 				}
 				p = netip.PrefixFrom(addr, addr.BitLen())
@@ -553,12 +556,20 @@ func (a *annotationReader) cors(o *Options) {
 	if key, v, ok := a.get("cors-allow-origin"); ok {
 		c.AllowOrigins = nil
 		for _, origin := range splitList(v) {
-			if origin != "*" && !(strings.HasPrefix(origin, "https://") || strings.HasPrefix(origin, "http://")) || !validHeaderValue(origin) {
-				a.bad(key, v, "* or origins such as https://app.example.com, separated by commas")
-				c.AllowOrigins = []string{"*"}
+			origin = strings.TrimSuffix(origin, "/")
+			if origin == "*" {
+				c.AllowOrigins, c.Origins = []string{"*"}, nil
 				break
 			}
-			c.AllowOrigins = append(c.AllowOrigins, strings.TrimSuffix(origin, "/"))
+			p, ok := parseOriginPattern(origin)
+			if !ok {
+				// Never "*" in its place: that would widen the policy the Ingress asked for.
+				a.problems = append(a.problems, problemText{ReasonInvalidAnnotation, fmt.Sprintf(
+					"annotation %s=%q is invalid (want * or origins such as https://app.example.com or https://*.example.com, separated by commas); no origin is allowed until it is fixed", key, v)})
+				c.AllowOrigins, c.Origins = []string{}, nil
+				break
+			}
+			c.AllowOrigins, c.Origins = append(c.AllowOrigins, origin), append(c.Origins, p)
 		}
 	}
 	str := func(name string, dst *string) {
@@ -708,6 +719,37 @@ func (a *annotationReader) canary(o *Options) {
 	}
 	if on, _, _ := a.boolean("canary"); on {
 		o.Canary = c
+	}
+}
+
+// refuse makes every request to the Ingress refused (Policy.Refuse) and reports why.
+func (a *annotationReader) refuse(o *Options, msg string) {
+	a.problems = append(a.problems, problemText{ReasonInvalidAnnotation, msg})
+	if o.Policy.Refuse == "" {
+		o.Policy.Refuse = msg
+	}
+}
+
+// protections refuses an Ingress that asks for a protection the proxy does not enforce
+// (Protections, Supported false): serving it would let in every client it keeps out.
+func (a *annotationReader) protections(o *Options) {
+	if !a.nginx {
+		return
+	}
+	for _, p := range Protections() {
+		if p.Supported {
+			continue
+		}
+		v, ok := a.ann[PrefixNginx+p.Nginx]
+		if !ok || slices.Contains(p.Inert, strings.ToLower(strings.TrimSpace(v))) {
+			continue // an inert value: unread reports it as unsupported
+		}
+		a.read[PrefixNginx+p.Nginx] = true
+		msg := fmt.Sprintf("annotation %s%s asks for %s, which metalgate does not support; every request is refused (403) until it is removed", PrefixNginx, p.Nginx, p.Protects)
+		a.problems = append(a.problems, problemText{ReasonUnsupportedAnnotation, msg})
+		if o.Policy.Refuse == "" {
+			o.Policy.Refuse = msg
+		}
 	}
 }
 

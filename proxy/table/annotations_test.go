@@ -111,7 +111,25 @@ func TestAnnotations(t *testing.T) {
 				o.Policy.Allow = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32")}
 				o.Policy.Deny = []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}
 			})},
-		{name: "bad range", ann: m("allowlist-source-range", "10.0.0.0/33"), want: def(nil), problems: []string{"InvalidAnnotation: metalgate.io/allowlist-source-range"}},
+		{name: "bad range refuses all", ann: m("allowlist-source-range", "10.0.0.0/33"), want: def(func(o *Options) {
+			o.Policy.Refuse = `annotation metalgate.io/allowlist-source-range="10.0.0.0/33" is invalid (want CIDRs or addresses separated by commas); every request is refused (403) until it is fixed`
+		}), problems: []string{"InvalidAnnotation: metalgate.io/allowlist-source-range"}},
+		{name: "bad deny range refuses all", nginx: true, ann: m(ng("denylist-source-range"), "evil"), want: def(func(o *Options) {
+			o.Policy.Refuse = `annotation nginx.ingress.kubernetes.io/denylist-source-range="evil" is invalid (want CIDRs or addresses separated by commas); every request is refused (403) until it is fixed`
+		}), problems: []string{"InvalidAnnotation: nginx.ingress.kubernetes.io/denylist-source-range"}},
+		{name: "client-certificate auth refuses all", nginx: true, ann: m(ng("auth-tls-verify-client"), "on", ng("auth-tls-secret"), "ns/ca", ng("auth-tls-verify-depth"), "2"), want: def(func(o *Options) {
+			o.Policy.Refuse = "annotation nginx.ingress.kubernetes.io/auth-tls-secret asks for client-certificate authentication (mTLS), which metalgate does not support; every request is refused (403) until it is removed"
+		}), problems: []string{
+			"UnsupportedAnnotation: nginx.ingress.kubernetes.io/auth-tls-secret asks for client-certificate authentication",
+			"UnsupportedAnnotation: nginx.ingress.kubernetes.io/auth-tls-verify-client asks for client-certificate authentication",
+			"UnsupportedAnnotation: nginx.ingress.kubernetes.io/auth-tls-verify-depth is not supported",
+		}},
+		{name: "optional client certificate refuses all", nginx: true, ann: m(ng("auth-tls-verify-client"), "Optional"), want: def(func(o *Options) {
+			o.Policy.Refuse = "annotation nginx.ingress.kubernetes.io/auth-tls-verify-client asks for client-certificate authentication (mTLS), which metalgate does not support; every request is refused (403) until it is removed"
+		}), problems: []string{"UnsupportedAnnotation: nginx.ingress.kubernetes.io/auth-tls-verify-client asks"}},
+		{name: "client certificate off is only unsupported", nginx: true, ann: m(ng("auth-tls-verify-client"), "off"), want: def(nil),
+			problems: []string{"UnsupportedAnnotation: nginx.ingress.kubernetes.io/auth-tls-verify-client is not supported"}},
+		{name: "client-certificate auth unread without nginx annotations", ann: m(ng("auth-tls-secret"), "ns/ca"), want: def(nil)},
 		{name: "rate limits", ann: m("limit-rps", "10", "limit-burst", "15", "limit-connections", "4"),
 			want: def(func(o *Options) { o.Policy.RateLimit = &RateLimit{RPS: 10, Burst: 15, Connections: 4} })},
 		{name: "rate limit default burst", ann: m("limit-rpm", "120"), want: def(func(o *Options) { o.Policy.RateLimit = &RateLimit{RPS: 2, Burst: 10} })},
@@ -123,9 +141,23 @@ func TestAnnotations(t *testing.T) {
 		})},
 		{name: "cors set", ann: m("enable-cors", "true", "cors-allow-origin", "https://a.example, https://b.example/", "cors-allow-credentials", "false", "cors-max-age", "60", "cors-allow-methods", "GET"),
 			want: def(func(o *Options) {
-				o.Policy.CORS = &CORS{AllowOrigins: []string{"https://a.example", "https://b.example"}, AllowMethods: "GET",
+				o.Policy.CORS = &CORS{AllowOrigins: []string{"https://a.example", "https://b.example"},
+					Origins:      []OriginPattern{{Scheme: "https", Host: "a.example", Port: 443}, {Scheme: "https", Host: "b.example", Port: 443}},
+					AllowMethods: "GET",
 					AllowHeaders: "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization", MaxAge: 60}
 			})},
+		{name: "cors wildcard origin", ann: m("enable-cors", "true", "cors-allow-origin", "https://*.example.org"),
+			want: def(func(o *Options) {
+				o.Policy.CORS = &CORS{AllowOrigins: []string{"https://*.example.org"}, Origins: []OriginPattern{{Scheme: "https", Host: ".example.org", Wildcard: true, Port: 443}},
+					AllowMethods: "GET, PUT, POST, DELETE, PATCH, OPTIONS", AllowHeaders: "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization",
+					AllowCredentials: true, MaxAge: 1728000}
+			})},
+		{name: "cors invalid origin allows none, never *", ann: m("enable-cors", "true", "cors-allow-origin", "https://a.example, evil"),
+			want: def(func(o *Options) {
+				o.Policy.CORS = &CORS{AllowOrigins: []string{}, AllowMethods: "GET, PUT, POST, DELETE, PATCH, OPTIONS",
+					AllowHeaders:     "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization",
+					AllowCredentials: true, MaxAge: 1728000}
+			}), problems: []string{"InvalidAnnotation: metalgate.io/cors-allow-origin"}},
 		{name: "cors options without enable-cors do nothing", ann: m("cors-allow-origin", "https://a.example"), want: def(nil)},
 		{name: "timeouts", ann: m("proxy-connect-timeout", "3", "proxy-read-timeout", "500ms", "proxy-send-timeout", "2m"),
 			want: def(func(o *Options) {
@@ -370,3 +402,40 @@ func docListsEveryAnnotation(t *testing.T, file string) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestProtectionCatalog keeps Protections true to the parser: a supported protection is an
+// annotation the proxy reads (in Annotations, or an older name it reads); an unsupported one
+// with a value that asks for it refuses every request with a Warning, and with an inert value
+// is only reported.
+func TestProtectionCatalog(t *testing.T) {
+	read := map[string]bool{"whitelist-source-range": true}
+	for _, a := range Annotations() {
+		read[a.Nginx] = true
+	}
+	for _, p := range Protections() {
+		t.Run(p.Nginx, func(t *testing.T) {
+			if p.Protects == "" {
+				t.Error("no Protects text")
+			}
+			if p.Supported {
+				if !read[p.Nginx] {
+					t.Errorf("supported, but not in Annotations")
+				}
+				return
+			}
+			if read[p.Nginx] {
+				t.Errorf("unsupported, but in Annotations")
+			}
+			o, problems := parseOptions(map[string]string{PrefixNginx + p.Nginx: "on"}, true)
+			if o.Policy.Refuse == "" || len(problems) != 1 || problems[0].reason != ReasonUnsupportedAnnotation || !strings.Contains(problems[0].msg, "refused (403)") {
+				t.Errorf("value on: Refuse %q, problems %v; want every request refused and one Warning", o.Policy.Refuse, problems)
+			}
+			for _, v := range p.Inert {
+				o, problems := parseOptions(map[string]string{PrefixNginx + p.Nginx: v}, true)
+				if o.Policy.Refuse != "" || len(problems) != 1 || problems[0].reason != ReasonUnsupportedAnnotation {
+					t.Errorf("inert value %q: Refuse %q, problems %v", v, o.Policy.Refuse, problems)
+				}
+			}
+		})
+	}
+}

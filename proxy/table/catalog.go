@@ -55,7 +55,7 @@ func Annotations() []AnnotationInfo {
 		{"", "limit-burst-multiplier", "burst = rate × this", "5", ""},
 		{"limit-connections", "limit-connections", "requests in flight per client address", "none", "429, not 503"},
 		{"enable-cors", "enable-cors", "true, false", "false", ""},
-		{"cors-allow-origin", "cors-allow-origin", "* or origins, comma-separated", "*", ""},
+		{"cors-allow-origin", "cors-allow-origin", "* or origins, comma-separated; https://*.example.org allows one or more labels", "*", ""},
 		{"cors-allow-methods", "cors-allow-methods", "methods", "GET, PUT, POST, DELETE, PATCH, OPTIONS", ""},
 		{"cors-allow-headers", "cors-allow-headers", "headers", "ingress-nginx's list", ""},
 		{"cors-expose-headers", "cors-expose-headers", "headers", "none", ""},
@@ -80,5 +80,43 @@ func Annotations() []AnnotationInfo {
 		{"proxy-connect-timeout", "proxy-connect-timeout", "seconds, or a duration (500ms)", "--connect-timeout", ""},
 		{"proxy-read-timeout", "proxy-read-timeout", "seconds, or a duration: the response head and each read of the body", "--response-header-timeout, --upstream-read-timeout", ""},
 		{"proxy-send-timeout", "proxy-send-timeout", "seconds, or a duration: each write of the request", "none", ""},
+	}
+}
+
+// Protection is an ingress-nginx annotation that protects the routes it is on: it refuses
+// some clients or requests. The proxy never serves an Ingress without a protection it asks
+// for: an unsupported one (Supported false) refuses every request to the Ingress (403, an
+// UnsupportedAnnotation Warning) instead — fail closed, as an unusable auth-secret or a
+// refused auth-url already do. Implementing an annotation is setting Supported (and parsing
+// it), which is what makes such an Ingress serve again. kubectl metalgate migrate reports
+// every protection an Ingress would lose under BREAKING.
+type Protection struct {
+	// Nginx is the nginx.ingress.kubernetes.io/ name.
+	Nginx string
+	// Protects says what it protects, for Warnings and the migrate report.
+	Protects string
+	// Inert are the values (case-insensitive, trimmed) that ask for no protection, such as
+	// "off": those are not refused (an unsupported one is reported as any other).
+	Inert []string
+	// Supported says the proxy enforces it (it is in Annotations).
+	Supported bool
+}
+
+// Protections lists the protecting annotations of ingress-nginx, enforced or not.
+func Protections() []Protection {
+	clientCert := "client-certificate authentication (mTLS)"
+	return []Protection{
+		{Nginx: "auth-tls-secret", Protects: clientCert},
+		{Nginx: "auth-tls-verify-client", Protects: clientCert, Inert: []string{"off", ""}},
+		{Nginx: "auth-tls-match-cn", Protects: clientCert + ", by the certificate's CN"},
+		{Nginx: "enable-modsecurity", Protects: "the ModSecurity web application firewall", Inert: []string{"false", ""}},
+		{Nginx: "enable-owasp-core-rules", Protects: "the OWASP core rules of ModSecurity", Inert: []string{"false", ""}},
+		{Nginx: "global-rate-limit", Protects: "a rate limit shared by every replica", Inert: []string{"0", ""}},
+		{Nginx: "auth-type", Protects: "authentication (basic only; any other type refuses every request, 401)", Supported: true},
+		{Nginx: "auth-secret", Protects: "basic authentication's users", Supported: true},
+		{Nginx: "auth-url", Protects: "external authentication (a Service of the Ingress's namespace only; any other URL refuses every request, 500)", Supported: true},
+		{Nginx: "allowlist-source-range", Protects: "an address allow-list (an invalid list refuses every request, 403)", Supported: true},
+		{Nginx: "whitelist-source-range", Protects: "an address allow-list (an invalid list refuses every request, 403)", Supported: true},
+		{Nginx: "denylist-source-range", Protects: "an address deny-list (an invalid list refuses every request, 403)", Supported: true},
 	}
 }

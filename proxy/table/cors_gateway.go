@@ -224,18 +224,24 @@ func splitOrigin(s string) (scheme, host string, port int, ok bool) {
 	return scheme, host, port, true
 }
 
-// AllowsOrigin reports whether a request's Origin header is allowed. "null" and anything
-// that is not a serialized origin never are; a "*" in the request's host matches nothing
-// but itself in an exact pattern, never a wildcard's labels.
+// AllowsOrigin reports whether a request's Origin header is allowed (matchOrigin).
 func (g *GatewayCORS) AllowsOrigin(origin string) bool {
+	return matchOrigin(g.AnyOrigin, g.Origins, origin)
+}
+
+// matchOrigin is the one origin matcher of both CORS flavours: whether origin is allowed by
+// any (every origin) or one of patterns. "null" and anything that is not a serialized origin
+// never are; a "*" in the request's host matches nothing but itself in an exact pattern,
+// never a wildcard's labels.
+func matchOrigin(any bool, patterns []OriginPattern, origin string) bool {
 	scheme, host, port, ok := splitOrigin(origin)
 	if !ok || strings.Contains(host, "*") {
 		return false
 	}
-	if g.AnyOrigin {
+	if any {
 		return true
 	}
-	for _, p := range g.Origins {
+	for _, p := range patterns {
 		if p.Scheme != scheme || p.Port != port {
 			continue
 		}

@@ -3,6 +3,7 @@ package table
 import (
 	"net/netip"
 	"regexp"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -13,6 +14,10 @@ import (
 // and that Gateway API filters are to compile into. The data plane applies it in one place
 // for both forwarding paths. The zero value does nothing.
 type Policy struct {
+	// Refuse, when set, says why every request is refused (403): the Ingress asks for a
+	// protection the proxy cannot enforce (an unsupported Protection, an unreadable address
+	// list), and serving it without would let in whom it keeps out.
+	Refuse string
 	// Allow, when not empty, lists the only client addresses served; Deny lists refused ones
 	// (Deny wins). Others get 403. The client address is the connection's, or what a trusted
 	// proxy or the PROXY protocol says.
@@ -97,7 +102,10 @@ type RequestRedirect struct {
 // two flavours: ingress-nginx's enable-cors annotations (Gateway nil), or Gateway API's CORS
 // filter (Gateway set; cors_gateway.go says how its semantics differ).
 type CORS struct {
-	AllowOrigins     []string // "*" for any; otherwise exact origins ("https://a.example")
+	AllowOrigins []string // "*" for any; otherwise origins as written ("https://*.a.example")
+	// Origins are AllowOrigins parsed (the ingress-nginx flavour; none for "*"): matched as the
+	// Gateway flavour matches its own (AllowsOrigin).
+	Origins          []OriginPattern
 	AllowMethods     string
 	AllowHeaders     string
 	ExposeHeaders    string
@@ -106,6 +114,21 @@ type CORS struct {
 	// Gateway, when set, holds the filter's origin patterns and wildcards and switches the
 	// data plane to Gateway API's semantics.
 	Gateway *GatewayCORS
+}
+
+// AllowsOrigin reports whether a request's Origin is allowed, by the one matcher of both
+// flavours: scheme, host (any case) and port (the scheme's own when none is written) as
+// listed, and a leftmost "*" label standing for one or more labels (https://*.example.org
+// allows https://a.b.example.org, never https://example.org or https://evilexample.org).
+// With "*" listed, the ingress-nginx flavour allows every origin.
+func (c *CORS) AllowsOrigin(origin string) bool {
+	if c.Gateway != nil {
+		return c.Gateway.AllowsOrigin(origin)
+	}
+	if slices.Contains(c.AllowOrigins, "*") {
+		return true
+	}
+	return matchOrigin(false, c.Origins, origin)
 }
 
 // BasicAuth is HTTP Basic authentication (RFC 7617) against htpasswd lines from a Secret.
