@@ -42,6 +42,9 @@ M = [
  ("M17 103 dropped on the direct path", "proxy/dataplane/direct.go", [("s.writeHead(bw, r, a) }, got1xx, a.route", "s.writeHead(bw, r, a) }, func(int, http.Header) error { _ = got1xx; return nil }, a.route")], "TestEarlyHints"),
  ("M19 a removed endpoint kept after a patched Swap", "proxy/dataplane/router.go", [("if refs[e.Addr]--; refs[e.Addr] <= 0 {", "if refs[e.Addr]--; false {")], "TestSwapPatchedTable"),
  ("M20 a client body's deadline touched after the handler returned", "proxy/dataplane/handler.go", [("\t\tst.a.body.finish()\n", "")], "TestBodyReadAfterTheAnswer|TestGatewayGRPCRoute", ["-race", "-count=5"]),
+ ("M23a a trusted proxy's bad X-Forwarded-For makes it the client", "proxy/dataplane/clientaddr.go", [("return netip.Addr{} // a trusted proxy that names no client", "return ip"), ("	var client netip.Addr\n", "	client := ip\n"), ("		if !ok {\n			return netip.Addr{}\n		}\n		if !s.trustedAddr(ip) {", "		if !ok {\n			return client\n		}\n		if !s.trustedAddr(ip) {")], "TestClientAddress$"),
+ ("M23b X-Forwarded-For hops with a port do not parse", "proxy/dataplane/clientaddr.go", [('	case strings.HasPrefix(h, "["): // "[v6]" or "[v6]:port"', "	case false:"), ('	case strings.Count(h, ":") == 1: // "v4:port"', "	case false:")], "TestClientAddress"),
+ ("M23c X-Real-Ip names the trusted proxy when the client is unknown", "proxy/dataplane/headers.go", [('f.realIP = "" // unknown', "f.realIP = a.clientIP // unknown")], "TestClientAddress$"),
 ]
 only = sys.argv[1:]
 failed = 0

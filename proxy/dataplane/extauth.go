@@ -107,6 +107,9 @@ func (s *Server) authHeaders(h http.Header, r *http.Request, ea *table.ExternalA
 	} {
 		h[k] = []string{v}
 	}
+	if f.realIP == "" {
+		delete(h, "X-Real-Ip") // the client is unknown
+	}
 	h["User-Agent"] = append([]string(nil), r.Header.Values("User-Agent")...)
 	if len(h["User-Agent"]) == 0 {
 		h["User-Agent"] = []string{""}
