@@ -45,6 +45,10 @@ M = [
  ("M23a a trusted proxy's bad X-Forwarded-For makes it the client", "proxy/dataplane/clientaddr.go", [("return netip.Addr{} // a trusted proxy that names no client", "return ip"), ("	var client netip.Addr\n", "	client := ip\n"), ("		if !ok {\n			return netip.Addr{}\n		}\n		if !s.trustedAddr(ip) {", "		if !ok {\n			return client\n		}\n		if !s.trustedAddr(ip) {")], "TestClientAddress$"),
  ("M23b X-Forwarded-For hops with a port do not parse", "proxy/dataplane/clientaddr.go", [('	case strings.HasPrefix(h, "["): // "[v6]" or "[v6]:port"', "	case false:"), ('	case strings.Count(h, ":") == 1: // "v4:port"', "	case false:")], "TestClientAddress"),
  ("M23c X-Real-Ip names the trusted proxy when the client is unknown", "proxy/dataplane/headers.go", [('f.realIP = "" // unknown', "f.realIP = a.clientIP // unknown")], "TestClientAddress$"),
+ ("M23d per-client connections counted before the PROXY header (the load balancer)", "proxy/dataplane/server.go", [("ln = s.limitListener(s.proxyProtocolListener(ln, pp), name)", "ln = s.proxyProtocolListener(s.limitListener(ln, name), pp)")], "TestMaxConnectionsPerProxiedClient"),
+ ("M23e IPv6 clients rate-limited by address", "proxy/dataplane/ratelimit.go", [("p, _ := ip.Prefix(l.v6Bits)", "p, _ := ip.Prefix(128)")], "TestRateLimitIPv6Prefix"),
+ ("M23f one rate-limit table for every namespace", "proxy/dataplane/ratelimit.go", [("	t := l.tables[ns]\n", "	t := l.tables[\"\"]\n"), ("		l.tables[ns] = t\n", "		l.tables[\"\"] = t\n")], "TestRateLimitNamespaces"),
+ ("M23g eviction drops drained buckets", "proxy/dataplane/ratelimit.go", [("		if full && b.inflight == 0 {", "		if _ = full; b.inflight == 0 {")], "TestRateLimitNamespaces"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -32,14 +32,15 @@ func (s *Server) answer(w *responseWriter, r *http.Request, route *table.Route, 
 		}
 	}
 	if p.RateLimit != nil {
-		if wait, ok := s.limits.take(route.Ingress.String(), a.realIP, p.RateLimit); !ok {
+		ns, owner := limitOwner(route)
+		if wait, ok := s.limits.take(ns, owner, a.realIP, p.RateLimit); !ok {
 			s.limitHit(limitRate)
 			w.Header().Set("Retry-After", strconv.Itoa(wait))
 			http.Error(w, "too many requests", http.StatusTooManyRequests)
 			return true
 		}
 		if p.RateLimit.Connections > 0 {
-			a.release = s.limits.enter(route.Ingress.String(), a.realIP, p.RateLimit)
+			a.release = s.limits.enter(ns, owner, a.realIP, p.RateLimit)
 			if a.release == nil {
 				s.limitHit(limitRate)
 				w.Header().Set("Retry-After", "1")
@@ -104,6 +105,16 @@ func (s *Server) answer(w *responseWriter, r *http.Request, route *table.Route, 
 		}
 	}
 	return false
+}
+
+// limitOwner is the namespace and name of the object that defined route (its Ingress, or
+// its HTTPRoute): rate limits are kept per namespace and per object.
+func limitOwner(route *table.Route) (ns, name string) {
+	o := route.Ingress
+	if o.Name == "" {
+		o = route.HTTPRoute
+	}
+	return o.Namespace, o.String()
 }
 
 // allowed reports whether ip passes the lists: not in deny, and in allow when allow is set.
