@@ -49,6 +49,10 @@ M = [
  ("M23e IPv6 clients rate-limited by address", "proxy/dataplane/ratelimit.go", [("p, _ := ip.Prefix(l.v6Bits)", "p, _ := ip.Prefix(128)")], "TestRateLimitIPv6Prefix"),
  ("M23f one rate-limit table for every namespace", "proxy/dataplane/ratelimit.go", [("	t := l.tables[ns]\n", "	t := l.tables[\"\"]\n"), ("		l.tables[ns] = t\n", "		l.tables[\"\"] = t\n")], "TestRateLimitNamespaces"),
  ("M23g eviction drops drained buckets", "proxy/dataplane/ratelimit.go", [("		if full && b.inflight == 0 {", "		if _ = full; b.inflight == 0 {")], "TestRateLimitNamespaces"),
+ ("M23h redirects name whatever Host the client sent", "proxy/dataplane/redirect.go", [("	if rest != \"\" && (!validPort(rest) || rest == \":\") {", "	if true {\n		return hp, true\n	}\n	if rest != \"\" && (!validPort(rest) || rest == \":\") {")], "TestRedirectHostPolicy"),
+ ("M23i auth-signin variables inserted unescaped in the query", "proxy/dataplane/redirect.go", [("		case inQuery:\n			v = url.QueryEscape(v)\n", "		case inQuery:\n")], "TestSigninEscapes"),
+ ("M23j auth-signin variables inserted unescaped in the path", "proxy/dataplane/redirect.go", [('			v = strings.ReplaceAll(url.PathEscape(v), "%2F", "/")\n', "")], "TestSigninEscapes"),
+ ("M23k auth-signin not validated", "proxy/table/annotations.go", [("		if validSignin(v) {", "		if true {")], "TestSigninValidated|TestAnnotations", [], "./proxy/table/"),
 ]
 only = sys.argv[1:]
 failed = 0
