@@ -29,7 +29,7 @@ M = [
  ("M5 no client body timeout", "proxy/dataplane/handler.go", [("		_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))\n", "")], "TestStalledClientBody"),
  ("M6 no send timeout", "proxy/dataplane/handler.go", [("	d := w.s.opts.SendTimeout\n", "	d := time.Duration(0)\n")], "TestSlowReader"),
  ("M7 no HTTP/2 write timeout", "proxy/dataplane/server.go", [("WriteByteTimeout: s.opts.HTTP2WriteTimeout,", "")], "TestHTTP2WriteTimeout"),
- ("M8 no connection caps", "proxy/dataplane/server.go", [("ln = s.proxyProtocolListener(s.limitListener(ln, name), pp)", "ln = s.proxyProtocolListener(ln, pp)")], "TestMaxConnections"),
+ ("M8 no connection caps", "proxy/dataplane/server.go", [("ln = s.limitListener(s.proxyProtocolListener(ln, pp), name)", "ln = s.proxyProtocolListener(ln, pp)")], "TestMaxConnections"),
  ("M9 no path normalisation", "proxy/dataplane/handler.go", [("	raw := r.URL.EscapedPath()\n", "	return nil\n	raw := r.URL.EscapedPath()\n")], "TestPathNormalisation"),
  ("M10 container port as X-Forwarded-Port", "proxy/dataplane/headers.go", [('f.proto, f.port = "https", s.httpsPort', 'f.proto, f.port = "https", "8443"')], "TestResponseHeaderTruth"),
  ("M11 backend Server header passes", "proxy/dataplane/headers.go", [('	delete(h, "Server")\n', '')], "TestResponseHeaderTruth"),
