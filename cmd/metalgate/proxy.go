@@ -80,6 +80,7 @@ type proxyOptions struct {
 	HTTP2MaxStreams         int
 	MaxConnections          int
 	MaxConnectionsPerClient int
+	RateLimitIPv6Prefix     int
 	EscapedSlashes          string
 	KeepDuplicateSlashes    bool
 	AllowUnderscoreHeaders  bool
@@ -155,6 +156,7 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.HTTP2MaxStreams, "http2-max-concurrent-streams", 250, "Most concurrent streams on one HTTP/2 client connection.")
 	fs.IntVar(&o.MaxConnections, "max-connections", 16384, "Most client connections open at once on each listener; more are closed when accepted. Negative: no limit.")
 	fs.IntVar(&o.MaxConnectionsPerClient, "max-connections-per-client", 0, "Most client connections open at once from one address on each listener; 0: no limit (clients behind one NAT share an address).")
+	fs.IntVar(&o.RateLimitIPv6Prefix, "rate-limit-ipv6-prefix", 64, "Prefix length by which rate limits (limit-rps, limit-rpm, limit-connections) key IPv6 clients: one host usually has a whole /64. 1 to 128; 128 keys each address on its own.")
 	fs.StringVar(&o.EscapedSlashes, "escaped-slashes", "reject", "Encoded '/' or '\\' (%2F, %5C) and bare '\\' in request paths: reject (400), keep (forward as sent), or decode (treat as '/').")
 	fs.BoolVar(&o.KeepDuplicateSlashes, "keep-duplicate-slashes", false, "Route and forward '//' in paths as sent; default: merged into one '/'.")
 	fs.BoolVar(&o.SSLPassthrough, "enable-ssl-passthrough", false, "Honour the ssl-passthrough annotation: the HTTPS listener reads each ClientHello's server name first and passes the connections for passthrough hosts, undecrypted, to their backend. Off: the annotation is reported and every host's TLS is terminated.")
@@ -195,7 +197,8 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 		UpstreamReadTimeout: negOff(o.UpstreamReadTimeout), Max1xxResponses: o.Max1xxResponses,
 		ClientBodyTimeout: negOff(o.ClientBodyTimeout), SendTimeout: negOff(o.SendTimeout), HTTP2WriteTimeout: negOff(o.HTTP2WriteTimeout),
 		HTTP2MaxConcurrentStreams: o.HTTP2MaxStreams, MaxConnections: o.MaxConnections, MaxConnectionsPerClient: o.MaxConnectionsPerClient,
-		EscapedSlashes: dataplane.EscapedSlashes(o.EscapedSlashes), KeepDuplicateSlashes: o.KeepDuplicateSlashes,
+		RateLimitIPv6Prefix: o.RateLimitIPv6Prefix,
+		EscapedSlashes:      dataplane.EscapedSlashes(o.EscapedSlashes), KeepDuplicateSlashes: o.KeepDuplicateSlashes,
 		AllowUnderscoreHeaders: o.AllowUnderscoreHeaders, ServerHeader: o.ServerHeader, SSLPassthrough: o.SSLPassthrough,
 		PublicHTTPPort: o.PublicHTTPPort, PublicHTTPSPort: o.PublicHTTPSPort,
 	}
@@ -210,6 +213,9 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 	}
 	if o.MaxConnectionsPerClient < 0 {
 		return d, fmt.Errorf("--max-connections-per-client %d: want 0 (no limit) or more", o.MaxConnectionsPerClient)
+	}
+	if o.RateLimitIPv6Prefix < 1 || o.RateLimitIPv6Prefix > 128 {
+		return d, fmt.Errorf("--rate-limit-ipv6-prefix %d: want a prefix length from 1 to 128", o.RateLimitIPv6Prefix)
 	}
 	switch d.EscapedSlashes {
 	case dataplane.EscapedSlashesReject, dataplane.EscapedSlashesKeep, dataplane.EscapedSlashesDecode:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -69,8 +68,13 @@ func (s *Server) externalAuth(w *responseWriter, r *http.Request, ea *table.Exte
 		}
 		return false
 	case code == http.StatusUnauthorized && ea.Signin != "":
+		host, ok := redirectHost(r, a.route)
+		if !ok {
+			s.badRedirectHost(w)
+			return true
+		}
 		s.limitHit(limitAuth)
-		http.Redirect(w, r, signinURL(ea.Signin, r, s.forwarded(r, a).proto), http.StatusFound)
+		http.Redirect(w, r, signinURL(ea.Signin, r, redirectScheme(s.forwarded(r, a).proto), host), http.StatusFound)
 		return true
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		s.limitHit(limitAuth)
@@ -107,23 +111,11 @@ func (s *Server) authHeaders(h http.Header, r *http.Request, ea *table.ExternalA
 	} {
 		h[k] = []string{v}
 	}
+	if f.realIP == "" {
+		delete(h, "X-Real-Ip") // the client is unknown
+	}
 	h["User-Agent"] = append([]string(nil), r.Header.Values("User-Agent")...)
 	if len(h["User-Agent"]) == 0 {
 		h["User-Agent"] = []string{""}
 	}
-}
-
-// signinURL fills the variables of an auth-signin URL, and adds rd= with the URL the client
-// asked for when the URL does not use them itself.
-func signinURL(signin string, r *http.Request, proto string) string {
-	original := proto + "://" + r.Host + r.URL.RequestURI()
-	if strings.Contains(signin, "$") {
-		return strings.NewReplacer("$escaped_request_uri", url.QueryEscape(r.URL.RequestURI()), "$request_uri", r.URL.RequestURI(),
-			"$scheme", proto, "$host", r.Host, "$best_http_host", r.Host).Replace(signin)
-	}
-	sep := "?"
-	if strings.Contains(signin, "?") {
-		sep = "&"
-	}
-	return signin + sep + "rd=" + url.QueryEscape(original)
 }

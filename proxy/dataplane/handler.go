@@ -263,57 +263,6 @@ func newRequestID() string {
 	return string(b[:])
 }
 
-// client returns the client's IP and whether it is a trusted proxy.
-func (s *Server) client(r *http.Request) (string, bool) {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	if len(s.opts.TrustedProxies) == 0 {
-		return host, false
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return host, false
-	}
-	return host, s.trustedAddr(ip.Unmap())
-}
-
-// realClient is the address the policy's lists and rate limits judge: the connection's
-// (the PROXY protocol's, when the listener takes it), or, from a trusted proxy, the
-// right-most X-Forwarded-For address that is not itself a trusted proxy.
-func (s *Server) realClient(r *http.Request, a *attempt) netip.Addr {
-	ip, err := netip.ParseAddr(a.clientIP)
-	if err != nil {
-		return netip.Addr{}
-	}
-	ip = ip.Unmap()
-	if !a.trusted {
-		return ip
-	}
-	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
-	for i := len(hops) - 1; i >= 0; i-- {
-		hop, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
-		if err != nil {
-			break
-		}
-		ip = hop.Unmap()
-		if !s.trustedAddr(ip) {
-			break
-		}
-	}
-	return ip
-}
-
-func (s *Server) trustedAddr(ip netip.Addr) bool {
-	for _, p := range s.opts.TrustedProxies {
-		if p.Contains(ip) {
-			return true
-		}
-	}
-	return false
-}
-
 // clientBody is a request body on its way to the backend. Each read must return within
 // timeout (a client that stalls its body does not hold a backend connection); a failed read
 // (malformed chunked coding, too large, too slow) is kept in the attempt, so that the error

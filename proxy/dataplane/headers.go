@@ -85,7 +85,7 @@ type forwarding struct {
 	proto          string
 	host           string
 	port           string
-	realIP         string
+	realIP         string // X-Real-Ip: "" when the client is unknown (none is sent)
 }
 
 func (s *Server) forwarded(in *http.Request, a *attempt) forwarding {
@@ -106,8 +106,13 @@ func (s *Server) forwarded(in *http.Request, a *attempt) forwarding {
 		if v := in.Header.Get("X-Forwarded-Port"); v != "" {
 			f.port = v
 		}
-		if v := in.Header.Get("X-Real-Ip"); v != "" {
-			f.realIP = v
+		switch ip := s.realClient(in, a); {
+		case in.Header.Get("X-Real-Ip") != "":
+			f.realIP = in.Header.Get("X-Real-Ip")
+		case ip.IsValid():
+			f.realIP = ip.String()
+		default:
+			f.realIP = "" // unknown (clientaddr.go): not the trusted proxy's own address
 		}
 		if prior := in.Header.Values("Forwarded"); len(prior) > 0 {
 			f.priorForwarded = strings.Join(prior, ", ")
@@ -170,7 +175,9 @@ func (s *Server) outboundHeaders(in *http.Request, a *attempt, emit func(k, v st
 	if f.port != "" {
 		add("X-Forwarded-Port", f.port)
 	}
-	add("X-Real-Ip", f.realIP)
+	if f.realIP != "" {
+		add("X-Real-Ip", f.realIP)
+	}
 	forwarded := "for=" + forwardedFor(a.clientIP) + ";host=" + quoteForwarded(in.Host) + ";proto=" + quoteForwarded(f.proto)
 	if f.priorForwarded != "" {
 		forwarded = f.priorForwarded + ", " + forwarded

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"errors"
 	"net"
 	"net/netip"
 	"sync"
@@ -11,8 +12,13 @@ import (
 )
 
 // limitListener caps the connections a listener has open at once, in all and per client
-// address. A connection over a cap is closed as soon as it is accepted (the client sees a
-// reset or EOF, at once, rather than a queue that never moves) and counted.
+// address. A connection over a cap is closed (the client sees a reset or EOF, at once,
+// rather than a queue that never moves) and counted. The total is counted when a connection
+// is accepted. The per-client count needs the client's address: the connection's own, or,
+// when the listener takes the PROXY protocol, the address the PROXY header names, so that
+// clients behind a load balancer are counted each on their own, not as the load balancer.
+// That header is read on the connection's first read (never in Accept, where one slow
+// sender would hold up every other), so such a connection is counted, or closed, then.
 type limitListener struct {
 	net.Listener
 	s         *Server
@@ -38,6 +44,9 @@ func (s *Server) limitListener(ln net.Listener, name string) net.Listener {
 	return l
 }
 
+// errPerClient ends a connection over MaxConnectionsPerClient.
+var errPerClient = errors.New("too many connections from this client")
+
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
@@ -50,36 +59,18 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			c.Close()
 			continue
 		}
-		addr := clientAddr(c)
-		if l.perClient > 0 && addr.IsValid() {
-			l.mu.Lock()
-			if l.byAddr[addr] >= l.perClient {
-				l.mu.Unlock()
-				l.active.Add(-1)
-				l.s.limitHit(limitMaxConnectionsPerClient)
-				c.Close()
+		lc := &limitedConn{Conn: c, l: l}
+		if l.perClient > 0 {
+			if _, proxied := c.(*proxyproto.Conn); proxied {
+				lc.admitOnRead = true
+			} else if lc.admit() != nil {
+				lc.Close()
 				continue
 			}
-			l.byAddr[addr]++
-			l.mu.Unlock()
 		}
 		l.gauge()
-		return &limitedConn{Conn: c, l: l, addr: addr}, nil
+		return lc, nil
 	}
-}
-
-func (l *limitListener) release(addr netip.Addr) {
-	l.active.Add(-1)
-	if l.perClient > 0 && addr.IsValid() {
-		l.mu.Lock()
-		if n := l.byAddr[addr] - 1; n > 0 {
-			l.byAddr[addr] = n
-		} else {
-			delete(l.byAddr, addr) // the map holds only clients with connections open
-		}
-		l.mu.Unlock()
-	}
-	l.gauge()
 }
 
 func (l *limitListener) gauge() {
@@ -97,19 +88,80 @@ func clientAddr(c net.Conn) netip.Addr {
 	return netip.Addr{}
 }
 
-// limitedConn gives its place back when closed (by the server, or by a handler that
-// hijacked it for an upgrade).
+// limitedConn holds its places under the caps and gives them back when closed (by the
+// server, or by a handler that hijacked it for an upgrade).
 type limitedConn struct {
 	net.Conn
-	l    *limitListener
-	addr netip.Addr
-	once sync.Once
+	l           *limitListener
+	admitOnRead bool // the per-client count waits for the PROXY header (set in Accept)
+	admitOnce   sync.Once
+	admitErr    error
+	closeOnce   sync.Once
+	// under l.mu:
+	addr    netip.Addr // the client it is counted as, when counted
+	counted bool
+	closed  bool
+}
+
+// admit counts the connection under its client's address (for a PROXY-protocol connection
+// this reads the header, within the listener's ReadHeaderTimeout), or refuses it: the
+// client has MaxConnectionsPerClient open already.
+func (c *limitedConn) admit() error {
+	addr := clientAddr(c.Conn)
+	l := c.l
+	l.mu.Lock()
+	switch {
+	case c.closed:
+		l.mu.Unlock()
+		return net.ErrClosed
+	case !addr.IsValid():
+		l.mu.Unlock()
+		return nil
+	case l.byAddr[addr] >= l.perClient:
+		l.mu.Unlock()
+		l.s.limitHit(limitMaxConnectionsPerClient)
+		return errPerClient
+	}
+	l.byAddr[addr]++
+	c.addr, c.counted = addr, true
+	l.mu.Unlock()
+	return nil
+}
+
+func (c *limitedConn) Read(b []byte) (int, error) {
+	if c.admitOnRead {
+		c.admitOnce.Do(func() {
+			if c.admitErr = c.admit(); c.admitErr != nil {
+				c.Close()
+			}
+		})
+		if c.admitErr != nil {
+			return 0, c.admitErr
+		}
+	}
+	return c.Conn.Read(b)
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.release(c.addr) })
+	c.closeOnce.Do(c.release)
 	return err
+}
+
+func (c *limitedConn) release() {
+	l := c.l
+	l.active.Add(-1)
+	l.mu.Lock()
+	c.closed = true
+	if c.counted {
+		if n := l.byAddr[c.addr] - 1; n > 0 {
+			l.byAddr[c.addr] = n
+		} else {
+			delete(l.byAddr, c.addr) // the map holds only clients with connections open
+		}
+	}
+	l.mu.Unlock()
+	l.gauge()
 }
 
 // CloseWrite lets the server half-close a plain TCP connection, as it does unwrapped.

@@ -32,6 +32,7 @@ const (
 	limitRate                    = "rate_limit"
 	limitProxyProtocol           = "proxy_protocol"
 	limitAuth                    = "auth_failed"
+	limitRedirectHost            = "redirect_host"
 )
 
 // NewMetrics creates the data plane's metrics and registers them with reg.

@@ -72,9 +72,16 @@ type Options struct {
 	// MaxConnections limits the client connections open at once on each listener; a
 	// connection over it is closed when accepted. Default 16384; negative: no limit.
 	MaxConnections int
-	// MaxConnectionsPerClient limits them per client address on each listener. Default 0:
-	// no limit (clients behind one NAT share an address).
+	// MaxConnectionsPerClient limits them per client address on each listener: with the
+	// PROXY protocol, the address its header names (counted once the header is read).
+	// Default 0: no limit (clients behind one NAT share an address).
 	MaxConnectionsPerClient int
+	// RateLimitIPv6Prefix is the prefix length by which rate limits key IPv6 clients: one
+	// host usually has a whole /64. Default 64; 128 keys each address on its own.
+	RateLimitIPv6Prefix int
+	// rateLimitClients (tests only) bounds each namespace's rate-limit table. Default
+	// defaultRateLimitClients.
+	rateLimitClients int
 
 	// EscapedSlashes is the policy for %2F, %5C and '\' in request paths (path.go).
 	// Default EscapedSlashesReject: 400.
@@ -169,6 +176,15 @@ func (o *Options) defaults() error {
 	}
 	if o.MaxConnections == 0 {
 		o.MaxConnections = 16384
+	}
+	switch {
+	case o.RateLimitIPv6Prefix == 0:
+		o.RateLimitIPv6Prefix = 64
+	case o.RateLimitIPv6Prefix < 1 || o.RateLimitIPv6Prefix > 128:
+		return fmt.Errorf("rate limit IPv6 prefix length %d: want 1 to 128", o.RateLimitIPv6Prefix)
+	}
+	if o.rateLimitClients == 0 {
+		o.rateLimitClients = defaultRateLimitClients
 	}
 	if o.Retries == 0 {
 		o.Retries = 2

@@ -41,14 +41,15 @@ func (s *Server) answer(w *responseWriter, r *http.Request, route *table.Route, 
 		}
 	}
 	if p.RateLimit != nil {
-		if wait, ok := s.limits.take(route.Ingress.String(), a.realIP, p.RateLimit); !ok {
+		ns, owner := limitOwner(route)
+		if wait, ok := s.limits.take(ns, owner, a.realIP, p.RateLimit); !ok {
 			s.limitHit(limitRate)
 			w.Header().Set("Retry-After", strconv.Itoa(wait))
 			http.Error(w, "too many requests", http.StatusTooManyRequests)
 			return true
 		}
 		if p.RateLimit.Connections > 0 {
-			a.release = s.limits.enter(route.Ingress.String(), a.realIP, p.RateLimit)
+			a.release = s.limits.enter(ns, owner, a.realIP, p.RateLimit)
 			if a.release == nil {
 				s.limitHit(limitRate)
 				w.Header().Set("Retry-After", "1")
@@ -62,17 +63,25 @@ func (s *Server) answer(w *responseWriter, r *http.Request, route *table.Route, 
 		return true
 	}
 	if rr := p.RequestRedirect; rr != nil {
-		w.Header().Set("Location", redirectLocation(r, route, rr))
+		loc, ok := redirectLocation(r, route, rr)
+		if !ok {
+			s.badRedirectHost(w)
+			return true
+		}
+		w.Header().Set("Location", loc)
 		w.WriteHeader(rr.Code)
 		return true
 	}
 	if p.HTTPSRedirect != 0 && (!p.HTTPSOnlyTLS || route.TLS) && s.forwarded(r, a).proto != "https" {
-		host := r.Host
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
+		host, ok := redirectHost(r, route)
+		if !ok {
+			s.badRedirectHost(w)
+			return true
 		}
 		if s.httpsPort != "443" {
 			host = net.JoinHostPort(host, s.httpsPort)
+		} else {
+			host = bracketed(host)
 		}
 		u := url.URL{Scheme: "https", Host: host, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
 		http.Redirect(w, r, u.String(), p.HTTPSRedirect)
@@ -113,6 +122,16 @@ func (s *Server) answer(w *responseWriter, r *http.Request, route *table.Route, 
 		}
 	}
 	return false
+}
+
+// limitOwner is the namespace and name of the object that defined route (its Ingress, or
+// its HTTPRoute): rate limits are kept per namespace and per object.
+func limitOwner(route *table.Route) (ns, name string) {
+	o := route.Ingress
+	if o.Name == "" {
+		o = route.HTTPRoute
+	}
+	return o.Namespace, o.String()
 }
 
 // allowed reports whether ip passes the lists: not in deny, and in allow when allow is set.
@@ -162,16 +181,21 @@ func corsHeaders(h http.Header, c *table.CORS, origin string) {
 }
 
 // redirectLocation is the Location of a RequestRedirect for r, which route matched: each part
-// the request's own unless rr sets it; the port left out when it is the scheme's well-known
-// one (Gateway API: no port for http on 80 or https on 443).
-func redirectLocation(r *http.Request, route *table.Route, rr *table.RequestRedirect) string {
+// the request's own unless rr sets it (the request's host as the redirect policy allows it,
+// else false); the port left out when it is the scheme's well-known one (Gateway API: no
+// port for http on 80 or https on 443).
+func redirectLocation(r *http.Request, route *table.Route, rr *table.RequestRedirect) (string, bool) {
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	host, port := strings.TrimSuffix(strings.TrimPrefix(r.Host, "["), "]"), ""
-	if h, p, err := net.SplitHostPort(r.Host); err == nil {
-		host, port = h, p
+	host, port := rr.Host, ""
+	if host == "" {
+		h, ok := redirectHost(r, route)
+		if !ok {
+			return "", false
+		}
+		host = h
 	}
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		if ap, err := netip.ParseAddrPort(a.String()); err == nil {
@@ -181,9 +205,6 @@ func redirectLocation(r *http.Request, route *table.Route, rr *table.RequestRedi
 	if rr.Scheme != "" {
 		scheme, port = rr.Scheme, "" // the new scheme's well-known port
 	}
-	if rr.Host != "" {
-		host = rr.Host
-	}
 	if rr.Port != 0 {
 		port = strconv.Itoa(rr.Port)
 	}
@@ -192,8 +213,8 @@ func redirectLocation(r *http.Request, route *table.Route, rr *table.RequestRedi
 	}
 	if port != "" {
 		host = net.JoinHostPort(host, port)
-	} else if strings.Contains(host, ":") {
-		host = "[" + host + "]" // an IPv6 literal
+	} else {
+		host = bracketed(host)
 	}
 	u := url.URL{Scheme: scheme, Host: host, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
 	switch {
@@ -202,7 +223,7 @@ func redirectLocation(r *http.Request, route *table.Route, rr *table.RequestRedi
 	case rr.PrefixPath != nil:
 		u.Path, u.RawPath = replacePrefix(route, *rr.PrefixPath, r.URL.Path), ""
 	}
-	return u.String()
+	return u.String(), true
 }
 
 // replacePrefix is path with the prefix route matched replaced by target (an Exact route's

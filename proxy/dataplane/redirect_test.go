@@ -61,8 +61,8 @@ func TestRedirectLocation(t *testing.T) {
 				r.TLS = &tls.ConnectionState{}
 			}
 			r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: tc.local}))
-			if got := redirectLocation(r, tc.route, &tc.rr); got != tc.want {
-				t.Errorf("Location %q, want %q", got, tc.want)
+			if got, ok := redirectLocation(r, tc.route, &tc.rr); !ok || got != tc.want {
+				t.Errorf("Location %q (%v), want %q", got, ok, tc.want)
 			}
 		})
 	}

@@ -115,7 +115,7 @@ func New(opts Options) (*Server, error) {
 		paths:           pathPolicy{slashes: opts.EscapedSlashes, mergeSlashes: !opts.KeepDuplicateSlashes},
 		httpPort:        strconv.Itoa(opts.PublicHTTPPort), httpsPort: strconv.Itoa(opts.PublicHTTPSPort),
 		affinityKey: opts.AffinityKey,
-		limits:      newLimiters(),
+		limits:      newLimiters(opts.RateLimitIPv6Prefix, opts.rateLimitClients),
 		auth:        newBasicAuth(),
 	}
 	if opts.ServerHeader != "-" {
@@ -290,9 +290,9 @@ func (s *Server) Serve(ctx context.Context, httpLn, httpsLn net.Listener) error 
 		if ln == nil {
 			return
 		}
-		// Caps count the sources of connections (behind a load balancer that speaks the
-		// PROXY protocol: its addresses); the PROXY header is read after them.
-		ln = s.proxyProtocolListener(s.limitListener(ln, name), pp)
+		// The per-client cap counts the client the PROXY header names, once it is read
+		// (listener.go).
+		ln = s.limitListener(s.proxyProtocolListener(ln, pp), name)
 		if tls && s.opts.SSLPassthrough {
 			ln = s.passthroughListener(ctx, ln)
 		}

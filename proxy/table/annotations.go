@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"regexp"
 	"slices"
 	"sort"
@@ -404,6 +405,96 @@ func (a *annotationReader) redirects(o *Options) {
 	fixed("temporary-redirect", "temporal-redirect", "temporary-redirect-code", "temporal-redirect-code", 302, 302, 303, 307)
 }
 
+// The variables an auth-signin URL may hold (ingress-nginx's nginx variables of these names).
+// The data plane fills them in, each escaped for where it stands in the URL.
+const (
+	SigninScheme            = "$scheme"              // http or https, as the client came
+	SigninHost              = "$host"                // the request's host (the redirect policy's)
+	SigninBestHTTPHost      = "$best_http_host"      // the same
+	SigninRequestURI        = "$request_uri"         // the request's path and query
+	SigninEscapedRequestURI = "$escaped_request_uri" // the same, query-escaped
+)
+
+func signinVariables() []string {
+	return []string{SigninEscapedRequestURI, SigninBestHTTPHost, SigninRequestURI, SigninScheme, SigninHost}
+}
+
+// SigninVariableAt returns the auth-signin variable s starts with, or "" (a '$' that starts
+// none, or one that goes on with more name characters, is literal).
+func SigninVariableAt(s string) string {
+	if s == "" || s[0] != '$' {
+		return ""
+	}
+	for _, v := range signinVariables() {
+		if strings.HasPrefix(s, v) && (len(s) == len(v) || !nameByte(s[len(v)])) {
+			return v
+		}
+	}
+	return ""
+}
+
+func nameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
+}
+
+// validSignin reports whether v, its variables filled in with sample values, is an absolute
+// http:// or https:// URL with a host and no user part. A 401 sends the client there, so
+// anything else (javascript:, a protocol-relative or relative URL, a user@ host that reads
+// as another host) is refused.
+func validSignin(v string) bool {
+	var b strings.Builder
+	for i := 0; i < len(v); {
+		c := v[i]
+		if c <= ' ' || c == 0x7f || c == '\\' {
+			return false
+		}
+		name := SigninVariableAt(v[i:])
+		switch name {
+		case "":
+			b.WriteByte(c)
+			i++
+			continue
+		case SigninScheme:
+			b.WriteString("https")
+		case SigninHost, SigninBestHTTPHost:
+			b.WriteString("host.example")
+		case SigninRequestURI:
+			b.WriteString("/p?q=1")
+		case SigninEscapedRequestURI:
+			b.WriteString("%2Fp%3Fq%3D1")
+		}
+		i += len(name)
+	}
+	u, err := url.Parse(b.String())
+	if err != nil || u.User != nil || u.Opaque != "" || !strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https") {
+		return false
+	}
+	h := u.Hostname()
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	return ValidHostname(h)
+}
+
+// ValidHostname reports whether h is a DNS host name: dot-separated labels of letters,
+// digits and '-' (not at either end of a label), at most 63 bytes each and 253 in all.
+func ValidHostname(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			if c := label[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func validRedirectTarget(v string) bool {
 	if v == "" || strings.ContainsAny(v, " \t\r\n") {
 		return false
@@ -657,7 +748,14 @@ func (a *annotationReader) basicAuth(o *Options) {
 // auth-request-redirect.
 func (a *annotationReader) externalAuth(o *Options) {
 	ref := &extAuthRef{method: http.MethodGet}
-	_, ref.signin, _ = a.get("auth-signin")
+	if key, v, ok := a.get("auth-signin"); ok {
+		if validSignin(v) {
+			ref.signin = v
+		} else {
+			a.bad(key, v, "an absolute http:// or https:// URL with a host and no user, no spaces or backslashes; variables "+
+				strings.Join(signinVariables(), ", ")+" may stand for parts of it")
+		}
+	}
 	if key, v, ok := a.get("auth-method"); ok {
 		switch m := strings.ToUpper(v); m {
 		case http.MethodGet, http.MethodHead, http.MethodPost:

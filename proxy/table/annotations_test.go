@@ -90,6 +90,16 @@ func TestAnnotations(t *testing.T) {
 		{name: "temporary redirect", ann: m("temporary-redirect", "/elsewhere"), want: def(func(o *Options) { o.Policy.Redirect = &Redirect{URL: "/elsewhere", Code: 302} })},
 		{name: "redirect to a protocol-relative or scheme-less target", ann: m("permanent-redirect", "//evil.example", "temporary-redirect", "javascript:alert(1)"), want: def(nil),
 			problems: []string{"InvalidAnnotation: metalgate.io/permanent-redirect", "InvalidAnnotation: metalgate.io/temporary-redirect"}},
+		{name: "auth-signin refused: not an absolute http(s) URL with a host", nginx: true,
+			ann: m("auth-url", "http://auth", ng("auth-signin"), "javascript:alert(1)"),
+			want: def(func(o *Options) {
+				o.extAuth = &extAuthRef{key: PrefixMetalgate + "auth-url", url: "http://auth", method: "GET"}
+			}),
+			problems: []string{"InvalidAnnotation: nginx.ingress.kubernetes.io/auth-signin=\"javascript:alert(1)\" is invalid (want an absolute http:// or https:// URL"}},
+		{name: "auth-signin with variables", ann: m("auth-url", "http://auth", "auth-signin", "$scheme://$host/oauth2/start?rd=$escaped_request_uri"),
+			want: def(func(o *Options) {
+				o.extAuth = &extAuthRef{key: PrefixMetalgate + "auth-url", url: "http://auth", method: "GET", signin: "$scheme://$host/oauth2/start?rd=$escaped_request_uri"}
+			})},
 		{name: "bad redirect code", ann: m("permanent-redirect", "/x", "permanent-redirect-code", "200"),
 			want: def(func(o *Options) { o.Policy.Redirect = &Redirect{URL: "/x", Code: 301} }), problems: []string{"InvalidAnnotation: metalgate.io/permanent-redirect-code"}},
 		{name: "aliases, vhost, prefix", ann: m("server-alias", "a.example, www.a.example", "upstream-vhost", "internal.svc:8080", "x-forwarded-prefix", "/shop"),
@@ -197,7 +207,7 @@ func TestAnnotations(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, problems := parseOptions(tc.ann, tc.nginx)
-			if diff := cmp.Diff(tc.want, got, cmpopts.EquateComparable(netip.Prefix{}), cmp.AllowUnexported(Options{}, authRef{}, backendTLSRef{})); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateComparable(netip.Prefix{}), cmp.AllowUnexported(Options{}, authRef{}, backendTLSRef{}, extAuthRef{})); diff != "" {
 				t.Errorf("options (-want +got):\n%s", diff)
 			}
 			if len(problems) != len(tc.problems) {
@@ -210,6 +220,51 @@ func TestAnnotations(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSigninValidated: an auth-signin URL is where a 401 sends the client; only an absolute
+// http:// or https:// URL with a host of its own is taken (its variables filled in first).
+func TestSigninValidated(t *testing.T) {
+	for _, tc := range []struct {
+		v  string
+		ok bool
+	}{
+		// hostile first
+		{"javascript:alert(1)", false},
+		{"data:text/html,<script>x</script>", false},
+		{"//evil.example/start", false},
+		{"/start", false},
+		{"start", false},
+		{"ftp://login.example/", false},
+		{"https://", false},
+		{"https:///start", false},
+		{"https://user@evil.example/start", false},
+		{"https://login.example@evil.example/", false},
+		{"https://login.example/a b", false},
+		{"https://login.example/\r\nX: y", false},
+		{"https:\\\\evil.example\\start", false},
+		{"https://evil.example%2f.login.example/", false},
+		{"https://$request_uri", false}, // the request's path as the host
+		{"https://login_example/", false},
+		// what Ingresses use
+		{"https://login.example/start", true},
+		{"http://login.example:8080/start?x=1", true},
+		{"HTTPS://Login.Example/", true},
+		{"https://[2001:db8::1]/start", true},
+		{"$scheme://$host/oauth2/start?rd=$escaped_request_uri", true},
+		{"https://$best_http_host/oauth2/start?rd=$request_uri", true},
+		{"https://login.example/start?next=$arg_next", true}, // another $name is literal
+	} {
+		got, problems := parseOptions(map[string]string{PrefixMetalgate + "auth-url": "http://auth", PrefixMetalgate + "auth-signin": tc.v}, false)
+		if ok := got.extAuth.signin == tc.v; ok != tc.ok || ok == (len(problems) > 0) {
+			t.Errorf("auth-signin %q: taken %v, problems %v; want taken %v", tc.v, ok, problems, tc.ok)
+		}
+		for _, p := range problems {
+			if !strings.Contains(p.msg, PrefixMetalgate+"auth-signin") {
+				t.Errorf("auth-signin %q: problem %q does not name the annotation", tc.v, p.msg)
+			}
+		}
 	}
 }
 

@@ -73,7 +73,7 @@ func Annotations() []AnnotationInfo {
 		{"auth-secret-type", "auth-secret-type", "auth-file (key auth), auth-map (a key a user)", "auth-file", ""},
 		{"auth-realm", "auth-realm", "the realm shown to users", "Authentication Required", ""},
 		{"auth-url", "auth-url", "http://SERVICE[.NAMESPACE.svc.cluster.local][:PORT]/path of the Ingress's namespace", "none", "only a Service of the Ingress's namespace is asked (at its endpoints); outside URLs and other namespaces are refused"},
-		{"auth-signin", "auth-signin", "where a 401 sends the client (302, with rd=)", "none", ""},
+		{"auth-signin", "auth-signin", "an absolute http(s) URL where a 401 sends the client (302, with rd=); may hold $scheme, $host, $best_http_host, $request_uri, $escaped_request_uri", "none", "anything else than an absolute http(s) URL with a host is refused (InvalidAnnotation); variables are escaped for where they stand; $host follows the redirect policy"},
 		{"auth-method", "auth-method", "GET, HEAD, POST", "GET", ""},
 		{"auth-response-headers", "auth-response-headers", "headers copied from the auth answer into the request", "none", "the client's own headers of those names are dropped"},
 		{"auth-request-redirect", "auth-request-redirect", "the X-Auth-Request-Redirect value", "the request URI", ""},
