@@ -31,6 +31,8 @@ const (
 	limitRate                    = "rate_limit"
 	limitProxyProtocol           = "proxy_protocol"
 	limitAuth                    = "auth_failed"
+	limitAuthQueue               = "auth_queue_full"
+	limitAuthWait                = "auth_wait_timeout"
 )
 
 // NewMetrics creates the data plane's metrics and registers them with reg.
@@ -63,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		LimitHits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metalgate_proxy_limit_hits_total",
-			Help: "Requests or connections stopped by a limit, by limit (client_body_timeout, send_timeout, upstream_read_timeout, upstream_header_bytes, upstream_1xx, max_connections, max_connections_per_client, path_rejected, misdirected_request, source_range, rate_limit, proxy_protocol, auth_failed).",
+			Help: "Requests or connections stopped by a limit, by limit (client_body_timeout, send_timeout, upstream_read_timeout, upstream_header_bytes, upstream_1xx, max_connections, max_connections_per_client, path_rejected, misdirected_request, source_range, rate_limit, proxy_protocol, auth_failed, auth_queue_full, auth_wait_timeout).",
 		}, []string{"limit"}),
 		ConnsDiscarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metalgate_proxy_upstream_connections_discarded_total",
