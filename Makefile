@@ -178,7 +178,7 @@ bench-bgp: ## BGP withdraw time against FRR (root): frozen speaker / cut link, B
 	speaker/bgp/bench/bench-bgp.sh
 
 .PHONY: bench-fairness
-bench-fairness: ## Tenant fairness (no root, loopback, about 70 s): a victim namespace's p99 and success, quiet and while another namespace floods (slow backend, bcrypt-12 wrong passwords, connections); RESULT fairness_victim_p99_ratio=… fairness_victim_success=… . BENCH_FAIRNESS_ARGS: more flags.
+bench-fairness: ## Tenant fairness (no root, loopback, about 85 s after the build): a victim namespace's p99 and success, quiet and while another namespace floods (slow backend, bcrypt-12 wrong passwords, connections); RESULT fairness_victim_p99_ratio=… fairness_victim_success=… . BENCH_FAIRNESS_ARGS: more flags.
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/metalgate ./cmd/metalgate
 	go run ./e2e/cmd/benchfairness -metalgate $(BIN)/metalgate $(BENCH_FAIRNESS_ARGS)
 
