@@ -195,6 +195,11 @@ bench-failover: ## Layer-2 failover (root): SIGKILL the owner, time until the cl
 bench-bgp: ## BGP withdraw time against FRR (root): frozen speaker / cut link, BFD vs hold timer; RESULT bgp_withdraw_median_ms_bfd=… .
 	speaker/bgp/bench/bench-bgp.sh
 
+.PHONY: bench-fairness
+bench-fairness: ## Tenant fairness (no root, loopback, about 85 s after the build): a victim namespace's p99 and success, quiet and while another namespace floods (slow backend, bcrypt-12 wrong passwords, connections); RESULT fairness_victim_p99_ratio=… fairness_victim_success=… . BENCH_FAIRNESS_ARGS: more flags.
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/metalgate ./cmd/metalgate
+	go run ./e2e/cmd/benchfairness -metalgate $(BIN)/metalgate $(BENCH_FAIRNESS_ARGS)
+
 .PHONY: bench-proxy
 bench-proxy: kube-bin ## Proxy vs nginx vs haproxy: HTTP/1.1, HTTPS (ECDSA, RSA), h2, new TLS connections; endpoint-update latency, 10k-Ingress memory; RESULT proxy_rps_ratio_vs_nginx=… . PROFILE=1: perf profiles.
 	hack/bench-proxy.sh

@@ -70,6 +70,12 @@ M = [
  ("M23i auth-signin variables inserted unescaped in the query", "proxy/dataplane/redirect.go", [("		case inQuery:\n			v = url.QueryEscape(v)\n", "		case inQuery:\n")], "TestSigninEscapes"),
  ("M23j auth-signin variables inserted unescaped in the path", "proxy/dataplane/redirect.go", [('			v = strings.ReplaceAll(url.PathEscape(v), "%2F", "/")\n', "")], "TestSigninEscapes"),
  ("M23k auth-signin not validated", "proxy/table/annotations.go", [("		if validSignin(v) {", "		if true {")], "TestSigninValidated|TestAnnotations", [], "./proxy/table/"),
+ ("M22a one namespace takes every auth slot", "proxy/dataplane/authslots.go", [("a.inUse < a.slots && tn.held < a.share && len(tn.waiting) == 0", "a.inUse < a.slots && len(tn.waiting) == 0"), ("len(tn.waiting) == 0 || tn.held >= a.share", "len(tn.waiting) == 0")], "TestAuthSlots$|TestBasicAuthFairness"),
+ ("M22b auth slot wait unbounded", "proxy/dataplane/authslots.go", [("timer := time.NewTimer(a.wait)", "timer := time.NewTimer(time.Hour)")], "TestAuthSlotsWaitBounded|TestBasicAuthBusy/wait"),
+ ("M22c auth queue unbounded", "proxy/dataplane/authslots.go", [("if len(tn.waiting) >= a.queue {", "if false {")], "TestAuthSlots$|TestBasicAuthBusy/queue"),
+ ("M22d unknown users answered without hashing", "proxy/dataplane/auth.go", [("\t\t_ = c.compare(ba.Decoy, pass)\n", "")], "TestBasicAuthUnknownUserHashed"),
+ ("M22e no bcrypt cost cap", "proxy/table/htpasswd.go", [("if cost > MaxBcryptCost {", "if false {")], "TestParseHtpasswd|TestBasicAuthSecrets", [], "./proxy/table/"),
+ ("M22f one cache of checked passwords for every namespace", "proxy/dataplane/auth.go", [("c.ok[ns]", "c.ok[\"\"]")], "TestBasicAuthCachePerNamespace"),
 ]
 only = sys.argv[1:]
 failed = 0

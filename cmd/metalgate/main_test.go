@@ -44,6 +44,8 @@ func TestCommandLine(t *testing.T) {
 		{name: "PROXY protocol source", args: []string{"proxy", "--proxy-protocol-http", "optional", "--proxy-protocol-from", "lb.example"}, wantCode: 1, wantErr: `--proxy-protocol-from "lb.example"`},
 		{name: "escaped slashes", args: []string{"proxy", "--escaped-slashes", "maybe"}, wantCode: 1, wantErr: `--escaped-slashes "maybe"`},
 		{name: "public port", args: []string{"proxy", "--public-https-port", "70000"}, wantCode: 1, wantErr: "--public-https-port 70000: want 1 to 65535"},
+		{name: "auth check wait", args: []string{"proxy", "--auth-check-wait", "0s"}, wantCode: 1, wantErr: "--auth-check-wait 0s: want more than 0"},
+		{name: "auth check slots", args: []string{"proxy", "--auth-check-slots", "-1"}, wantCode: 1, wantErr: "--auth-check-slots -1: want 0"},
 		{name: "response header size", args: []string{"proxy", "--max-response-header-bytes", "lots"}, wantCode: 1, wantErr: `--max-response-header-bytes "lots"`},
 	}
 	for _, tc := range tests {

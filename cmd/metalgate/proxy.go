@@ -81,6 +81,8 @@ type proxyOptions struct {
 	MaxConnections          int
 	MaxConnectionsPerClient int
 	RateLimitIPv6Prefix     int
+	AuthCheckSlots          int
+	AuthCheckWait           time.Duration
 	EscapedSlashes          string
 	KeepDuplicateSlashes    bool
 	AllowUnderscoreHeaders  bool
@@ -157,6 +159,8 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxConnections, "max-connections", 16384, "Most client connections open at once on each listener; more are closed when accepted. Negative: no limit.")
 	fs.IntVar(&o.MaxConnectionsPerClient, "max-connections-per-client", 0, "Most client connections open at once from one address on each listener; 0: no limit (clients behind one NAT share an address).")
 	fs.IntVar(&o.RateLimitIPv6Prefix, "rate-limit-ipv6-prefix", 64, "Prefix length by which rate limits (limit-rps, limit-rpm, limit-connections) key IPv6 clients: one host usually has a whole /64. 1 to 128; 128 keys each address on its own.")
+	fs.IntVar(&o.AuthCheckSlots, "auth-check-slots", 0, "Password checks of basic authentication (bcrypt) running at once, all namespaces together; one namespace gets at most half (at least one). 0: the number of CPUs, at least 2.")
+	fs.DurationVar(&o.AuthCheckWait, "auth-check-wait", 3*time.Second, "Longest wait of a password check for a free slot; then 503 with Retry-After.")
 	fs.StringVar(&o.EscapedSlashes, "escaped-slashes", "reject", "Encoded '/' or '\\' (%2F, %5C) and bare '\\' in request paths: reject (400), keep (forward as sent), or decode (treat as '/').")
 	fs.BoolVar(&o.KeepDuplicateSlashes, "keep-duplicate-slashes", false, "Route and forward '//' in paths as sent; default: merged into one '/'.")
 	fs.BoolVar(&o.SSLPassthrough, "enable-ssl-passthrough", false, "Honour the ssl-passthrough annotation: the HTTPS listener reads each ClientHello's server name first and passes the connections for passthrough hosts, undecrypted, to their backend. Off: the annotation is reported and every host's TLS is terminated.")
@@ -201,6 +205,7 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 		EscapedSlashes:      dataplane.EscapedSlashes(o.EscapedSlashes), KeepDuplicateSlashes: o.KeepDuplicateSlashes,
 		AllowUnderscoreHeaders: o.AllowUnderscoreHeaders, ServerHeader: o.ServerHeader, SSLPassthrough: o.SSLPassthrough,
 		PublicHTTPPort: o.PublicHTTPPort, PublicHTTPSPort: o.PublicHTTPSPort,
+		AuthCheckSlots: o.AuthCheckSlots, AuthCheckWait: o.AuthCheckWait,
 	}
 	if o.ServerHeader == "" {
 		d.ServerHeader = "-"
@@ -210,6 +215,12 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 	}
 	if o.HTTP2MaxStreams < 1 {
 		return d, fmt.Errorf("--http2-max-concurrent-streams %d: want at least 1", o.HTTP2MaxStreams)
+	}
+	if o.AuthCheckSlots < 0 {
+		return d, fmt.Errorf("--auth-check-slots %d: want 0 (the number of CPUs) or more", o.AuthCheckSlots)
+	}
+	if o.AuthCheckWait <= 0 {
+		return d, fmt.Errorf("--auth-check-wait %v: want more than 0 (a check must not wait for ever)", o.AuthCheckWait)
 	}
 	if o.MaxConnectionsPerClient < 0 {
 		return d, fmt.Errorf("--max-connections-per-client %d: want 0 (no limit) or more", o.MaxConnectionsPerClient)

@@ -16,8 +16,8 @@ import (
 
 // TestBasicAuthSecret: through the API server, an Opaque htpasswd Secret protects an
 // Ingress (401 without credentials, 200 with), a changed Secret takes effect without a
-// restart, and an Ingress naming a Secret that does not exist refuses everyone and gets a
-// Warning event.
+// restart, and an Ingress naming a Secret that does not exist, or one with a bcrypt cost over
+// the cap, refuses everyone and gets a Warning event naming the Secret.
 func TestBasicAuthSecret(t *testing.T) {
 	kube.Need(t)
 	ns := namespace(t)
@@ -32,6 +32,12 @@ func TestBasicAuthSecret(t *testing.T) {
 	gone := ingress(ns, "gone", "metalgate", "gone.test", "web")
 	gone.Annotations = map[string]string{"metalgate.io/auth-type": "basic", "metalgate.io/auth-secret": "nope"}
 	create(t, gone)
+	// bcrypt cost 13 (over the cap): refused, with the Secret named.
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slow"}, Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{"auth": []byte("hal:$2y$13$Zg3l8ADPLYr4Dt5trgM4UeoI11CxhpcyGM3f0gpaDsKAD.SkmE6Tm\n")}})
+	costly := ingress(ns, "costly", "metalgate", "costly.test", "web")
+	costly.Annotations = map[string]string{"metalgate.io/auth-type": "basic", "metalgate.io/auth-secret": "slow"}
+	create(t, costly)
 	p := startProxy(t, ns, func(o *controlplane.Options) { o.NginxAnnotations = true })
 
 	as := func(host, user, pass string) int {
@@ -60,6 +66,10 @@ func TestBasicAuthSecret(t *testing.T) {
 		t.Errorf("missing Secret: %d, want 401", code)
 	}
 	warning(t, ns, "gone", "InvalidAnnotation", fmt.Sprintf("Secret %s/nope not found", ns))
+	if code := as("costly.test", "hal", "secret1"); code != 401 {
+		t.Errorf("Secret over the bcrypt cost cap: %d, want 401", code)
+	}
+	warning(t, ns, "costly", "InvalidAnnotation", fmt.Sprintf(`Secret %s/slow key auth: line 1, user "hal": bcrypt cost 13 is over 12`, ns))
 
 	// A new password: the old one stops working, the new one works.
 	secret.Data["auth"] = []byte("alice:{SHA}xjbo4jj9evl+LlAPjG8PTAvtr7A=\n") // secret2

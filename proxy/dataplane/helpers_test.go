@@ -56,7 +56,8 @@ type route struct {
 	annotations map[string]string
 	endpoints   []string // host:port
 	tlsSecret   *corev1.Secret
-	secrets     []*corev1.Secret // more Secrets of namespace ns (basic auth)
+	secrets     []*corev1.Secret // more Secrets (basic auth)
+	namespace   string           // of the Ingress, Service and slices; default "ns"
 }
 
 // buildTable makes a table the way the control plane does, from Kubernetes objects; any
@@ -83,8 +84,11 @@ func tableInput(routes ...route) table.Input {
 	in := table.Input{Classes: []*networkingv1.IngressClass{{ObjectMeta: metav1.ObjectMeta{Name: "mg"}, Spec: networkingv1.IngressClassSpec{Controller: table.ControllerName}}},
 		AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true, NginxAnnotations: true}
 	for i, r := range routes {
-		name := fmt.Sprintf("r%d", i)
-		ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Annotations: r.annotations,
+		name, ns := fmt.Sprintf("r%d", i), r.namespace
+		if ns == "" {
+			ns = "ns"
+		}
+		ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: r.annotations,
 			CreationTimestamp: metav1.NewTime(time.Unix(int64(i), 0))},
 			Spec: networkingv1.IngressSpec{IngressClassName: ptr("mg"), Rules: []networkingv1.IngressRule{{Host: r.host,
 				IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
@@ -97,14 +101,14 @@ func tableInput(routes ...route) table.Input {
 			in.Secrets = append(in.Secrets, r.tlsSecret)
 		}
 		in.Ingresses = append(in.Ingresses, ing)
-		in.Services = append(in.Services, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+		in.Services = append(in.Services, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}})
 		for j, ep := range r.endpoints {
 			h, p, _ := net.SplitHostPort(ep)
 			var port int32
 			fmt.Sscan(p, &port)
 			in.Slices = append(in.Slices, &discoveryv1.EndpointSlice{
-				ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("%s-%d", name, j), Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+				ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", name, j), Labels: map[string]string{discoveryv1.LabelServiceName: name}},
 				AddressType: discoveryv1.AddressTypeIPv4,
 				Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(port)}},
 				Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{h}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}},

@@ -33,6 +33,8 @@ const (
 	limitProxyProtocol           = "proxy_protocol"
 	limitAuth                    = "auth_failed"
 	limitRedirectHost            = "redirect_host"
+	limitAuthQueue               = "auth_queue_full"
+	limitAuthWait                = "auth_wait_timeout"
 )
 
 // NewMetrics creates the data plane's metrics and registers them with reg.
@@ -65,7 +67,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		LimitHits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metalgate_proxy_limit_hits_total",
-			Help: "Requests or connections stopped by a limit, by limit (client_body_timeout, send_timeout, upstream_read_timeout, upstream_header_bytes, upstream_1xx, max_connections, max_connections_per_client, path_rejected, misdirected_request, source_range, refused_route, rate_limit, proxy_protocol, auth_failed).",
+			Help: "Requests or connections stopped by a limit, by limit (client_body_timeout, send_timeout, upstream_read_timeout, upstream_header_bytes, upstream_1xx, max_connections, max_connections_per_client, path_rejected, misdirected_request, source_range, refused_route, rate_limit, proxy_protocol, auth_failed, auth_queue_full, auth_wait_timeout, redirect_host).",
 		}, []string{"limit"}),
 		ConnsDiscarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metalgate_proxy_upstream_connections_discarded_total",

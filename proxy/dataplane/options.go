@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -105,6 +106,17 @@ type Options struct {
 	// the same. Default: 32 random bytes (cookies then pin to one replica's names only).
 	AffinityKey []byte
 
+	// AuthCheckSlots is how many password checks of basic authentication (bcrypt) run at
+	// once, across namespaces; one namespace gets at most half of them (at least one), and a
+	// free slot goes to the waiting namespace that holds the fewest (authslots.go). Default:
+	// the number of CPUs (GOMAXPROCS), at least 2.
+	AuthCheckSlots int
+	// AuthCheckWait bounds a password check's wait for a slot; then 503 with Retry-After.
+	// Default 3s.
+	AuthCheckWait time.Duration
+	// authCompare (tests only) replaces table.CheckPassword, to count or hold checks.
+	authCompare func(hash, password string) bool
+
 	// Retries is how many other endpoints an idempotent request without a body is retried on
 	// after a connection failure. Default 2; negative disables.
 	Retries int
@@ -159,6 +171,16 @@ func (o *Options) defaults() error {
 	def(&o.ClientIdleTimeout, 120*time.Second)
 	def(&o.EjectFor, 10*time.Second)
 	def(&o.ShutdownTimeout, 30*time.Second)
+	if o.AuthCheckWait < 0 {
+		return fmt.Errorf("authentication check wait %v: want more than 0 (a check must not wait for ever)", o.AuthCheckWait)
+	}
+	def(&o.AuthCheckWait, 3*time.Second)
+	switch {
+	case o.AuthCheckSlots == 0:
+		o.AuthCheckSlots = max(runtime.GOMAXPROCS(0), 2)
+	case o.AuthCheckSlots < 0:
+		return fmt.Errorf("authentication check slots %d: want 1 or more", o.AuthCheckSlots)
+	}
 	if o.MaxIdlePerEndpoint == 0 {
 		o.MaxIdlePerEndpoint = 512
 	}

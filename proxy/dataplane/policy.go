@@ -16,9 +16,9 @@ import (
 
 // The route policy (table.Policy), applied here for both forwarding paths. Before the
 // request is forwarded, in this order: a refused route (403: a protection it asks for cannot
-// be enforced), the address lists (403), the rate limit (429), the
-// fixed redirect, the redirect to HTTPS, app-root, a CORS preflight (204), basic
-// authentication (401). What the backend
+// be enforced), the address lists (403), the rate limit (429), the fixed redirect, the
+// redirect to HTTPS, app-root, a CORS preflight (204), external then basic authentication
+// (401; 429 or 503 when the namespace's password checks are busy, authslots.go). What the backend
 // sees (rewritten path, Host, X-Forwarded-Prefix, header edits) is written by the header
 // policy (headers.go) and the path rewrite below; what the client sees (response header
 // edits, CORS headers) by responseHeaders.
@@ -110,8 +110,20 @@ func (s *Server) answer(w *responseWriter, r *http.Request, route *table.Route, 
 		return true
 	}
 	if ba := p.BasicAuth; ba != nil {
-		ok, err := s.auth.check(r.Context(), r, ba)
-		if err != nil {
+		user, pass, hasAuth := r.BasicAuth()
+		ok, err := s.auth.check(r.Context(), routeNamespace(route), ba, user, pass, hasAuth)
+		switch {
+		case errors.Is(err, errAuthQueueFull):
+			s.limitHit(limitAuthQueue)
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "too many authentication checks waiting", http.StatusTooManyRequests)
+			return true
+		case errors.Is(err, errAuthWait):
+			s.limitHit(limitAuthWait)
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "authentication busy", http.StatusServiceUnavailable)
+			return true
+		case err != nil:
 			return true // the client is gone
 		}
 		if !ok {
@@ -132,6 +144,13 @@ func limitOwner(route *table.Route) (ns, name string) {
 		o = route.HTTPRoute
 	}
 	return o.Namespace, o.String()
+}
+
+// routeNamespace is the namespace a route belongs to: its Ingress's or its HTTPRoute's. What
+// one tenant's requests use up is counted under it (authentication slots).
+func routeNamespace(route *table.Route) string {
+	ns, _ := limitOwner(route)
+	return ns
 }
 
 // allowed reports whether ip passes the lists: not in deny, and in allow when allow is set.

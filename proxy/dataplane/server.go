@@ -116,7 +116,7 @@ func New(opts Options) (*Server, error) {
 		httpPort:        strconv.Itoa(opts.PublicHTTPPort), httpsPort: strconv.Itoa(opts.PublicHTTPSPort),
 		affinityKey: opts.AffinityKey,
 		limits:      newLimiters(opts.RateLimitIPv6Prefix, opts.rateLimitClients),
-		auth:        newBasicAuth(),
+		auth:        newBasicAuth(opts.AuthCheckSlots, opts.AuthCheckWait, opts.authCompare),
 	}
 	if opts.ServerHeader != "-" {
 		s.serverHeader = []string{opts.ServerHeader}

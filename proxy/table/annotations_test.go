@@ -1,8 +1,10 @@
 package table
 
 import (
+	"maps"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -384,6 +386,8 @@ func TestBasicAuthSecrets(t *testing.T) {
 		sec("ns", "map", map[string]string{"bob": "{SHA}xjbo4jj9evl+LlAPjG8PTAvtr7A="}),
 		sec("ns", "plain", map[string]string{"auth": "eve:password"}),
 		sec("other", "theirs", map[string]string{"auth": good}),
+		// cost 13: about a second of CPU for each wrong password (31 would be days).
+		sec("ns", "costly", map[string]string{"auth": good + "\nhal:$2y$13$Zg3l8ADPLYr4Dt5trgM4UeoI11CxhpcyGM3f0gpaDsKAD.SkmE6Tm"}),
 	}
 	for _, tc := range []struct {
 		name      string
@@ -399,6 +403,8 @@ func TestBasicAuthSecrets(t *testing.T) {
 		{"plain-text password", map[string]string{"auth-type": "basic", "auth-secret": "plain"}, nil, "hash type not supported"},
 		{"no key auth", map[string]string{"auth-type": "basic", "auth-secret": "map"}, nil, `has no key "auth"`},
 		{"digest refuses everyone", map[string]string{"auth-type": "digest", "auth-secret": "file"}, nil, "digest is not"},
+		{"bcrypt cost over the cap refuses everyone", map[string]string{"auth-type": "basic", "auth-secret": "costly"}, nil,
+			`Secret ns/costly key auth: line 2, user "hal": bcrypt cost 13 is over 12`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ing := ingress("i", 0, path{"a.com", "/", "Prefix", "s"})
@@ -424,6 +430,11 @@ func TestBasicAuthSecrets(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantUsers, users); diff != "" {
 				t.Errorf("users (-want +got):\n%s", diff)
+			}
+			// Unknown users are checked against one of the Secret's own hashes; none when it
+			// refuses everyone.
+			if hashes := slices.Collect(maps.Values(ba.Users)); len(hashes) == 0 && ba.Decoy != "" || len(hashes) > 0 && !slices.Contains(hashes, ba.Decoy) {
+				t.Errorf("decoy %q, want one of the users' hashes %v", ba.Decoy, hashes)
 			}
 		})
 	}

@@ -513,7 +513,7 @@ func (b *builder) basicAuth(id types.NamespacedName, ref *authRef) *BasicAuth {
 		if err != nil {
 			return fail("Secret %s/%s (auth-map): %v", id.Namespace, ref.name, err)
 		}
-		ba.Users = users
+		ba.Users, ba.Decoy = users, decoyHash(users)
 		return ba
 	}
 	text, ok := sec.Data["auth"]
@@ -527,7 +527,7 @@ func (b *builder) basicAuth(id types.NamespacedName, ref *authRef) *BasicAuth {
 	if len(users) == 0 {
 		return fail("Secret %s/%s key auth holds no user", id.Namespace, ref.name)
 	}
-	ba.Users = users
+	ba.Users, ba.Decoy = users, decoyHash(users)
 	return ba
 }
 

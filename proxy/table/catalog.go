@@ -69,7 +69,7 @@ func Annotations() []AnnotationInfo {
 		{"canary-weight", "canary-weight", "the share of other requests, out of canary-weight-total", "0", ""},
 		{"canary-weight-total", "canary-weight-total", "the total of the weights", "100", ""},
 		{"auth-type", "auth-type", "basic", "none", "digest is not supported"},
-		{"auth-secret", "auth-secret", "a Secret of the Ingress's namespace with htpasswd lines (bcrypt, $apr1$, {SHA})", "none", "a Secret of another namespace is refused; an unusable Secret refuses every request"},
+		{"auth-secret", "auth-secret", "a Secret of the Ingress's namespace with htpasswd lines (bcrypt at cost 12 or less, $apr1$, {SHA})", "none", "a Secret of another namespace is refused; an unusable Secret (a bcrypt cost over 12 included) refuses every request"},
 		{"auth-secret-type", "auth-secret-type", "auth-file (key auth), auth-map (a key a user)", "auth-file", ""},
 		{"auth-realm", "auth-realm", "the realm shown to users", "Authentication Required", ""},
 		{"auth-url", "auth-url", "http://SERVICE[.NAMESPACE.svc.cluster.local][:PORT]/path of the Ingress's namespace", "none", "only a Service of the Ingress's namespace is asked (at its endpoints); outside URLs and other namespaces are refused"},

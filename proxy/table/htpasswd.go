@@ -12,6 +12,12 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
+// MaxBcryptCost is the highest bcrypt cost an htpasswd Secret may use. Each step doubles the
+// work of one check: cost 12 is a few hundred ms of one core, cost 31 would be days. A Secret
+// with a higher cost is refused (every request to its routes gets 401 and a Problem names the
+// Secret), so that one tenant cannot make a single wrong password cost the proxy minutes.
+const MaxBcryptCost = 12
+
 // parseHtpasswd reads htpasswd lines ("user:hash"; blank lines and # comments skipped) and
 // returns the users with a hash metalgate can check: bcrypt ($2a$, $2b$, $2y$), Apache's
 // MD5 ($apr1$, htpasswd's default) and {SHA}. Others (crypt(3), plain text) are errors:
@@ -40,8 +46,12 @@ func parseHtpasswd(text string) (map[string]string, error) {
 func checkableHash(h string) error {
 	switch {
 	case strings.HasPrefix(h, "$2a$"), strings.HasPrefix(h, "$2b$"), strings.HasPrefix(h, "$2y$"):
-		if _, err := bcrypt.Cost([]byte(h)); err != nil {
+		cost, err := bcrypt.Cost([]byte(h))
+		if err != nil {
 			return fmt.Errorf("bcrypt hash: %w", err)
+		}
+		if cost > MaxBcryptCost {
+			return fmt.Errorf("bcrypt cost %d is over %d, the most the proxy checks (rehash with htpasswd -B -C %d or less)", cost, MaxBcryptCost, MaxBcryptCost)
 		}
 		return nil
 	case strings.HasPrefix(h, "$apr1$"):
@@ -56,6 +66,30 @@ func checkableHash(h string) error {
 		return nil
 	}
 	return fmt.Errorf("hash type not supported (use bcrypt: htpasswd -B)")
+}
+
+// decoyHash returns the hash that a user the Secret does not know is checked against: the
+// most expensive of users (the highest bcrypt cost; bcrypt before $apr1$ before {SHA}), the
+// first user name in order among equals. An unknown user then costs what a known one with a
+// wrong password costs, and the answer's time tells no one which users exist. "" for none.
+func decoyHash(users map[string]string) string {
+	rank := func(h string) int {
+		switch {
+		case strings.HasPrefix(h, "$2"):
+			c, _ := bcrypt.Cost([]byte(h))
+			return 2 + c
+		case strings.HasPrefix(h, "$apr1$"):
+			return 1
+		}
+		return 0
+	}
+	best, bestUser, bestRank := "", "", -1
+	for u, h := range users {
+		if r := rank(h); r > bestRank || r == bestRank && u < bestUser {
+			best, bestUser, bestRank = h, u, r
+		}
+	}
+	return best
 }
 
 // CheckPassword reports whether password matches an htpasswd hash of parseHtpasswd's kinds.

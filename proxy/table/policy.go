@@ -141,6 +141,10 @@ type BasicAuth struct {
 	// Version identifies the Secret's content, so that a verification cache forgets what it
 	// knew when the Secret changes.
 	Version string
+	// Decoy is the hash a user not in Users is checked against (the result thrown away), so
+	// that an unknown user costs what a known one does: one of Users' hashes, the most
+	// expensive. "" when Users is empty.
+	Decoy string
 }
 
 // Rewrite changes the request path before it is forwarded. With Regex, the route's path is

@@ -1,0 +1,179 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+)
+
+// authSlots admits the password checks of basic authentication (bcrypt: CPU-bound and not
+// cancellable once started) fairly between namespaces (ARCHITECTURE invariant 13):
+//
+//   - at most slots checks run at once, across all namespaces;
+//   - one namespace holds at most share of them (half, at least one), so that while one
+//     namespace floods wrong passwords, a check of another finds a slot free at once;
+//   - when a slot frees, it goes to the waiting namespace that holds the fewest, the least
+//     recently served first among equals; each namespace's checks are served in order;
+//   - a namespace queues at most queue checks beyond those it runs: one more is refused at
+//     once (429), and a check waits at most wait for its slot (then 503): a client is
+//     answered, never kept waiting for ever.
+//
+// Slots are granted under mu, in enter and in done; nothing is granted anywhere else, so a
+// test sees each decision as soon as the call returns.
+type authSlots struct {
+	slots, share, queue int
+	wait                time.Duration
+
+	mu     sync.Mutex
+	inUse  int
+	tenant map[string]*authTenant // namespaces that hold or wait for a slot
+	served uint64                 // grants so far: orders the namespaces by last service
+}
+
+// authTenant is one namespace's slots in use and queue.
+type authTenant struct {
+	held    int
+	waiting []*authTicket // in arrival order
+	last    uint64        // served's value when it was last granted a slot
+}
+
+// authTicket is one check's place: granted (ready closed) or waiting in its namespace's queue.
+type authTicket struct {
+	ns      string
+	ready   chan struct{}
+	granted bool // under authSlots.mu
+}
+
+// Refusals of authSlots.acquire; the caller answers 429 and 503, each with Retry-After.
+var (
+	errAuthQueueFull = errors.New("too many password checks of this namespace waiting")
+	errAuthWait      = errors.New("no password check slot free in time")
+)
+
+// authQueuePerShare is how many checks a namespace may queue for each slot of its share.
+const authQueuePerShare = 16
+
+func newAuthSlots(slots int, wait time.Duration) *authSlots {
+	slots = max(slots, 1)
+	share := max(slots/2, 1)
+	return &authSlots{slots: slots, share: share, queue: authQueuePerShare * share, wait: wait, tenant: map[string]*authTenant{}}
+}
+
+// acquire returns a granted ticket of namespace ns, to give back with done; errAuthQueueFull,
+// errAuthWait, or ctx's error when the client went away while it waited.
+func (a *authSlots) acquire(ctx context.Context, ns string) (*authTicket, error) {
+	t, err := a.enter(ns)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-t.ready:
+		return t, nil
+	default:
+	}
+	timer := time.NewTimer(a.wait)
+	defer timer.Stop()
+	select {
+	case <-t.ready:
+		return t, nil
+	case <-timer.C:
+		err = errAuthWait
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if !a.leave(t) {
+		return t, nil // granted as the wait ended: use it
+	}
+	return nil, err
+}
+
+// enter grants ns a slot at once when one is free and ns holds less than its share; else it
+// queues a ticket (errAuthQueueFull when ns's queue is full).
+func (a *authSlots) enter(ns string) (*authTicket, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	tn := a.tenant[ns]
+	if tn == nil {
+		tn = &authTenant{}
+		a.tenant[ns] = tn
+	}
+	t := &authTicket{ns: ns, ready: make(chan struct{})}
+	if a.inUse < a.slots && tn.held < a.share && len(tn.waiting) == 0 {
+		a.grantLocked(tn, t)
+		return t, nil
+	}
+	if len(tn.waiting) >= a.queue {
+		a.forgetLocked(ns, tn)
+		return nil, errAuthQueueFull
+	}
+	tn.waiting = append(tn.waiting, t)
+	return t, nil
+}
+
+// leave takes a waiting ticket out of its queue and reports true; false when it was granted
+// meanwhile (the caller then owns the slot).
+func (a *authSlots) leave(t *authTicket) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if t.granted {
+		return false
+	}
+	tn := a.tenant[t.ns]
+	tn.waiting = slices.DeleteFunc(tn.waiting, func(w *authTicket) bool { return w == t })
+	a.forgetLocked(t.ns, tn)
+	return true
+}
+
+// done gives a granted ticket's slot back and hands it on.
+func (a *authSlots) done(t *authTicket) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	tn := a.tenant[t.ns]
+	tn.held--
+	a.inUse--
+	a.forgetLocked(t.ns, tn)
+	a.dispatchLocked()
+}
+
+// dispatchLocked grants free slots to waiting tickets: each to the namespace, among those
+// waiting and under their share, that holds the fewest slots, then was served least recently,
+// then (for a stable order) has the first name.
+func (a *authSlots) dispatchLocked() {
+	for a.inUse < a.slots {
+		var next *authTenant
+		nextNS := ""
+		for ns, tn := range a.tenant {
+			if len(tn.waiting) == 0 || tn.held >= a.share {
+				continue
+			}
+			if next == nil || tn.held < next.held || tn.held == next.held && (tn.last < next.last || tn.last == next.last && ns < nextNS) {
+				next, nextNS = tn, ns
+			}
+		}
+		if next == nil {
+			return
+		}
+		t := next.waiting[0]
+		next.waiting = next.waiting[1:]
+		a.grantLocked(next, t)
+	}
+}
+
+func (a *authSlots) grantLocked(tn *authTenant, t *authTicket) {
+	tn.held++
+	a.inUse++
+	a.served++
+	tn.last = a.served
+	t.granted = true
+	close(t.ready)
+}
+
+// forgetLocked drops a namespace that neither holds nor waits, so the map stays as small as
+// the set of namespaces checking passwords right now.
+func (a *authSlots) forgetLocked(ns string, tn *authTenant) {
+	if tn.held == 0 && len(tn.waiting) == 0 {
+		delete(a.tenant, ns)
+	}
+}

@@ -1,0 +1,123 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestAuthSlots walks the fair admission of password checks through steps, one decision
+// each. The hostile case first: a namespace flooding checks holds its share and no more, so
+// another namespace's check is admitted at once while the flood goes on.
+func TestAuthSlots(t *testing.T) {
+	type step struct {
+		desc    string
+		op      string // enter, done (a granted ticket), leave (a waiting one)
+		ticket  string // its namespace is the ticket's first letter
+		wantErr error
+		// running lists the tickets that hold a slot after the step, sorted.
+		running []string
+	}
+	for _, tc := range []struct {
+		name         string
+		slots, queue int
+		steps        []step
+	}{
+		{name: "a flood holds its share; another namespace is admitted at once", slots: 4, queue: 8, steps: []step{
+			{desc: "flood 1", op: "enter", ticket: "f1", running: []string{"f1"}},
+			{desc: "flood 2: its share (4/2) is full", op: "enter", ticket: "f2", running: []string{"f1", "f2"}},
+			{desc: "flood 3 waits though slots are free", op: "enter", ticket: "f3", running: []string{"f1", "f2"}},
+			{desc: "flood 4 waits", op: "enter", ticket: "f4", running: []string{"f1", "f2"}},
+			{desc: "the victim is admitted while the flood holds its share", op: "enter", ticket: "v1", running: []string{"f1", "f2", "v1"}},
+			{desc: "a third namespace takes the last slot", op: "enter", ticket: "o1", running: []string{"f1", "f2", "o1", "v1"}},
+			{desc: "the victim's second check waits: no slot", op: "enter", ticket: "v2", running: []string{"f1", "f2", "o1", "v1"}},
+			{desc: "a freed flood slot goes to the least recently served of the equals (flood: 2nd, victim: 5th)", op: "done", ticket: "f1", running: []string{"f2", "f3", "o1", "v1"}},
+			{desc: "a freed slot of o goes to the victim: the flood is at its share", op: "done", ticket: "o1", running: []string{"f2", "f3", "v1", "v2"}},
+			{desc: "the flood's waiting check gives up", op: "leave", ticket: "f4", running: []string{"f2", "f3", "v1", "v2"}},
+			{desc: "and is not granted later", op: "done", ticket: "f2", running: []string{"f3", "v1", "v2"}},
+		}},
+		{name: "a freed slot goes to the namespace holding the fewest", slots: 2, queue: 8, steps: []step{
+			{desc: "a", op: "enter", ticket: "a1", running: []string{"a1"}},
+			{desc: "b", op: "enter", ticket: "b1", running: []string{"a1", "b1"}},
+			{desc: "a waits", op: "enter", ticket: "a2", running: []string{"a1", "b1"}},
+			{desc: "c waits", op: "enter", ticket: "c1", running: []string{"a1", "b1"}},
+			{desc: "a's slot goes to c (never served) before a's next", op: "done", ticket: "a1", running: []string{"b1", "c1"}},
+			{desc: "b's slot goes to a", op: "done", ticket: "b1", running: []string{"a2", "c1"}},
+		}},
+		{name: "a full queue refuses at once; other namespaces unaffected", slots: 2, queue: 2, steps: []step{
+			{desc: "flood 1", op: "enter", ticket: "f1", running: []string{"f1"}},
+			{desc: "flood 2 waits", op: "enter", ticket: "f2", running: []string{"f1"}},
+			{desc: "flood 3 waits", op: "enter", ticket: "f3", running: []string{"f1"}},
+			{desc: "flood 4: queue full", op: "enter", ticket: "f4", wantErr: errAuthQueueFull, running: []string{"f1"}},
+			{desc: "the victim is admitted", op: "enter", ticket: "v1", running: []string{"f1", "v1"}},
+			{desc: "the flood's queue moves on", op: "done", ticket: "f1", running: []string{"f2", "v1"}},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAuthSlots(tc.slots, time.Minute)
+			a.queue = tc.queue
+			tickets := map[string]*authTicket{}
+			for i, s := range tc.steps {
+				var err error
+				switch s.op {
+				case "enter":
+					var tk *authTicket
+					if tk, err = a.enter(s.ticket[:1]); err == nil {
+						tickets[s.ticket] = tk
+					}
+				case "done":
+					a.done(tickets[s.ticket])
+					delete(tickets, s.ticket)
+				case "leave":
+					if !a.leave(tickets[s.ticket]) {
+						t.Fatalf("step %d (%s): leave of a granted ticket", i, s.desc)
+					}
+					delete(tickets, s.ticket)
+				}
+				if !errors.Is(err, s.wantErr) {
+					t.Fatalf("step %d (%s): error %v, want %v", i, s.desc, err, s.wantErr)
+				}
+				var running []string
+				for name, tk := range tickets {
+					select {
+					case <-tk.ready:
+						running = append(running, name)
+					default:
+					}
+				}
+				slices.Sort(running)
+				if diff := cmp.Diff(s.running, running); diff != "" {
+					t.Fatalf("step %d (%s): running (-want +got):\n%s", i, s.desc, diff)
+				}
+			}
+		})
+	}
+}
+
+// TestAuthSlotsWaitBounded: a check that finds no slot waits at most the bound (then
+// errAuthWait, which the data plane answers with 503), or until its client goes away; either
+// way it leaves the queue, so a later slot is not given to no one.
+func TestAuthSlotsWaitBounded(t *testing.T) {
+	a := newAuthSlots(2, 20*time.Millisecond) // share 1
+	held, err := a.acquire(context.Background(), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.acquire(context.Background(), "f"); !errors.Is(err, errAuthWait) {
+		t.Errorf("wait with the namespace's share held: %v, want %v", err, errAuthWait)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	a.wait = time.Hour
+	if _, err := a.acquire(ctx, "f"); !errors.Is(err, context.Canceled) {
+		t.Errorf("wait of a client gone: %v, want %v", err, context.Canceled)
+	}
+	a.done(held)
+	if len(a.tenant) != 0 || a.inUse != 0 {
+		t.Errorf("after every check: %d namespaces remembered, %d slots in use", len(a.tenant), a.inUse)
+	}
+}
