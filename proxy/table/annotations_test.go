@@ -440,10 +440,10 @@ func TestBasicAuthSecrets(t *testing.T) {
 	}
 }
 
-// TestDocsListEveryAnnotation keeps the annotation tables of docs/proxy.md and the README
-// true to the catalog.
+// TestDocsListEveryAnnotation keeps the annotation tables of docs/proxy.md and
+// docs/reference/annotations.md true to the catalog.
 func TestDocsListEveryAnnotation(t *testing.T) {
-	for _, f := range []string{"../../docs/proxy.md", "../../README.md"} {
+	for _, f := range []string{"../../docs/proxy.md", "../../docs/reference/annotations.md"} {
 		t.Run(f, func(t *testing.T) { docListsEveryAnnotation(t, f) })
 	}
 }
