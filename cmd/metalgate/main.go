@@ -25,7 +25,7 @@ const usage = `metalgate: LoadBalancer addresses, announcements and ingress for 
 Usage:
   metalgate controller [flags]   assign addresses from IPAddressPools to LoadBalancer Services
   metalgate proxy [flags]        ingress proxy: route HTTP(S) to pod endpoints, publish its VIP
-  metalgate speaker [flags]      announce assigned addresses from this node (ARP/NDP)
+  metalgate speaker [flags]      announce assigned addresses from this node (ARP/NDP or BGP)
   metalgate version              print the version
 
 Run 'metalgate COMMAND -h' for the flags of a command.
