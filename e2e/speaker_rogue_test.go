@@ -20,7 +20,7 @@ import (
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/e2e/lab"
-	"github.com/metalgate/metalgate/internal/netnslab"
+	"github.com/metalgate/metalgate/internal/nsexec"
 	"github.com/metalgate/metalgate/speaker/election"
 	"github.com/metalgate/metalgate/speaker/membership"
 )
@@ -148,7 +148,7 @@ type nsTransport struct {
 
 func (t *nsTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
 	var c net.Conn
-	err := netnslab.InNS(t.ns, func() error {
+	err := nsexec.InNS(t.ns, func() error {
 		d := net.Dialer{Timeout: timeout, LocalAddr: &net.TCPAddr{IP: t.bind}}
 		var err error
 		c, err = d.Dial("tcp", addr)
@@ -174,7 +174,7 @@ func rogueMemberlist(t *testing.T, ns, name, addr string, wireKey []byte) *membe
 	}
 	c.Keyring = kr
 	var nt *memberlist.NetTransport
-	if err := netnslab.InNS(ns, func() error {
+	if err := nsexec.InNS(ns, func() error {
 		var err error
 		nt, err = memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{addr}, Logger: c.Logger})
 		return err

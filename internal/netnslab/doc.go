@@ -6,7 +6,7 @@
 //   - Lab (New, prefix l2t-): N node namespaces each running the real
 //     `metalgate speaker --static-config`, and a client namespace that observes ARP/NDP
 //     (Observer); used by speaker/netns (a package of tests only), the failover benchmark and
-//     the e2e tests that enter a namespace (InNS).
+//     the e2e tests that enter a namespace (with internal/nsexec).
 //   - FRR (NewFRR, prefix frrt-): a router namespace running FRR (zebra, bfdd, bgpd) and a
 //     speaker namespace, with Vtysh, Route, Has, NeighborState and a kernel RouteMonitor; used
 //     by speaker/bgp's tests, which run their speaker in the speaker namespace.

@@ -10,14 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Prefix starts the name of every namespace a Lab creates.
@@ -300,27 +297,6 @@ func Metric(text, prefix string) string {
 		}
 	}
 	return ""
-}
-
-// InNS runs f on an OS thread inside namespace ns. Sockets created by f stay in ns. The thread
-// is discarded afterwards (never returned to the scheduler in the wrong namespace).
-func InNS(ns string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		fd, err := unix.Open(filepath.Join("/run/netns", ns), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			errc <- err
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
 }
 
 // Eventually polls cond every 20ms until it holds or limit passes.

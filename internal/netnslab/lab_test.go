@@ -13,13 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metalgate/metalgate/internal/nsexec"
 	"github.com/metalgate/metalgate/internal/testenv"
 )
 
 // reach reports whether addr answers from namespace ns: a TCP connection to port 1 is refused
 // (the host's kernel answered) rather than timing out or finding no route.
 func reach(ns, addr string) error {
-	return InNS(ns, func() error {
+	return nsexec.InNS(ns, func() error {
 		c, err := net.DialTimeout("tcp", net.JoinHostPort(addr, "1"), 3*time.Second)
 		if err == nil {
 			_ = c.Close()

@@ -10,6 +10,8 @@ import (
 	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ndp"
 	"golang.org/x/net/ipv6"
+
+	"github.com/metalgate/metalgate/internal/nsexec"
 )
 
 // Sighting is one ARP reply or neighbour advertisement seen by the client.
@@ -34,7 +36,7 @@ type Observer struct {
 func Observe(ns string, vip4, vip6 netip.Addr, probe time.Duration) (*Observer, error) {
 	o := &Observer{stop: make(chan struct{})}
 	var ifi *net.Interface
-	err := InNS(ns, func() error {
+	err := nsexec.InNS(ns, func() error {
 		var err error
 		if ifi, err = net.InterfaceByName("eth0"); err != nil {
 			return err
@@ -97,7 +99,7 @@ func Observe(ns string, vip4, vip6 netip.Addr, probe time.Duration) (*Observer, 
 	// destination in the calling thread's namespace at every write.
 	go func() {
 		defer o.wg.Done()
-		_ = InNS(ns, func() error {
+		_ = nsexec.InNS(ns, func() error {
 			t := time.NewTicker(probe)
 			defer t.Stop()
 			for {

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/metalgate/metalgate/internal/netnslab"
+	"github.com/metalgate/metalgate/internal/nsexec"
 	"net"
 	"net/netip"
 	"os"
@@ -129,7 +130,7 @@ func vmRSS(pid int) string {
 func arpLatency(t *testing.T, ns string, targets []string, count int) []time.Duration {
 	t.Helper()
 	var c *arp.Client
-	if err := netnslab.InNS(ns, func() error {
+	if err := nsexec.InNS(ns, func() error {
 		ifi, err := net.InterfaceByName("eth0")
 		if err != nil {
 			return err

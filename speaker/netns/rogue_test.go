@@ -21,6 +21,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"github.com/metalgate/metalgate/internal/nsexec"
 	"github.com/metalgate/metalgate/speaker/membership"
 )
 
@@ -51,7 +52,7 @@ type nsTransport struct {
 
 func (t *nsTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
 	var c net.Conn
-	err := netnslab.InNS(t.ns, func() error {
+	err := nsexec.InNS(t.ns, func() error {
 		d := net.Dialer{Timeout: timeout, LocalAddr: &net.TCPAddr{IP: t.bind}}
 		var err error
 		c, err = d.Dial("tcp", addr)
@@ -79,7 +80,7 @@ func rogueMember(t *testing.T, ns, name string, wireKey []byte) *memberlist.Memb
 		c.Keyring = kr
 	}
 	var nt *memberlist.NetTransport
-	if err := netnslab.InNS(ns, func() error {
+	if err := nsexec.InNS(ns, func() error {
 		var err error
 		nt, err = memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{RogueV4}, BindPort: 0, Logger: c.Logger})
 		return err
@@ -107,7 +108,7 @@ type forger struct {
 
 func newForger(t *testing.T, ns string, wireKey []byte) *forger {
 	f := &forger{t: t, wireKey: wireKey}
-	if err := netnslab.InNS(ns, func() error {
+	if err := nsexec.InNS(ns, func() error {
 		var err error
 		f.conn, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(RogueV4)})
 		return err

@@ -3,6 +3,7 @@ package netns
 import (
 	"crypto/rand"
 	"github.com/metalgate/metalgate/internal/netnslab"
+	"github.com/metalgate/metalgate/internal/nsexec"
 	"net"
 	"net/netip"
 	"strconv"
@@ -35,7 +36,7 @@ func TestL2PacketValidation(t *testing.T) {
 		icmp6 *icmp.PacketConn
 		ifi   *net.Interface
 	)
-	if err := netnslab.InNS(l.NS("c"), func() error {
+	if err := nsexec.InNS(l.NS("c"), func() error {
 		var err error
 		if ifi, err = net.InterfaceByName("eth0"); err != nil {
 			return err
@@ -71,7 +72,7 @@ func TestL2PacketValidation(t *testing.T) {
 			body = append(append(body, 1, 1), clientMAC...)
 		}
 		// The kernel fills in the ICMPv6 checksum; the zone is resolved in the namespace.
-		if err := netnslab.InNS(l.NS("c"), func() error {
+		if err := nsexec.InNS(l.NS("c"), func() error {
 			_, err := icmp6.IPv6PacketConn().WriteTo(body, &ipv6.ControlMessage{HopLimit: hops, IfIndex: ifi.Index},
 				&net.IPAddr{IP: snm.AsSlice(), Zone: "eth0"})
 			return err

@@ -74,7 +74,7 @@ import (
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/controllers"
-	"github.com/metalgate/metalgate/internal/netnslab"
+	"github.com/metalgate/metalgate/internal/nsexec"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -427,7 +427,7 @@ func (b *bench) startNetns() error {
 		return fmt.Errorf("API server address %q: %w", b.env.Config.Host, err)
 	}
 	api := u.Host
-	if err := netnslab.InNS(b.nsNode, func() error {
+	if err := nsexec.InNS(b.nsNode, func() error {
 		var err error
 		b.relay, err = net.Listen("tcp", api)
 		return err
@@ -472,7 +472,7 @@ func relay(ln net.Listener, to string) {
 func nsClient(ns string, timeout time.Duration) *http.Client {
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		var c net.Conn
-		err := netnslab.InNS(ns, func() error {
+		err := nsexec.InNS(ns, func() error {
 			var err error
 			c, err = (&net.Dialer{Timeout: timeout}).DialContext(ctx, network, addr)
 			return err
@@ -865,7 +865,7 @@ func (be *backend) close() { _ = be.srv.Close() }
 func (b *bench) startBackend(gen int) (*backend, error) {
 	addr := fmt.Sprintf("10.250.%d.%d", 1+gen/250, 1+gen%250)
 	var ln net.Listener
-	if err := netnslab.InNS(b.nsNode, func() error {
+	if err := nsexec.InNS(b.nsNode, func() error {
 		var err error
 		ln, err = net.Listen("tcp", addr+":8080")
 		return err
