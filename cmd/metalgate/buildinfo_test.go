@@ -99,3 +99,25 @@ func TestBuildInfoRevision(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildInfoTwoComponentsOneRegistry: a controller and a proxy started in one process on
+// one registry (controller-runtime's, as the tests of this package do) both start, with one
+// metalgate_build_info series.
+func TestBuildInfoTwoComponentsOneRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := controllerMetrics(reg); err != nil {
+		t.Fatalf("controller: %v", err)
+	}
+	if _, err := proxyMetrics(reg); err != nil {
+		t.Fatalf("proxy on the controller's registry: %v", err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "metalgate_build_info" && len(mf.GetMetric()) != 1 {
+			t.Errorf("metalgate_build_info has %d series, want 1", len(mf.GetMetric()))
+		}
+	}
+}

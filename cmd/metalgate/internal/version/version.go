@@ -3,6 +3,7 @@
 package version
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -44,7 +45,8 @@ func String() string {
 
 // RegisterBuildInfo registers metalgate_build_info{version,revision,goversion} = 1 with reg:
 // every component (controller, speaker, proxy) exports it, so a dashboard or an alert can tell
-// which build runs where, and a rollout half done shows as two series.
+// which build runs where, and a rollout half done shows as two series. Registering it again
+// with the same reg is a no-op.
 func RegisterBuildInfo(reg prometheus.Registerer) error {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "metalgate_build_info",
@@ -56,7 +58,9 @@ func RegisterBuildInfo(reg prometheus.Registerer) error {
 		},
 	})
 	g.Set(1)
-	if err := reg.Register(g); err != nil {
+	// Several components in one process (the tests run the controller and a proxy side by
+	// side on controller-runtime's registry) share one build: the series is there already.
+	if err := reg.Register(g); err != nil && !errors.As(err, &prometheus.AlreadyRegisteredError{}) {
 		return fmt.Errorf("register metalgate_build_info: %w", err)
 	}
 	return nil
