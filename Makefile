@@ -18,7 +18,9 @@ CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
 HELM := $(BIN)/helm-$(HELM_VERSION)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/metalgate/metalgate/cmd/metalgate/internal/version.Version=$(VERSION)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X github.com/metalgate/metalgate/cmd/metalgate/internal/version.Version=$(VERSION) \
+	-X github.com/metalgate/metalgate/cmd/metalgate/internal/version.Revision=$(REVISION)
 GO_TEST_FLAGS ?=
 
 # envtest-style assets: kube-apiserver and kubectl built here, etcd from Debian.

@@ -13,6 +13,11 @@ type Metrics struct {
 	Conflicts   prometheus.Counter
 	Releases    prometheus.Counter
 	LostClaims  prometheus.Counter
+	// AllocationDuration: from the start of the reconcile to its status write, for Services
+	// newly given addresses.
+	AllocationDuration prometheus.Histogram
+	// Pending: Services whose last allocation was refused, waiting for an address.
+	Pending prometheus.Gauge
 }
 
 // NewMetrics creates the controller's metrics and registers them with reg.
@@ -46,7 +51,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "metalgate_claims_lost_before_publish_total",
 			Help: "Status writes not made because, checked on the API server just before, a claim no longer held the Service (another controller released or took it): nothing was published, the Service was tried again.",
 		}),
+		AllocationDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "metalgate_allocation_duration_seconds",
+			Help:    "Time from the start of the reconcile that gave a Service new addresses to its status written (API round trips included; the wait of a pending Service is not).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+		Pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "metalgate_services_pending",
+			Help: "LoadBalancer Services of this controller whose last allocation was refused (pool exhausted, address in use, …): waiting for an address. 0 on a controller that is not the leader.",
+		}),
 	}
-	reg.MustRegister(m.InUse, m.Usable, m.Allocations, m.Failures, m.Conflicts, m.Releases, m.LostClaims)
+	reg.MustRegister(m.InUse, m.Usable, m.Allocations, m.Failures, m.Conflicts, m.Releases, m.LostClaims,
+		m.AllocationDuration, m.Pending)
 	return m
 }

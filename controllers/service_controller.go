@@ -76,6 +76,7 @@ func (r *ServiceReconciler) ours(svc *corev1.Service) bool { return servedBy(svc
 //	bootstrap, pool sync ─► read Service ─► decideService ─► release (and clear status)
 //	                                                     └─► request ─► assign and claim ─► write
 func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	start := time.Now()
 	if err := r.bootstrap(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -90,8 +91,10 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	_, held := r.Alloc.Holding(key)
 	switch decideService(svc, r.LBClass, held) {
 	case serviceRelease:
+		r.setPending(req.NamespacedName, false) // gone or not ours: not waiting any more
 		return r.retryLost(ctx, key, r.withdraw(ctx, key, true, false))
 	case serviceReleaseAndClear:
+		r.setPending(req.NamespacedName, false)
 		return r.retryLost(ctx, key, r.withdraw(ctx, key, true, true))
 	}
 
@@ -116,7 +119,7 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{RequeueAfter: pendingRetry}, nil
 	}
 	r.setPending(req.NamespacedName, false)
-	res, err := r.writeAssignment(ctx, svc, asg)
+	res, err := r.writeAssignment(ctx, svc, asg, start)
 	if err != nil {
 		return r.retryLost(ctx, key, err)
 	}
@@ -220,8 +223,9 @@ func (r *ServiceReconciler) yieldAddress(ctx context.Context, key string, addr n
 // svc keeps no longer releasing (withdraw.go), writes the pool annotation, so whoever sees the
 // address (a speaker, a user) also sees where it came from, then the status (publish: checked
 // against the claims on the API server, and the fence for the marks), an Event when the
-// addresses changed, and last it drops the marked claims.
-func (r *ServiceReconciler) writeAssignment(ctx context.Context, svc *corev1.Service, asg allocator.Assignment) (ctrl.Result, error) {
+// addresses changed, and last it drops the marked claims. start is when the reconcile began
+// (metalgate_allocation_duration_seconds).
+func (r *ServiceReconciler) writeAssignment(ctx context.Context, svc *corev1.Service, asg allocator.Assignment, start time.Time) (ctrl.Result, error) {
 	key := serviceKey(svc.Namespace, svc.Name)
 	before := statusAddresses(svc)
 	marks, err := r.markReleasing(ctx, key, asg.Addresses)
@@ -239,6 +243,7 @@ func (r *ServiceReconciler) writeAssignment(ctx context.Context, svc *corev1.Ser
 	}
 	if newlyAssigned(before, asg.Addresses, deferred) {
 		r.Metrics.Allocations.Inc()
+		r.Metrics.AllocationDuration.Observe(time.Since(start).Seconds())
 		r.Recorder.Eventf(svc, nil, corev1.EventTypeNormal, contract.ReasonAllocated, "Allocate",
 			"Assigned %s from pool %s", joinAddrs(asg.Addresses), asg.Pool)
 		log.FromContext(ctx).Info("assigned addresses", "addresses", joinAddrs(asg.Addresses), "pool", asg.Pool)
@@ -318,6 +323,7 @@ const pendingRetry = time.Minute
 func (r *ServiceReconciler) setPending(key types.NamespacedName, pending bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer func() { r.Metrics.Pending.Set(float64(len(r.pending))) }()
 	if !pending {
 		delete(r.pending, key)
 		return

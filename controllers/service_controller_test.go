@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -399,4 +402,54 @@ func TestForeignStatusRestored(t *testing.T) {
 		}
 		waitIPs(t, ns, "victim", "192.0.2.232")
 	}
+}
+
+// TestPendingAndAllocationMetrics: metalgate_services_pending counts the Services waiting for
+// an address — up when an allocation is refused, down when the Service is deleted while it
+// waits (it is not waiting any more) or gets an address — and
+// metalgate_allocation_duration_seconds observes each Service newly given addresses, not the
+// refused ones.
+func TestPendingAndAllocationMetrics(t *testing.T) {
+	kube.Need(t)
+	m := controllers.NewMetrics(prometheus.NewRegistry())
+	startControllerWith(t, cfg, controllers.Options{Metrics: m})
+	pool(t, "metrics", nil, "192.0.2.236/32")
+	ns := namespace(t, nil)
+	want := func(step string, pending, allocated float64) {
+		t.Helper()
+		testenv.Eventually(t, 20*time.Second, step, func() error {
+			p, n := testutil.ToFloat64(m.Pending), histogramCount(t, m.AllocationDuration)
+			if p != pending || n != allocated {
+				return fmt.Errorf("services_pending = %v, allocation_duration_seconds_count = %v; want %v, %v", p, n, pending, allocated)
+			}
+			return nil
+		})
+	}
+	first := service(t, ns, "first")
+	waitIPs(t, ns, "first", "192.0.2.236")
+	want("first allocated", 0, 1)
+	service(t, ns, "second")
+	warning(t, ns, "second", contract.ReasonAllocationFailed, "exhausted")
+	third := service(t, ns, "third")
+	warning(t, ns, "third", contract.ReasonAllocationFailed, "exhausted")
+	want("second and third wait", 2, 1)
+	if err := k8sClient.Delete(context.Background(), third); err != nil {
+		t.Fatal(err)
+	}
+	want("third deleted while waiting", 1, 1)
+	if err := k8sClient.Delete(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	waitIPs(t, ns, "second", "192.0.2.236")
+	want("second got the released address", 0, 2)
+}
+
+// histogramCount is the number of observations h holds.
+func histogramCount(t *testing.T, h prometheus.Histogram) float64 {
+	t.Helper()
+	var out dto.Metric
+	if err := h.Write(&out); err != nil {
+		t.Fatalf("read histogram: %v", err)
+	}
+	return float64(out.GetHistogram().GetSampleCount())
 }

@@ -61,7 +61,7 @@ func startController(t *testing.T) (stop func()) {
 }
 
 // startControllerWith is startController with its own rest config (rate limits) and options
-// (workers); Metrics and SkipNameValidation are set here.
+// (workers); SkipNameValidation is set here, and Metrics unless given.
 func startControllerWith(t *testing.T, cfg *rest.Config, opts controllers.Options) (stop func()) {
 	t.Helper()
 	return startControllerLogged(t, cfg, opts, testenv.Logger(t, "controller"))
@@ -82,7 +82,9 @@ func startControllerLogged(t *testing.T, cfg *rest.Config, opts controllers.Opti
 	if err != nil {
 		t.Fatalf("new manager: %v", err)
 	}
-	opts.Metrics = controllers.NewMetrics(prometheus.NewRegistry())
+	if opts.Metrics == nil {
+		opts.Metrics = controllers.NewMetrics(prometheus.NewRegistry())
+	}
 	opts.SkipNameValidation = true
 	err = controllers.Setup(ctx, mgr, opts)
 	if err != nil {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages that metalgate's tests need, only those missing.
 set -euo pipefail
-want=(etcd-server)
+want=(etcd-server prometheus) # prometheus: promtool, for config/prometheus (TestPrometheusRules)
 missing=()
 for p in "${want[@]}" "$@"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

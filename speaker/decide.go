@@ -61,6 +61,9 @@ type Decision struct {
 	Next State
 	// Wake is when the next decision is due even without a change (a hold-down ends); 0: none.
 	Wake time.Duration
+	// WithoutAnnouncer counts, per mode, the addresses whose Service has a ready endpoint but
+	// that no live node may announce (no candidate): unreachable although the Service is up.
+	WithoutAnnouncer map[Mode]int
 }
 
 // Decide is the speaker's whole policy, without effects: from the World, the members, quorum,
@@ -76,7 +79,8 @@ type Decision struct {
 // its peers loses its BGP sessions, which withdraws its routes by itself.
 func Decide(in Input) Decision {
 	d := Decision{
-		Desired: map[Mode][]Announcement{},
+		Desired:          map[Mode][]Announcement{},
+		WithoutAnnouncer: map[Mode]int{},
 		Next: State{
 			Elected:    make(map[netip.Addr]string, len(in.Previous.Elected)),
 			Announcing: map[netip.Addr]bool{},
@@ -91,6 +95,9 @@ func Decide(in Input) Decision {
 	prevOf := map[netip.Addr]string{} // previous owner of newly announced addresses
 	for _, v := range in.World.VIPs {
 		cands := election.Candidates(v.Request, in.World.Nodes, in.Live)
+		if len(cands) == 0 && (v.Request.AnyReady || len(v.Request.ReadyNodes) > 0) {
+			d.WithoutAnnouncer[v.Mode]++
+		}
 		var mine bool
 		switch v.Mode {
 		case ModeLayer2:

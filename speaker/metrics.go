@@ -14,6 +14,14 @@ type Metrics struct {
 	Failovers prometheus.Counter
 	// Syncs counts announcement syncs by result ("ok", "error").
 	Syncs *prometheus.CounterVec
+	// Expected is the number of speakers expected (World.Speakers): Members below it means a
+	// speaker is down or cut off.
+	Expected prometheus.Gauge
+	// Takeovers counts, by vip, the times this node started announcing a layer-2 address.
+	Takeovers *prometheus.CounterVec
+	// WithoutAnnouncer is, by mode, the addresses with ready endpoints that no live speaker
+	// may announce (Decision.WithoutAnnouncer).
+	WithoutAnnouncer *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
@@ -39,9 +47,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "metalgate_speaker_syncs_total",
 			Help: "Announcement syncs by result.",
 		}, []string{"result"}),
+		Expected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "metalgate_speaker_expected_members",
+			Help: "Speakers this node expects in the membership (nodes running a speaker), itself included.",
+		}),
+		Takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metalgate_speaker_l2_takeovers_total",
+			Help: "Times this node started announcing a layer-2 address (first owner, failover, rebalancing, quorum regained), by vip.",
+		}, []string{"vip"}),
+		WithoutAnnouncer: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "metalgate_speaker_vips_without_announcer",
+			Help: "Addresses of Services with ready endpoints that no live speaker may announce, in this node's view, by mode: no live node matches the advertisement's node selectors, or (externalTrafficPolicy Local) no node with a ready endpoint runs a live speaker.",
+		}, []string{"mode"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Announced, m.Members, m.Quorum, m.Failovers, m.Syncs)
+		reg.MustRegister(m.Announced, m.Members, m.Quorum, m.Failovers, m.Syncs, m.Expected, m.Takeovers, m.WithoutAnnouncer)
 	}
 	return m
 }

@@ -245,6 +245,7 @@ func (s *Speaker) sync(ctx context.Context) error {
 	live := s.opts.Membership.Live()
 	quorum := membership.Quorum(s.opts.Node, s.opts.Membership.Reachable(), w.Speakers)
 	s.m.Members.Set(float64(len(live)))
+	s.m.Expected.Set(float64(len(w.Speakers)))
 	s.m.Quorum.Set(b2f(quorum))
 	if quorum != s.hadQuorum {
 		s.log.Info("quorum changed", "quorum", quorum, "live", len(live), "expected", len(w.Speakers))
@@ -253,6 +254,9 @@ func (s *Speaker) sync(ctx context.Context) error {
 	d := Decide(Input{Node: s.opts.Node, World: w, Live: live, Quorum: quorum, Previous: s.state, Now: s.now(), HoldDown: s.opts.HoldDown})
 	if d.Wake > 0 {
 		time.AfterFunc(d.Wake, s.kick)
+	}
+	for _, mode := range []Mode{ModeLayer2, ModeBGP} {
+		s.m.WithoutAnnouncer.WithLabelValues(string(mode)).Set(float64(d.WithoutAnnouncer[mode]))
 	}
 
 	var errs []error
@@ -268,6 +272,7 @@ func (s *Speaker) sync(ctx context.Context) error {
 		if l2 != nil {
 			where = l2.Where(st.VIP.VIP)
 		}
+		s.m.Takeovers.WithLabelValues(st.VIP.VIP.String()).Inc()
 		if st.Previous != "" {
 			s.m.Failovers.Inc()
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/metalgate/metalgate/speaker"
 	"github.com/metalgate/metalgate/speaker/election"
@@ -49,6 +51,7 @@ var testClock = &clock{t: time.Unix(1_700_000_000, 0)}
 
 type node struct {
 	sp        *speaker.Speaker
+	m         *speaker.Metrics
 	mem       *fakeMembership
 	announced []netip.Addr
 	takeovers []speaker.Takeover
@@ -71,9 +74,10 @@ func cluster(t *testing.T, w speaker.World) (map[string]*node, map[string]bool, 
 	live := map[string]bool{"n1": true, "n2": true, "n3": true}
 	nodes := map[string]*node{}
 	for _, name := range []string{"n1", "n2", "n3"} {
-		n := &node{mem: &fakeMembership{mu: mu, live: live, self: name}}
+		n := &node{mem: &fakeMembership{mu: mu, live: live, self: name}, m: speaker.NewMetrics(prometheus.NewRegistry())}
 		sp, err := speaker.New(speaker.Options{
 			Node:       name,
+			Metrics:    n.m,
 			Membership: n.mem,
 			Announcers: map[speaker.Mode]speaker.Announcer{speaker.ModeLayer2: speaker.AnnouncerFunc(func(_ context.Context, d []speaker.Announcement) error {
 				n.announced = n.announced[:0]
@@ -211,4 +215,69 @@ func TestCutOffSpeakerStopsAnnouncing(t *testing.T) {
 	if len(nodes[victim].announced) == 0 || len(nodes[victim].takeovers) == n {
 		t.Errorf("healed %s: announced %v, takeovers %d → %d", victim, nodes[victim].announced, n, len(nodes[victim].takeovers))
 	}
+}
+
+// TestSpeakerHealthMetrics: every speaker exports the members it expects, the addresses that
+// no live speaker may announce although their Service has ready endpoints (not those without
+// any: nobody should announce them), and, per address, each time it started announcing one —
+// what an alert on a missing announcer or a flapping layer-2 owner reads.
+func TestSpeakerHealthMetrics(t *testing.T) {
+	const vip = "198.51.100.20"
+	w := world(vip)
+	w.VIPs = append(w.VIPs,
+		// Local, its only ready endpoint on a node without a live speaker: nobody may announce.
+		speaker.VIP{Request: election.Request{VIP: netip.MustParseAddr("198.51.100.21"), Local: true, ReadyNodes: map[string]bool{"n9": true}}, Mode: speaker.ModeLayer2, Service: "ns/stranded"},
+		speaker.VIP{Request: election.Request{VIP: netip.MustParseAddr("198.51.100.22"), Local: true, ReadyNodes: map[string]bool{"n9": true}}, Mode: speaker.ModeBGP, Service: "ns/stranded-bgp"},
+		// No ready endpoint anywhere: not announced, and not counted either.
+		speaker.VIP{Request: election.Request{VIP: netip.MustParseAddr("198.51.100.23")}, Mode: speaker.ModeLayer2, Service: "ns/down"},
+	)
+	nodes, live, mu := cluster(t, w)
+	takeovers := func(step string, want map[string]float64) {
+		t.Helper()
+		for _, name := range []string{"n1", "n2", "n3"} {
+			m := nodes[name].m
+			if got := testutil.ToFloat64(m.Takeovers.WithLabelValues(vip)); got != want[name] {
+				t.Errorf("%s: %s takeovers of %s = %v, want %v", step, name, vip, got, want[name])
+			}
+			if got := testutil.ToFloat64(m.Expected); got != 3 {
+				t.Errorf("%s: %s expected members = %v, want 3", step, name, got)
+			}
+			for mode, want := range map[speaker.Mode]float64{speaker.ModeLayer2: 1, speaker.ModeBGP: 1} {
+				if got := testutil.ToFloat64(m.WithoutAnnouncer.WithLabelValues(string(mode))); got != want {
+					t.Errorf("%s: %s addresses without announcer (%s) = %v, want %v", step, name, mode, got, want)
+				}
+			}
+		}
+	}
+	syncAll(t, nodes)
+	first := owners(nodes)[netip.MustParseAddr(vip)]
+	if len(first) != 1 {
+		t.Fatalf("%s announced by %v, want one node", vip, first)
+	}
+	o := first[0]
+	takeovers("first owner", map[string]float64{o: 1})
+
+	// The owner is cut off: the others see it gone and one takes over at once.
+	mu.Lock()
+	live[o] = false
+	nodes[o].mem.cut = true
+	mu.Unlock()
+	syncOnce(t, nodes)
+	second := owners(nodes)[netip.MustParseAddr(vip)]
+	if len(second) != 1 || second[0] == o {
+		t.Fatalf("after %s was cut off, %s announced by %v", o, vip, second)
+	}
+	p := second[0]
+	takeovers("failover", map[string]float64{o: 1, p: 1})
+
+	// It comes back and takes the address back after the hold-down: a second start for it.
+	mu.Lock()
+	live[o] = true
+	nodes[o].mem.cut = false
+	mu.Unlock()
+	syncAll(t, nodes)
+	if got := owners(nodes)[netip.MustParseAddr(vip)]; len(got) != 1 || got[0] != o {
+		t.Fatalf("after %s came back, %s announced by %v, want %s", o, vip, got, o)
+	}
+	takeovers("owner back", map[string]float64{o: 2, p: 1})
 }

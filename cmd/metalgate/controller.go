@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -108,7 +109,10 @@ func runController(ctx context.Context, opts controllerOptions) error {
 		Name: opts.MemberlistSecret, Log: logger.WithName("memberlist-key")}); err != nil {
 		return fmt.Errorf("add memberlist key ensurer: %w", err)
 	}
-	m := controllers.NewMetrics(metrics.Registry)
+	m, err := controllerMetrics(metrics.Registry)
+	if err != nil {
+		return err
+	}
 	if err := controllers.Setup(ctx, mgr, controllers.Options{LBClass: opts.LBClass, Namespace: opts.Namespace, Metrics: m,
 		ServiceWorkers: opts.ServiceWorkers}); err != nil {
 		return err
@@ -140,6 +144,14 @@ func (opts controllerOptions) check() error {
 		return fmt.Errorf("--kube-api-burst %d: want at least 1 with a positive --kube-api-qps", opts.Burst)
 	}
 	return nil
+}
+
+// controllerMetrics registers the controller's metrics, metalgate_build_info among them, with reg.
+func controllerMetrics(reg prometheus.Registerer) (*controllers.Metrics, error) {
+	if err := version.RegisterBuildInfo(reg); err != nil {
+		return nil, err
+	}
+	return controllers.NewMetrics(reg), nil
 }
 
 // controllerClientConfigs are the client configurations of the manager (cfg, rate-limited by

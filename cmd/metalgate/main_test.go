@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -136,9 +137,15 @@ func TestControllerGivesSamplesAddresses(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
-		want := `metalgate_pool_addresses_in_use{family="ipv4",pool="default"} 1`
-		if !strings.Contains(string(body), want) {
-			return errors.New("metrics lack " + want)
+		for _, want := range []string{
+			`metalgate_pool_addresses_in_use{family="ipv4",pool="default"} 1`,
+			`metalgate_build_info{goversion="` + runtime.Version() + `",revision="`,
+			`metalgate_services_pending 0`,
+			`metalgate_allocation_duration_seconds_count `,
+		} {
+			if !strings.Contains(string(body), want) {
+				return errors.New("metrics lack " + want)
+			}
 		}
 		return nil
 	})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -341,7 +342,9 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 	if err != nil {
 		return err
 	}
-	dopts.Metrics = dataplane.NewMetrics(reg)
+	if dopts.Metrics, err = proxyMetrics(reg); err != nil {
+		return err
+	}
 	if opts.StaticConfig == "" {
 		if dopts.AffinityKey, err = affinityKey(ctx, opts); err != nil {
 			return err
@@ -488,6 +491,15 @@ func affinityKey(ctx context.Context, opts proxyOptions) ([]byte, error) {
 		return nil, fmt.Errorf("affinity cookie key (--affinity-key-secret): %w", err)
 	}
 	return key, nil
+}
+
+// proxyMetrics registers metalgate_build_info and the data plane's metrics with reg (the
+// control plane registers its own when it starts).
+func proxyMetrics(reg prometheus.Registerer) (*dataplane.Metrics, error) {
+	if err := version.RegisterBuildInfo(reg); err != nil {
+		return nil, err
+	}
+	return dataplane.NewMetrics(reg), nil
 }
 
 // controlPlaneOptions translates flags into control-plane options: the field manager

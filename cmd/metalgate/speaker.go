@@ -327,6 +327,9 @@ func newSpeakerEnv(ctx context.Context, opts *speakerOptions, reg metrics.Regist
 	if ip, err := netip.ParseAddr(opts.NodeIP); err == nil && len(nodeIPs) == 0 {
 		nodeIPs = []netip.Addr{ip.Unmap()}
 	}
+	if err := version.RegisterBuildInfo(reg); err != nil {
+		return nil, err
+	}
 	return &speakerEnv{opts: opts, log: logr.FromContextOrDiscard(ctx), reg: reg, nodeIPs: nodeIPs, ref: ref}, nil
 }
 
