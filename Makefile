@@ -26,6 +26,9 @@ VERSION ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || echo 
 # The chart's version is the release's without the leading v (Helm's convention); its
 # appVersion is the release version itself, which is also the image tag the chart defaults to.
 CHART_VERSION ?= $(patsubst v%,%,$(VERSION))
+# Image tags and label values may not hold "+": v0.0.0-dev+1a2b3c4 is tagged v0.0.0-dev-1a2b3c4
+# (a release's tag vX.Y.Z is unchanged).
+IMAGE_TAG ?= $(subst +,-,$(VERSION))
 VERSION_PKG := github.com/metalgate/metalgate/cmd/metalgate/internal/version
 LDFLAGS := -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION)
 GO_TEST_FLAGS ?=
@@ -41,10 +44,11 @@ build: ## Build bin/metalgate and the kubectl plugin bin/kubectl-metalgate.
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/kubectl-metalgate ./cmd/kubectl-metalgate
 
 .PHONY: version
-version: ## Print the version, revision and chart version this checkout builds (from git tags).
+version: ## Print the version, revision, chart version and image tag this checkout builds (from git tags).
 	@echo "VERSION=$(VERSION)"
 	@echo "REVISION=$(REVISION)"
 	@echo "CHART_VERSION=$(CHART_VERSION)"
+	@echo "IMAGE_TAG=$(IMAGE_TAG)"
 
 .PHONY: help
 help: ## List the targets.
@@ -168,8 +172,8 @@ chart-lint: $(HELM) ## helm lint --strict charts/metalgate, with its defaults an
 	  $(HELM) lint --strict charts/metalgate -f $$f; done
 
 .PHONY: chart-package
-chart-package: $(HELM) ## Package the chart at this checkout's version: _out/charts/metalgate-$(CHART_VERSION).tgz (appVersion, the default image tag, $(VERSION)).
-	$(HELM) package charts/metalgate --version $(CHART_VERSION) --app-version $(VERSION) -d $(ROOT)/_out/charts
+chart-package: $(HELM) ## Package the chart at this checkout's version: _out/charts/metalgate-$(CHART_VERSION).tgz (appVersion, the default image tag, $(IMAGE_TAG)).
+	$(HELM) package charts/metalgate --version $(CHART_VERSION) --app-version $(IMAGE_TAG) -d $(ROOT)/_out/charts
 
 # ---- benchmarks -----------------------------------------------------------------------------
 .PHONY: bench
