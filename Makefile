@@ -17,10 +17,20 @@ HELM_VERSION := v4.3.1
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
 HELM := $(BIN)/helm-$(HELM_VERSION)
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The release version, from git tags (a release is a tag vX.Y.Z): vX.Y.Z on the tag,
+# vX.Y.Z-N-g<commit> N commits after it, -dirty with uncommitted changes; v0.0.0-dev+<commit>[.dirty]
+# where no v* tag is reachable. REVISION is the full commit. Both go into the binary
+# (metalgate version), the image tag and the chart (make version prints them).
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-LDFLAGS := -s -w -X github.com/metalgate/metalgate/cmd/metalgate/internal/version.Version=$(VERSION) \
-	-X github.com/metalgate/metalgate/cmd/metalgate/internal/version.Revision=$(REVISION)
+VERSION ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || echo "v0.0.0-dev+$$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$$(git diff --quiet HEAD -- 2>/dev/null || echo .dirty)")
+# The chart's version is the release's without the leading v (Helm's convention); its
+# appVersion is the release version itself, which is also the image tag the chart defaults to.
+CHART_VERSION ?= $(patsubst v%,%,$(VERSION))
+# Image tags and label values may not hold "+": v0.0.0-dev+1a2b3c4 is tagged v0.0.0-dev-1a2b3c4
+# (a release's tag vX.Y.Z is unchanged).
+IMAGE_TAG ?= $(subst +,-,$(VERSION))
+VERSION_PKG := github.com/metalgate/metalgate/cmd/metalgate/internal/version
+LDFLAGS := -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION)
 GO_TEST_FLAGS ?=
 
 # envtest-style assets: kube-apiserver and kubectl built here, etcd from Debian.
@@ -32,6 +42,13 @@ export HELM
 build: ## Build bin/metalgate and the kubectl plugin bin/kubectl-metalgate.
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/metalgate ./cmd/metalgate
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/kubectl-metalgate ./cmd/kubectl-metalgate
+
+.PHONY: version
+version: ## Print the version, revision, chart version and image tag this checkout builds (from git tags).
+	@echo "VERSION=$(VERSION)"
+	@echo "REVISION=$(REVISION)"
+	@echo "CHART_VERSION=$(CHART_VERSION)"
+	@echo "IMAGE_TAG=$(IMAGE_TAG)"
 
 .PHONY: help
 help: ## List the targets.
@@ -155,8 +172,8 @@ chart-lint: $(HELM) ## helm lint --strict charts/metalgate, with its defaults an
 	  $(HELM) lint --strict charts/metalgate -f $$f; done
 
 .PHONY: chart-package
-chart-package: $(HELM) ## Package the chart: _out/charts/metalgate-<version>.tgz.
-	$(HELM) package charts/metalgate -d $(ROOT)/_out/charts
+chart-package: $(HELM) ## Package the chart at this checkout's version: _out/charts/metalgate-$(CHART_VERSION).tgz (appVersion, the default image tag, $(IMAGE_TAG)).
+	$(HELM) package charts/metalgate --version $(CHART_VERSION) --app-version $(IMAGE_TAG) -d $(ROOT)/_out/charts
 
 # ---- benchmarks -----------------------------------------------------------------------------
 .PHONY: bench

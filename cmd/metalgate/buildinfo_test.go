@@ -58,8 +58,8 @@ func TestBuildInfoPerComponent(t *testing.T) {
 				for _, l := range m.GetLabel() {
 					got[l.GetName()] = l.GetValue()
 				}
-				if got["version"] != version.Version || got["goversion"] != runtime.Version() || got["revision"] == "" {
-					t.Errorf("labels = %v, want version=%s goversion=%s and a revision", got, version.Version, runtime.Version())
+				if got["version"] != version.Get().Version || got["goversion"] != runtime.Version() || got["revision"] == "" {
+					t.Errorf("labels = %v, want version=%s goversion=%s and a revision", got, version.Get().Version, runtime.Version())
 				}
 				found = true
 			}

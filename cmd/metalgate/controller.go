@@ -125,7 +125,7 @@ func runController(ctx context.Context, opts controllerOptions) error {
 	if _, err := gateway.Setup(ctx, mgr, gateway.Options{Namespace: opts.Namespace, Proxy: proxy}); err != nil {
 		return err
 	}
-	logger.Info("starting controller", "version", version.Version, "lbClass", opts.LBClass, "leaderElect", opts.LeaderElect)
+	logger.Info("starting controller", "version", version.Get().Version, "lbClass", opts.LBClass, "leaderElect", opts.LeaderElect)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}
@@ -162,7 +162,7 @@ func controllerClientConfigs(opts controllerOptions) (cfg, leCfg *rest.Config, e
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg.UserAgent = "metalgate-controller/" + version.Version
+	cfg.UserAgent = "metalgate-controller/" + version.Get().Version
 	// Leader election keeps a bucket of its own, so a burst of allocations never delays a
 	// renewal (a late renewal loses the Lease).
 	leCfg = rest.CopyConfig(cfg)

@@ -29,7 +29,7 @@ func TestCommandLine(t *testing.T) {
 	}{
 		{name: "no command", args: nil, wantCode: 2, wantErr: "Usage:"},
 		{name: "unknown command", args: []string{"frobnicate"}, wantCode: 2, wantErr: `unknown command "frobnicate"`},
-		{name: "version", args: []string{"version"}, wantCode: 0, wantOut: "metalgate dev"},
+		{name: "version", args: []string{"version"}, wantCode: 0, wantOut: "metalgate v0.0.0-dev revision unknown go1."},
 		{name: "help", args: []string{"help"}, wantCode: 0, wantOut: "metalgate controller"},
 		{name: "bad flag", args: []string{"controller", "--no-such-flag"}, wantCode: 2, wantErr: "flag provided but not defined: -no-such-flag"},
 		{name: "stray argument", args: []string{"controller", "extra"}, wantCode: 2, wantErr: `unexpected argument "extra"`},

@@ -394,7 +394,7 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 		defer admin.Close()
 	}
 	go func() { served <- dp.Serve(ctx, httpLn, httpsLn) }()
-	logger.Info("starting proxy", "version", version.Version, "http", opts.HTTPAddr, "https", opts.HTTPSAddr, "admin", opts.AdminAddr)
+	logger.Info("starting proxy", "version", version.Get().Version, "http", opts.HTTPAddr, "https", opts.HTTPSAddr, "admin", opts.AdminAddr)
 	select {
 	case err := <-served: // after ctx ends, Serve drains requests in flight first
 		return err
@@ -558,7 +558,7 @@ func startControlPlane(ctx context.Context, opts proxyOptions, swap func(*table.
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst = float32(opts.QPS), opts.Burst
-	cfg.UserAgent = "metalgate-proxy/" + version.Version
+	cfg.UserAgent = "metalgate-proxy/" + version.Get().Version
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("register Kubernetes types: %w", err)

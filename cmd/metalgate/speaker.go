@@ -391,7 +391,7 @@ func (e *speakerEnv) speaker(mem *membership.Membership, keys membership.Keys, a
 		return nil, err
 	}
 	e.ref.sp.Store(sp)
-	e.log.Info("starting speaker", "version", version.Version, "node", e.opts.NodeName, "nodeIP", e.opts.NodeIP,
+	e.log.Info("starting speaker", "version", version.Get().Version, "node", e.opts.NodeName, "nodeIP", e.opts.NodeIP,
 		"memberlistPort", e.opts.MemberlistPort, "memberlistKey", membership.Fingerprint(keys.Primary), "static", e.opts.StaticConfig != "")
 	return sp, nil
 }
@@ -408,7 +408,7 @@ func newSpeakerManager(ctx context.Context, opts *speakerOptions, debug http.Han
 		return nil, nil, err
 	}
 	cfg.QPS, cfg.Burst = float32(opts.QPS), opts.Burst
-	cfg.UserAgent = "metalgate-speaker/" + version.Version
+	cfg.UserAgent = "metalgate-speaker/" + version.Get().Version
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, nil, fmt.Errorf("register Kubernetes types: %w", err)

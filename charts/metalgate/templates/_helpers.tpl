@@ -1,31 +1,95 @@
 {{/*
 metalgate.fullname: the prefix of every object's name. "metalgate" for a release named
 metalgate (the names config/default uses: metalgate-controller, metalgate-speaker,
-metalgate-proxy), else <release>-metalgate, or fullnameOverride. Cluster-scoped objects carry it
-too, so two releases with different names never share a ClusterRole or binding.
+metalgate-proxy), else <release>-metalgate, or fullnameOverride; nameOverride replaces
+"metalgate" in both rules. Cluster-scoped objects carry it too, so two releases with different
+names never share a ClusterRole or binding.
 */}}
 {{- define "metalgate.fullname" -}}
+{{- $name := .Values.nameOverride | default "metalgate" -}}
 {{- if .Values.fullnameOverride -}}
 {{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
-{{- else if contains "metalgate" .Release.Name -}}
+{{- else if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 40 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-metalgate" .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 
+{{/* metalgate.image: registry/repository, then @digest when set, else :tag (default: the
+chart's appVersion). */}}
 {{- define "metalgate.image" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- $repo := .Values.image.repository -}}
+{{- with .Values.image.registry }}{{ $repo = printf "%s/%s" . $repo }}{{ end -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $repo .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Labels of every object; app.kubernetes.io/name and component are what kubectl metalgate
-selects pods by. */}}
+selects pods by, so nameOverride does not change them. commonLabels are added to each. */}}
 {{- define "metalgate.labels" -}}
 app.kubernetes.io/name: metalgate
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* metalgate.podLabels: a pod template's labels, call with (dict "ctx" $ "component"
+"proxy"): the selector's, then commonLabels and <component>.podLabels (which cannot replace
+the selector's). */}}
+{{- define "metalgate.podLabels" -}}
+{{- $selector := include "metalgate.selectorLabels" . | fromYaml -}}
+{{- $labels := merge (dict) $selector (get .ctx.Values .component).podLabels .ctx.Values.commonLabels -}}
+{{- toYaml $labels -}}
+{{- end -}}
+
+{{/* metalgate.serviceAccountName: a component's ServiceAccount, call with (dict "ctx" $
+"component" "proxy" "values" .Values.proxy.serviceAccount): values.name, else
+<fullname>-<component>. */}}
+{{- define "metalgate.serviceAccountName" -}}
+{{- .values.name | default (printf "%s-%s" (include "metalgate.fullname" .ctx) .component) -}}
+{{- end -}}
+
+{{/* metalgate.logLevelArg: --zap-log-level from <component>.logLevel, else logLevel; nothing
+when both are empty (the binaries' default, info). Call with (dict "ctx" $ "level"
+.Values.proxy.logLevel). */}}
+{{- define "metalgate.logLevelArg" -}}
+{{- $level := toString (.level | default .ctx.Values.logLevel | default "") -}}
+{{- if $level -}}
+- --zap-log-level={{ $level }}
+{{- end -}}
+{{- end -}}
+
+{{/* metalgate.podDisruptionBudget: call with (dict "ctx" $ "component" "proxy" "values"
+.Values.proxy.podDisruptionBudget): minAvailable when set, else maxUnavailable. */}}
+{{- define "metalgate.podDisruptionBudget" -}}
+{{- $v := .values }}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "metalgate.fullname" .ctx }}-{{ .component }}
+  namespace: {{ .ctx.Release.Namespace }}
+  labels:
+    {{- include "metalgate.labels" .ctx | nindent 4 }}
+    app.kubernetes.io/component: {{ .component }}
+spec:
+  {{- if not (kindIs "invalid" $v.minAvailable) }}
+  minAvailable: {{ $v.minAvailable }}
+  {{- else if not (kindIs "invalid" $v.maxUnavailable) }}
+  maxUnavailable: {{ $v.maxUnavailable }}
+  {{- else }}
+  {{- fail (printf "%s.podDisruptionBudget: set minAvailable or maxUnavailable" .component) }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "metalgate.selectorLabels" (dict "ctx" .ctx "component" .component) | nindent 6 }}
 {{- end -}}
 
 {{/* selectorLabels: call with (dict "ctx" $ "component" "proxy"). */}}
@@ -45,22 +109,6 @@ its own, where its Service is), one per line. */}}
 {{ . }}
 {{ end -}}
 {{- end -}}
-{{- end -}}
-
-{{/* The pod security context shared by the controller and the proxy: non-root, no privilege. */}}
-{{- define "metalgate.restrictedPod" -}}
-runAsNonRoot: true
-runAsUser: 65532
-runAsGroup: 65532
-seccompProfile:
-  type: RuntimeDefault
-{{- end -}}
-
-{{- define "metalgate.restrictedContainer" -}}
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-capabilities:
-  drop: ["ALL"]
 {{- end -}}
 
 {{/* metalgate.proxyServedRules: what the proxy reads and writes in each namespace it serves
