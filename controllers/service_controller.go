@@ -35,8 +35,10 @@ const maxClaimAttempts = 32
 // ServiceReconciler assigns addresses to Services of type LoadBalancer.
 //
 // Invariants it keeps (ARCHITECTURE.md 1–3):
-//   - an address appears in a Service's status only after that Service holds the address's
-//     IPAddressClaim on the API server;
+//   - an address appears in a Service's status only while that Service holds the address's
+//     IPAddressClaim on the API server: checked there right before every status write, and a
+//     claim is released only after a status write that fences off writes prepared before the
+//     release began (withdraw.go) — with any number of controllers at once;
 //   - before it assigns anything it learns every claim and every Service status (bootstrap);
 //   - it writes Service status only for Services of its class, with optimistic concurrency.
 type ServiceReconciler struct {
@@ -73,8 +75,9 @@ func (r *ServiceReconciler) ours(svc *corev1.Service) bool { return servedBy(svc
 
 // Reconcile brings one Service's addresses, claims and status in line:
 //
-//	bootstrap, pool sync ─► read Service ─► decideService ─► release (and clear status)
-//	                                                     └─► request ─► assign and claim ─► write
+//	bootstrap, pool sync ─► read Service ─► decideService ─► withdraw (mark, fence, drop)
+//	                                                     └─► request ─► adopt the status ─► assign and claim
+//	                                                         ─► mark the others, write (checked), drop them
 func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	start := time.Now()
 	if err := r.bootstrap(ctx); err != nil {
