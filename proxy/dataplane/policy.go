@@ -111,7 +111,8 @@ func (s *Server) answer(w *responseWriter, r *http.Request, route *table.Route, 
 	}
 	if ba := p.BasicAuth; ba != nil {
 		user, pass, hasAuth := r.BasicAuth()
-		ok, err := s.auth.check(r.Context(), routeNamespace(route), ba, user, pass, hasAuth)
+		ns, _ := limitOwner(route) // password checks are counted per namespace (authslots.go)
+		ok, err := s.auth.check(r.Context(), ns, ba, user, pass, hasAuth)
 		switch {
 		case errors.Is(err, errAuthQueueFull):
 			s.limitHit(limitAuthQueue)
@@ -144,13 +145,6 @@ func limitOwner(route *table.Route) (ns, name string) {
 		o = route.HTTPRoute
 	}
 	return o.Namespace, o.String()
-}
-
-// routeNamespace is the namespace a route belongs to: its Ingress's or its HTTPRoute's. What
-// one tenant's requests use up is counted under it (authentication slots).
-func routeNamespace(route *table.Route) string {
-	ns, _ := limitOwner(route)
-	return ns
 }
 
 // allowed reports whether ip passes the lists: not in deny, and in allow when allow is set.
