@@ -59,6 +59,9 @@ func DesiredDeployment(gw *gwv1.Gateway, gc *gwv1.GatewayClass, plan Plan, names
 	for _, sp := range plan.Ports {
 		ports = append(ports, corev1.ContainerPort{Name: sp.Name, ContainerPort: sp.Port, Protocol: corev1.ProtocolTCP})
 	}
+	// Named as the chart names the Ingress proxy's, so one PodMonitor scrapes both (listener
+	// ports are named port-<n>).
+	ports = append(ports, corev1.ContainerPort{Name: "admin", ContainerPort: contract.ProxyAdminPort, Protocol: corev1.ProtocolTCP})
 	// The admin port's open paths: ready once the first routing table is built and while the
 	// watches are fresh, so the Gateway is Programmed only when its proxy serves its routes.
 	admin := intstr.FromInt32(contract.ProxyAdminPort)

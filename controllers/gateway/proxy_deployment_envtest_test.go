@@ -71,12 +71,12 @@ func TestGatewayProxyDeployment(t *testing.T) {
 			return ""
 		})
 	}
-	check("80,8443")
+	check("80,8443,10254")
 
 	if err := updateGateway(t, ns, "served", func(g *gwv1.Gateway) { g.Spec.Listeners = g.Spec.Listeners[1:] }); err != nil {
 		t.Fatal(err)
 	}
-	check("8443")
+	check("8443,10254")
 
 	d, err := proxyDeployment(t, ns, "served")
 	if err != nil {

@@ -1,0 +1,331 @@
+package config_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The Grafana dashboards (config/grafana) and the chart's monitoring objects (PodMonitor,
+// PrometheusRule, dashboard ConfigMaps), kept true to the metrics the code registers, to
+// promtool and to each other.
+
+const (
+	dashboardsDir      = "grafana"
+	chartDashboardsDir = chart + "/files/dashboards"
+	chartRulesFile     = chart + "/files/metalgate-rules.yaml"
+)
+
+// dashboard is the part of a Grafana dashboard's JSON the tests read.
+type dashboard struct {
+	UID        string `json:"uid"`
+	Title      string `json:"title"`
+	Templating struct {
+		List []struct {
+			Name string `json:"name"`
+		} `json:"list"`
+	} `json:"templating"`
+	Panels []struct {
+		ID      int    `json:"id"`
+		Title   string `json:"title"`
+		Targets []struct {
+			Expr  string `json:"expr"`
+			RefID string `json:"refId"`
+		} `json:"targets"`
+	} `json:"panels"`
+}
+
+func readDashboards(t *testing.T) map[string]dashboard {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dashboardsDir, "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no dashboards in %s: %v", dashboardsDir, err)
+	}
+	out := map[string]dashboard{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d dashboard
+		dec := json.NewDecoder(bytes.NewReader(b))
+		if err := dec.Decode(&d); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out[f] = d
+	}
+	return out
+}
+
+// grafanaVariable is a dashboard variable or Grafana's built-in interval in a query.
+var grafanaVariable = regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?`)
+
+// promQL is a panel's query as Prometheus sees it: Grafana's interval variables become 5m, a
+// dashboard variable (a multi-value regular expression) becomes ".*".
+func promQL(expr string) string {
+	return grafanaVariable.ReplaceAllStringFunc(expr, func(v string) string {
+		if strings.Contains(v, "__rate_interval") || strings.Contains(v, "__interval") || strings.Contains(v, "__range") {
+			return "5m"
+		}
+		return ".*"
+	})
+}
+
+// TestDashboards: every dashboard has a unique uid and a title, every panel a query; every
+// query reads only metrics the code registers and only the dashboard's own variables, and
+// promtool parses it; docs/observability.md names each dashboard file.
+func TestDashboards(t *testing.T) {
+	code := registeredMetrics(t)
+	doc, err := os.ReadFile(observabilityDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uids := map[string]string{}
+	var rules strings.Builder
+	rules.WriteString("groups:\n  - name: dashboards\n    rules:\n")
+	n := 0
+	for file, d := range readDashboards(t) {
+		if d.UID == "" || d.Title == "" {
+			t.Errorf("%s: uid %q, title %q: want both", file, d.UID, d.Title)
+		}
+		if other, dup := uids[d.UID]; dup {
+			t.Errorf("%s and %s share the uid %q", file, other, d.UID)
+		}
+		uids[d.UID] = file
+		if !strings.Contains(string(doc), filepath.Base(file)) {
+			t.Errorf("%s does not name the dashboard %s", observabilityDoc, filepath.Base(file))
+		}
+		vars := map[string]bool{"datasource": true}
+		for _, v := range d.Templating.List {
+			vars[v.Name] = true
+		}
+		if len(d.Panels) == 0 {
+			t.Errorf("%s has no panels", file)
+		}
+		for _, p := range d.Panels {
+			if len(p.Targets) == 0 {
+				t.Errorf("%s: panel %q has no query", file, p.Title)
+			}
+			for _, q := range p.Targets {
+				if q.Expr == "" {
+					t.Errorf("%s: panel %q query %s is empty", file, p.Title, q.RefID)
+					continue
+				}
+				ms := metricName.FindAllString(q.Expr, -1)
+				if len(ms) == 0 {
+					t.Errorf("%s: panel %q query %s reads no metalgate metric: %s", file, p.Title, q.RefID, q.Expr)
+				}
+				for _, m := range ms {
+					if !code[baseMetric(m, code)] {
+						t.Errorf("%s: panel %q reads %s, which no code registers", file, p.Title, m)
+					}
+				}
+				for _, v := range grafanaVariable.FindAllStringSubmatch(q.Expr, -1) {
+					if !strings.HasPrefix(v[1], "__") && !vars[v[1]] {
+						t.Errorf("%s: panel %q uses $%s, which the dashboard does not define", file, p.Title, v[1])
+					}
+				}
+				n++
+				b, err := json.Marshal(promQL(q.Expr))
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprintf(&rules, "      - record: dashboard_query_%d\n        expr: %s\n", n, b)
+			}
+		}
+	}
+	bin := promtool(t)
+	f := filepath.Join(t.TempDir(), "dashboards.yaml")
+	if err := os.WriteFile(f, []byte(rules.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "check", "rules", f).CombinedOutput(); err != nil {
+		t.Errorf("promtool does not parse every dashboard query: %v\n%s", err, out)
+	}
+}
+
+// TestChartMonitoringFiles: the chart ships the same dashboards and rules as config/ (helm
+// cannot read files outside the chart); -update copies them.
+func TestChartMonitoringFiles(t *testing.T) {
+	pairs := map[string]string{rulesFile: chartRulesFile}
+	files, err := filepath.Glob(filepath.Join(dashboardsDir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		pairs[f] = filepath.Join(chartDashboardsDir, filepath.Base(f))
+	}
+	if *update {
+		if err := os.MkdirAll(chartDashboardsDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for src, dst := range pairs {
+			b, err := os.ReadFile(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(dst, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	inChart, err := filepath.Glob(filepath.Join(chartDashboardsDir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inChart) != len(files) {
+		t.Errorf("the chart has %d dashboards, config/grafana %d (run: go test ./config/ -run TestChartMonitoringFiles -update)", len(inChart), len(files))
+	}
+	for src, dst := range pairs {
+		a, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(dst)
+		if err != nil {
+			t.Errorf("%v (run: go test ./config/ -run TestChartMonitoringFiles -update)", err)
+			continue
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s differs from %s (run: go test ./config/ -run TestChartMonitoringFiles -update)", dst, src)
+		}
+	}
+}
+
+// TestChartMonitoring: with the Prometheus Operator's API served, the chart renders a
+// PodMonitor that presents a token bound to the metrics reader for every metalgate pod's
+// metrics port, a PrometheusRule equal to the rules file, and one ConfigMap per dashboard;
+// without the API, neither operator object (and no error); the PodMonitor without the reader
+// ClusterRole is refused by name.
+func TestChartMonitoring(t *testing.T) {
+	helm := helmBinary(t)
+	all := []string{"--set", "monitoring.podMonitor.enabled=true,monitoring.prometheusRule.enabled=true,monitoring.grafanaDashboards.enabled=true"}
+
+	r, out, err := renderChart(t, helm, append(all, "--api-versions", "monitoring.coreos.com/v1")...)
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	pms := r.of("PodMonitor")
+	if len(pms) != 1 {
+		t.Fatalf("%d PodMonitors, want 1", len(pms))
+	}
+	var pm struct {
+		Spec struct {
+			NamespaceSelector struct {
+				Any bool `json:"any"`
+			} `json:"namespaceSelector"`
+			Selector struct {
+				MatchLabels map[string]string `json:"matchLabels"`
+			} `json:"selector"`
+			Endpoints []struct {
+				Port          string `json:"port"`
+				Path          string `json:"path"`
+				Authorization struct {
+					Type        string `json:"type"`
+					Credentials struct {
+						Name string `json:"name"`
+						Key  string `json:"key"`
+					} `json:"credentials"`
+				} `json:"authorization"`
+			} `json:"podMetricsEndpoints"`
+		} `json:"spec"`
+	}
+	fromUnstructured(t, pms[0], &pm)
+	if !pm.Spec.NamespaceSelector.Any || pm.Spec.Selector.MatchLabels["app.kubernetes.io/name"] != "metalgate" {
+		t.Errorf("PodMonitor selects %+v in any namespace: %v; want app.kubernetes.io/name=metalgate everywhere (Gateway proxies live in the Gateways' namespaces)", pm.Spec.Selector, pm.Spec.NamespaceSelector.Any)
+	}
+	// Each component's metrics port is one of the endpoints, by the name its pod gives it.
+	ports := map[string]bool{}
+	for _, e := range pm.Spec.Endpoints {
+		ports[e.Port] = true
+		if e.Path != "/metrics" || e.Authorization.Type != "Bearer" || e.Authorization.Credentials.Key != "token" {
+			t.Errorf("PodMonitor endpoint %+v: want /metrics with a bearer token", e)
+		}
+		secret := e.Authorization.Credentials.Name
+		var found bool
+		for _, s := range r.of("Secret") {
+			if s.GetName() == secret && s.Object["type"] == "kubernetes.io/service-account-token" {
+				found = s.GetAnnotations()["kubernetes.io/service-account.name"] != ""
+			}
+		}
+		if !found {
+			t.Errorf("PodMonitor's token Secret %q is not a rendered service-account token", secret)
+		}
+	}
+	for _, c := range []struct{ component, port string }{{"controller", "metrics"}, {"speaker", "metrics"}, {"proxy", "admin"}} {
+		var named bool
+		for _, p := range r.container(c.component).Ports {
+			named = named || p.Name == c.port
+		}
+		if !named || !ports[c.port] {
+			t.Errorf("%s: port %q named on the pod %v, scraped by the PodMonitor %v", c.component, c.port, named, ports[c.port])
+		}
+	}
+	var bound bool
+	for _, b := range r.of("ClusterRoleBinding") {
+		ref, _ := b.Object["roleRef"].(map[string]any)
+		subjects, _ := b.Object["subjects"].([]any)
+		if strings.HasSuffix(fmt.Sprint(ref["name"]), "-metrics-reader") && strings.Contains(fmt.Sprint(subjects), "metrics-scraper") {
+			bound = true
+		}
+	}
+	if !bound {
+		t.Error("no ClusterRoleBinding binds the metrics-reader ClusterRole to the scraper's ServiceAccount")
+	}
+
+	prs := r.of("PrometheusRule")
+	if len(prs) != 1 {
+		t.Fatalf("%d PrometheusRules, want 1", len(prs))
+	}
+	var pr struct {
+		Spec ruleFile `json:"spec"`
+	}
+	fromUnstructured(t, prs[0], &pr)
+	if diff := cmp.Diff(readRules(t), pr.Spec); diff != "" {
+		t.Errorf("the chart's PrometheusRule differs from %s (-file +chart):\n%s", rulesFile, diff)
+	}
+
+	dashboards := readDashboards(t)
+	var cms int
+	for _, cm := range r.of("ConfigMap") {
+		if cm.GetLabels()["grafana_dashboard"] != "1" {
+			continue
+		}
+		cms++
+		data, _ := cm.Object["data"].(map[string]any)
+		for name, v := range data {
+			var d dashboard
+			if err := json.Unmarshal([]byte(fmt.Sprint(v)), &d); err != nil {
+				t.Errorf("ConfigMap %s: %s is not JSON: %v", cm.GetName(), name, err)
+				continue
+			}
+			if want := dashboards[filepath.Join(dashboardsDir, name)]; want.UID == "" || want.UID != d.UID {
+				t.Errorf("ConfigMap %s holds %s with uid %q, config/grafana has %q", cm.GetName(), name, d.UID, want.UID)
+			}
+		}
+	}
+	if cms != len(dashboards) {
+		t.Errorf("%d dashboard ConfigMaps, want %d", cms, len(dashboards))
+	}
+
+	r, out, err = renderChart(t, helm, all...)
+	if err != nil {
+		t.Fatalf("helm template without monitoring.coreos.com/v1: %v\n%s", err, out)
+	}
+	if n := len(r.of("PodMonitor")) + len(r.of("PrometheusRule")); n != 0 {
+		t.Errorf("without the Prometheus Operator's API the chart renders %d of its objects, want 0", n)
+	}
+
+	_, out, err = renderChart(t, helm, append(all, "--api-versions", "monitoring.coreos.com/v1", "--set", "metricsReader.create=false")...)
+	if err == nil || !strings.Contains(out, "monitoring.podMonitor.enabled") {
+		t.Errorf("PodMonitor without the metrics reader: err %v, output %q; want a refusal naming monitoring.podMonitor.enabled", err, out)
+	}
+}
