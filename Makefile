@@ -175,6 +175,11 @@ chart-lint: $(HELM) ## helm lint --strict charts/metalgate, with its defaults an
 chart-package: $(HELM) ## Package the chart at this checkout's version: _out/charts/metalgate-$(CHART_VERSION).tgz (appVersion, the default image tag, $(IMAGE_TAG)).
 	$(HELM) package charts/metalgate --version $(CHART_VERSION) --app-version $(IMAGE_TAG) -d $(ROOT)/_out/charts
 
+.PHONY: release
+release: $(HELM) ## Build a release into _out/release/ (make release VERSION=x.y.z): OCI image for linux/amd64+arm64, chart, kubectl plugin archives, krew manifest, SBOM, SHA256SUMS (docs/release.md).
+	@case "$(VERSION)" in *dirty*|*-dev*) echo "release: VERSION=$(VERSION) is not a release version: make release VERSION=x.y.z"; exit 1;; esac
+	go run ./hack/release -version $(VERSION) -revision $(REVISION) -helm $(HELM) -out $(ROOT)/_out/release
+
 # ---- benchmarks -----------------------------------------------------------------------------
 .PHONY: bench
 bench: ## Allocator benchmarks: table, then RESULT alloc_last1k_over_first1k=<ratio>.
