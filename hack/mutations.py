@@ -76,6 +76,8 @@ M = [
  ("M22d unknown users answered without hashing", "proxy/dataplane/auth.go", [("\t\t_ = c.compare(ba.Decoy, pass)\n", "")], "TestBasicAuthUnknownUserHashed"),
  ("M22e no bcrypt cost cap", "proxy/table/htpasswd.go", [("if cost > MaxBcryptCost {", "if false {")], "TestParseHtpasswd|TestBasicAuthSecrets", [], "./proxy/table/"),
  ("M22f one cache of checked passwords for every namespace", "proxy/dataplane/auth.go", [("c.ok[ns]", "c.ok[\"\"]")], "TestBasicAuthCachePerNamespace"),
+ ("M23h-a the speaker's metrics port trusts loopback (on the host network: any process on the node)", "cmd/metalgate/speaker.go", [("\topts.HostNetwork = true\n", "")], "TestSpeakerAdminGuard", [], "./cmd/metalgate/"),
+ ("M23h-b a host-network guard still lets loopback through", "internal/adminauth/guard.go", [("(!g.opts.HostNetwork && IsLoopback(r.RemoteAddr))", "IsLoopback(r.RemoteAddr)")], "TestGuard$", [], "./internal/adminauth/"),
 ]
 only = sys.argv[1:]
 failed = 0
