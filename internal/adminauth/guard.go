@@ -22,8 +22,9 @@ import (
 type Reason string
 
 const (
-	// ReasonNoCredentials: no "Authorization: Bearer" token, and not from loopback or on the
-	// host network, where loopback counts for nothing (401).
+	// ReasonNoCredentials: no "Authorization: Bearer" token from a caller loopback does not
+	// let through: not from loopback, or on the host network, where loopback counts for
+	// nothing (401).
 	ReasonNoCredentials Reason = "no_credentials"
 	// ReasonInvalidToken: the API server did not authenticate the token (401).
 	ReasonInvalidToken Reason = "invalid_token"
@@ -82,9 +83,9 @@ type Options struct {
 }
 
 // Guard serves a request to the handler it wraps only when the caller may read it: on an open
-// path, from loopback (unless Options.HostNetwork), or with a bearer token the API server authenticates and authorises for
-// `get` (HEAD too; other methods: their lower-case name, as the API server's non-resource
-// requests) on the URL path. Otherwise it answers 400, 401, 403 or 503 and counts the reason.
+// path, from loopback (unless Options.HostNetwork), or with a bearer token the API server
+// authenticates and authorises for `get` (HEAD too; other methods: their lower-case name, as
+// the API server's non-resource requests) on the URL path. Otherwise it answers 400, 401, 403 or 503 and counts the reason.
 type Guard struct {
 	opts     Options
 	open     []string
