@@ -38,6 +38,49 @@ func renderChart(t *testing.T, helm string, args ...string) (rendered, string, e
 	return rendered{t: t, objs: decodeAll(t, "helm template", []byte(out))}, out, nil
 }
 
+// checkDebugReader: the release has the debug reader (ServiceAccount, ClusterRole with the
+// rules of want, a binding of the one to the other) when want is not nil, else none of it.
+func (r rendered) checkDebugReader(t *testing.T, want []*rbacv1.ClusterRole) {
+	t.Helper()
+	var got []string
+	for _, o := range r.objs {
+		if o.GetLabels()["app.kubernetes.io/component"] == "debug-reader" {
+			got = append(got, o.GetKind()+" "+o.GetName())
+		}
+	}
+	if want == nil {
+		if len(got) != 0 {
+			t.Errorf("debug reader objects %v, want none", got)
+		}
+		return
+	}
+	if diff := cmp.Diff([]string{"ServiceAccount metalgate-debug-reader", "ClusterRole metalgate-debug-reader", "ClusterRoleBinding metalgate-debug-reader"}, got); diff != "" {
+		t.Errorf("debug reader objects (-want +got):\n%s", diff)
+	}
+	for _, o := range r.of("ClusterRole") {
+		if o.GetName() == "metalgate-debug-reader" {
+			var cr rbacv1.ClusterRole
+			fromUnstructured(t, o, &cr)
+			if len(want) != 1 {
+				t.Fatalf("config/: %d debug reader ClusterRoles, want 1", len(want))
+			}
+			if diff := cmp.Diff(want[0].Rules, cr.Rules); diff != "" {
+				t.Errorf("debug reader rules differ from config/'s (-config +chart):\n%s", diff)
+			}
+		}
+	}
+	for _, o := range r.of("ClusterRoleBinding") {
+		if o.GetName() == "metalgate-debug-reader" {
+			var b rbacv1.ClusterRoleBinding
+			fromUnstructured(t, o, &b)
+			wantSubj := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "metalgate-debug-reader", Namespace: "metalgate-system"}}
+			if b.RoleRef.Name != "metalgate-debug-reader" || !cmp.Equal(wantSubj, b.Subjects) {
+				t.Errorf("debug reader binding binds %v to %s, want %v to metalgate-debug-reader", b.Subjects, b.RoleRef.Name, wantSubj)
+			}
+		}
+	}
+}
+
 // of is every object of kind.
 func (r rendered) of(kind string) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
@@ -174,10 +217,13 @@ func TestChartValues(t *testing.T) {
 			if pdbs := r.of("PodDisruptionBudget"); len(pdbs) != 0 {
 				t.Errorf("%d PodDisruptionBudgets, want none by default", len(pdbs))
 			}
-			wantSAs := []string{"metalgate-controller", "metalgate-gateway-proxy", "metalgate-proxy", "metalgate-speaker"}
+			wantSAs := []string{"metalgate-controller", "metalgate-debug-reader", "metalgate-gateway-proxy", "metalgate-proxy", "metalgate-speaker"}
 			if diff := cmp.Diff(wantSAs, r.serviceAccounts()); diff != "" {
 				t.Errorf("ServiceAccounts (-want +got):\n%s", diff)
 			}
+			// The debug reader kubectl metalgate reads the speakers as: config/'s rules, bound
+			// to its ServiceAccount only.
+			r.checkDebugReader(t, objects[rbacv1.ClusterRole](t, "ClusterRole", "rbac/debug-reader/debug_reader.yaml"))
 			for _, c := range components {
 				ctr := r.container(c)
 				if got := argsWith(ctr, "--zap-log-level"); len(got) != 0 {
@@ -281,8 +327,14 @@ func TestChartValues(t *testing.T) {
 				t.Errorf("PodDisruptionBudgets (-want +got):\n%s", diff)
 			}
 		}},
+		{name: "no debug reader", set: []string{`debugReader.create=false`}, check: func(t *testing.T, r rendered) {
+			r.checkDebugReader(t, nil)
+		}},
+		{name: "no speaker, no debug reader", set: []string{`speaker.enabled=false`}, check: func(t *testing.T, r rendered) {
+			r.checkDebugReader(t, nil)
+		}},
 		{name: "ServiceAccounts of your own", set: []string{`controller.serviceAccount={"create":false,"name":"lb-controller"}`, `speaker.serviceAccount={"annotations":{"a":"b"}}`, `proxy.serviceAccount={"name":"edge"}`, `gatewayProxy.serviceAccount={"create":false,"name":"gw"}`}, check: func(t *testing.T, r rendered) {
-			if diff := cmp.Diff([]string{"edge", "metalgate-speaker"}, r.serviceAccounts()); diff != "" {
+			if diff := cmp.Diff([]string{"edge", "metalgate-debug-reader", "metalgate-speaker"}, r.serviceAccounts()); diff != "" {
 				t.Errorf("ServiceAccounts created (-want +got):\n%s", diff)
 			}
 			for c, want := range map[string]string{"controller": "lb-controller", "speaker": "metalgate-speaker", "proxy": "edge", "gateway-proxy": "gw"} {

@@ -344,9 +344,11 @@ func TestPlugin(t *testing.T) {
 // adminPortsRefuseStrangers checks, from node n2's network namespace (where a host-network
 // pod or anything on the node network would stand), that the speakers' metrics ports, the
 // proxy's admin port in ns and the controller's metrics port serve /metrics and /debug/* only
-// to a bearer token authorised for the path, while the proxy's probe paths stay open. The
-// token is a ServiceAccount's in ns bound to metalgate-metrics-reader (config/rbac): the
-// components' own RBAC (config/) must let them review it.
+// to a bearer token authorised for the path, while the proxy's probe paths stay open — and,
+// from n1's own loopback (any process on the node: the speaker is on the host network), that
+// the speaker asks for the same token there. The token is a ServiceAccount's in ns bound to
+// metalgate-metrics-reader (config/rbac): the components' own RBAC (config/) must let them
+// review it; the debug reader's (config/rbac/debug-reader) may read /debug/announcements.
 func adminPortsRefuseStrangers(t *testing.T, l *lab.Lab, cs kubernetes.Interface, ns string) {
 	ctx := context.Background()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "scraper", Namespace: ns}}
@@ -381,39 +383,54 @@ func adminPortsRefuseStrangers(t *testing.T, l *lab.Lab, cs kubernetes.Interface
 	proxy := net.JoinHostPort(podIP(ns, "app.kubernetes.io/component=proxy"), "10254")
 	controller := net.JoinHostPort(podIP(operatorNamespace, "app.kubernetes.io/component=controller"), "8080")
 	speaker := net.JoinHostPort(lab.Nodes()[0].IPv4.String(), "7472") // n1's, asked from n2
+	const speakerLoopback = "127.0.0.1:7472"                          // n1's, asked from n1
+	debugReader, err := debugReaderToken(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
 
-	// code GETs url from n2 with the token when withToken, and returns the HTTP status.
-	code := func(url string, withToken bool) (string, error) {
+	// code GETs url from node with bearer token tok (none when ""), and returns the HTTP status.
+	code := func(node, url, tok string) (string, error) {
 		args := []string{"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5"}
-		if withToken {
-			args = append(args, "-H", "Authorization: Bearer "+token)
+		if tok != "" {
+			args = append(args, "-H", "Authorization: Bearer "+tok)
 		}
-		out, err := l.Exec(ctx, "n2", append(args, url)...)
+		out, err := l.Exec(ctx, node, append(args, url)...)
 		return strings.TrimSpace(out), err
 	}
 	tests := []struct {
-		name, url          string
+		name, node, url    string
 		noToken, withToken string // HTTP status without a token, with the metrics reader's
+		withDebugReader    string // with the debug reader's; "" not asked
 	}{
-		{"speaker metrics", "http://" + speaker + "/metrics", "401", "200"},
-		{"speaker debug", "http://" + speaker + "/debug/announcements", "401", "403"},
-		{"proxy metrics", "http://" + proxy + "/metrics", "401", "200"},
-		{"proxy debug", "http://" + proxy + "/debug/backends?ingress=" + ns + "/echo", "401", "403"},
-		{"proxy liveness probe", "http://" + proxy + "/healthz", "200", "200"},
-		{"proxy readiness probe", "http://" + proxy + "/readyz", "200", "200"},
-		{"controller metrics", "http://" + controller + "/metrics", "401", "200"},
+		{"speaker metrics", "n2", "http://" + speaker + "/metrics", "401", "200", "200"},
+		{"speaker debug", "n2", "http://" + speaker + "/debug/announcements", "401", "403", "200"},
+		{"speaker metrics from the node's loopback", "n1", "http://" + speakerLoopback + "/metrics", "401", "200", "200"},
+		{"speaker debug from the node's loopback", "n1", "http://" + speakerLoopback + "/debug/announcements", "401", "403", "200"},
+		{"proxy metrics", "n2", "http://" + proxy + "/metrics", "401", "200", ""},
+		{"proxy debug", "n2", "http://" + proxy + "/debug/backends?ingress=" + ns + "/echo", "401", "403", "403"},
+		{"proxy liveness probe", "n2", "http://" + proxy + "/healthz", "200", "200", ""},
+		{"proxy readiness probe", "n2", "http://" + proxy + "/readyz", "200", "200", ""},
+		{"controller metrics", "n2", "http://" + controller + "/metrics", "401", "200", ""},
 	}
 	for _, tc := range tests {
 		// The binding may reach the API server's authorizer a moment after it was created (a
 		// refusal is remembered for 10 s): poll.
-		eventually(t, 30*time.Second, tc.name+" from the node network", func() error {
-			got, err := code(tc.url, false)
+		eventually(t, 30*time.Second, tc.name+" from "+tc.node, func() error {
+			got, err := code(tc.node, tc.url, "")
 			if err != nil || got != tc.noToken {
 				return fmt.Errorf("GET %s without a token: %q %v, want %s", tc.url, got, err, tc.noToken)
 			}
-			got, err = code(tc.url, true)
+			got, err = code(tc.node, tc.url, token)
 			if err != nil || got != tc.withToken {
 				return fmt.Errorf("GET %s with the metrics reader's token: %q %v, want %s", tc.url, got, err, tc.withToken)
+			}
+			if tc.withDebugReader == "" {
+				return nil
+			}
+			got, err = code(tc.node, tc.url, debugReader)
+			if err != nil || got != tc.withDebugReader {
+				return fmt.Errorf("GET %s with the debug reader's token: %q %v, want %s", tc.url, got, err, tc.withDebugReader)
 			}
 			return nil
 		})

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
@@ -16,9 +18,11 @@ import (
 )
 
 // portForwardGet GETs path from port of a pod through the API server's pods/portforward, as
-// kubectl port-forward does (a listener on 127.0.0.1 of this process, closed on return): the
-// way to read an admin port that answers loopback callers and authorised tokens only.
-func portForwardGet(ctx context.Context, cfg *rest.Config, namespace, pod string, port int, path string) ([]byte, error) {
+// kubectl port-forward does (a listener on 127.0.0.1 of this process, closed on return), with
+// token as a bearer token when not empty: the way to read an admin port that answers loopback
+// callers and authorised tokens only (the proxy's), or authorised tokens only (the speaker's,
+// on the host network: debugReaderToken).
+func portForwardGet(ctx context.Context, cfg *rest.Config, namespace, pod string, port int, path, token string) ([]byte, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -57,6 +61,9 @@ func portForwardGet(ctx context.Context, cfg *rest.Config, namespace, pod string
 	if err != nil {
 		return nil, err
 	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
 	if err != nil {
 		return nil, err
@@ -70,4 +77,18 @@ func portForwardGet(ctx context.Context, cfg *rest.Config, namespace, pod string
 		return nil, fmt.Errorf("GET %s from %s/%s port %d: HTTP %d: %s", path, namespace, pod, port, resp.StatusCode, body)
 	}
 	return body, nil
+}
+
+// debugReaderToken returns a 10-minute token of the ServiceAccount metalgate-debug-reader that
+// config/speaker installs (get /metrics and /debug/announcements), as kubectl metalgate asks
+// for one: the speakers' metrics port is on the host network and serves no caller without a
+// token, loopback included.
+func debugReaderToken(ctx context.Context, cs kubernetes.Interface) (string, error) {
+	secs := int64(600)
+	tr, err := cs.CoreV1().ServiceAccounts(operatorNamespace).CreateToken(ctx, "metalgate-debug-reader",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("TokenRequest for %s/metalgate-debug-reader: %w", operatorNamespace, err)
+	}
+	return tr.Status.Token, nil
 }

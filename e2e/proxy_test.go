@@ -511,7 +511,7 @@ func (p *proxyLab) tableSwaps(t *testing.T, pod string) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	raw, err := portForwardGet(ctx, p.l.RESTConfig(), p.ns, pod, 10254, "/metrics")
+	raw, err := portForwardGet(ctx, p.l.RESTConfig(), p.ns, pod, 10254, "/metrics", "")
 	if err != nil {
 		t.Fatalf("metrics of %s: %v", pod, err)
 	}

@@ -72,6 +72,10 @@ func TestSpeakerAnnouncesBGP(t *testing.T) {
 	curlThroughRouter(t, l, vip, ns)
 
 	t.Run("status and debug endpoint", func(t *testing.T) {
+		token, err := debugReaderToken(ctx, cs)
+		if err != nil {
+			t.Fatal(err)
+		}
 		eventually(t, 30*time.Second, "BGPPeer "+bgpPeerName+" status: every node Established with the VIP", func() error {
 			return peerStatus(ctx, cl, bgpPeerName, func(n lab.Node, e *v1alpha1.BGPPeerNodeStatus) error {
 				if e.SessionState != v1alpha1.SessionStateEstablished || e.PrefixesAdvertised < 1 || e.LastError != "" || e.LastTransitionTime.IsZero() {
@@ -82,7 +86,7 @@ func TestSpeakerAnnouncesBGP(t *testing.T) {
 		})
 		for _, n := range lab.Nodes() {
 			eventually(t, 15*time.Second, n.Name+" /debug/announcements lists the VIP to "+bgpPeerName, func() error {
-				a, err := debugAnnouncements(ctx, l, n.Name)
+				a, err := debugAnnouncements(ctx, l, n.Name, token)
 				if err != nil {
 					return err
 				}
@@ -567,9 +571,10 @@ func peerEvents(ctx context.Context, cs kubernetes.Interface, p *v1alpha1.BGPPee
 	return nil
 }
 
-// debugAnnouncements reads a speaker's /debug/announcements on its metrics port, from its node.
-func debugAnnouncements(ctx context.Context, l *lab.Lab, node string) (*speakerAnnouncements, error) {
-	out, err := l.Exec(ctx, node, "curl", "-s", "--max-time", "3", "http://127.0.0.1:7472/debug/announcements")
+// debugAnnouncements reads a speaker's /debug/announcements on its metrics port, from its node,
+// with token (debugReaderToken): on the host network, loopback is no credential.
+func debugAnnouncements(ctx context.Context, l *lab.Lab, node, token string) (*speakerAnnouncements, error) {
+	out, err := l.Exec(ctx, node, "curl", "-s", "--max-time", "3", "-H", "Authorization: Bearer "+token, "http://127.0.0.1:7472/debug/announcements")
 	if err != nil {
 		return nil, fmt.Errorf("curl: %v: %s", err, shortErr(out))
 	}

@@ -71,12 +71,16 @@ func TestSpeakerRogueMember(t *testing.T) {
 	})
 
 	pods := podsByNode(t, cs, operatorNamespace, "app.kubernetes.io/name=metalgate,app.kubernetes.io/component=speaker")
+	token, err := debugReaderToken(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
 	metric := func(node, series string) (float64, error) {
 		p, ok := pods[node]
 		if !ok {
 			return 0, fmt.Errorf("no speaker pod on %s", node)
 		}
-		b, err := portForwardGet(ctx, l.RESTConfig(), operatorNamespace, p.Name, 7472, "/metrics")
+		b, err := portForwardGet(ctx, l.RESTConfig(), operatorNamespace, p.Name, 7472, "/metrics", token)
 		if err != nil {
 			return 0, err
 		}

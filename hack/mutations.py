@@ -76,6 +76,10 @@ M = [
  ("M22d unknown users answered without hashing", "proxy/dataplane/auth.go", [("\t\t_ = c.compare(ba.Decoy, pass)\n", "")], "TestBasicAuthUnknownUserHashed"),
  ("M22e no bcrypt cost cap", "proxy/table/htpasswd.go", [("if cost > MaxBcryptCost {", "if false {")], "TestParseHtpasswd|TestBasicAuthSecrets", [], "./proxy/table/"),
  ("M22f one cache of checked passwords for every namespace", "proxy/dataplane/auth.go", [("c.ok[ns]", "c.ok[\"\"]")], "TestBasicAuthCachePerNamespace"),
+ ("M23h-a the speaker's metrics port trusts loopback (on the host network: any process on the node)", "cmd/metalgate/speaker.go", [("\topts.HostNetwork = true\n", "")], "TestSpeakerAdminGuard", [], "./cmd/metalgate/"),
+ ("M23h-b a host-network guard still lets loopback through", "internal/adminauth/guard.go", [("(!g.opts.HostNetwork && IsLoopback(r.RemoteAddr))", "IsLoopback(r.RemoteAddr)")], "TestGuard$", [], "./internal/adminauth/"),
+ ("M23h-c kubectl metalgate reads the speakers without a token", "cmd/kubectl-metalgate/announcers.go", [("\t\theader = http.Header{\"Authorization\": {\"Bearer \" + tok}}\n", "\t\t_ = tok\n")], "TestAgainstAPIServer", [], "./cmd/kubectl-metalgate/"),
+ ("M23h-d kubectl metalgate sends the user's own token when the reader's is there", "cmd/kubectl-metalgate/speakertoken.go", [("\treader := s.reader\n", "\tif own, _ := s.kubeconfig(); own != \"\" {\n\t\treturn own, nil\n\t}\n\treader := s.reader\n")], "TestSpeakerTokenChoice", [], "./cmd/kubectl-metalgate/"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -47,19 +47,27 @@ func askSpeakers(ctx context.Context, e *env) ([]speakerAnswer, error) {
 		return nil, fmt.Errorf("list speaker pods in %s: %w", e.o.namespace, err)
 	}
 	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Spec.NodeName < pods.Items[j].Spec.NodeName })
+	var header http.Header
+	if len(pods.Items) > 0 && e.speakerTokens != nil {
+		tok, err := e.speakerTokens.token(ctx, e.o.namespace)
+		if err != nil {
+			return nil, err
+		}
+		header = http.Header{"Authorization": {"Bearer " + tok}}
+	}
 	out := make([]speakerAnswer, len(pods.Items))
-	parallel(len(pods.Items), func(i int) { out[i] = askSpeaker(ctx, e.pods, &pods.Items[i]) })
+	parallel(len(pods.Items), func(i int) { out[i] = askSpeaker(ctx, e.pods, &pods.Items[i], header) })
 	return out, nil
 }
 
-// askSpeaker asks one speaker pod for its announcements.
-func askSpeaker(ctx context.Context, pods podProxy, p *corev1.Pod) speakerAnswer {
+// askSpeaker asks one speaker pod for its announcements, sending header (the bearer token).
+func askSpeaker(ctx context.Context, pods podProxy, p *corev1.Pod, header http.Header) speakerAnswer {
 	a := speakerAnswer{pod: p.Name, node: p.Spec.NodeName}
 	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 		a.err = fmt.Errorf("pod is %s", podState(p))
 		return a
 	}
-	code, body, err := pods.Get(ctx, p.Namespace, p.Name, contract.SpeakerMetricsPort, contract.DebugAnnouncementsPath, nil)
+	code, body, err := pods.Get(ctx, p.Namespace, p.Name, contract.SpeakerMetricsPort, contract.DebugAnnouncementsPath, nil, header)
 	switch {
 	case err != nil:
 		a.err = err

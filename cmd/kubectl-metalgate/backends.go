@@ -104,7 +104,7 @@ func askProxy(ctx context.Context, pods podProxy, p proxyPod, query url.Values) 
 		a.err = fmt.Errorf("pod is %s", podState(p.pod))
 		return a
 	}
-	code, body, err := pods.Get(ctx, p.pod.Namespace, p.pod.Name, p.adminPort, contract.DebugBackendsPath, query)
+	code, body, err := pods.Get(ctx, p.pod.Namespace, p.pod.Name, p.adminPort, contract.DebugBackendsPath, query, nil)
 	switch {
 	case err != nil:
 		a.err = err

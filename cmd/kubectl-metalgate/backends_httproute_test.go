@@ -42,6 +42,10 @@ func TestBackendsHTTPRouteAgainstAPIServer(t *testing.T) {
 	for _, ns := range []string{"metalgate-system", "infra", "app"} {
 		must(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	}
+	// announcers reads the speakers with the debug reader's token (config/rbac/debug-reader).
+	for _, o := range manifestObjects(t, "../../config/rbac/debug-reader/debug_reader.yaml") {
+		must(c.Create(ctx, o))
+	}
 	must(c.Create(ctx, &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "metalgate"}, Spec: gwv1.GatewayClassSpec{ControllerName: gatewayController}}))
 	must(c.Create(ctx, &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "other"}, Spec: gwv1.GatewayClassSpec{ControllerName: "example.com/other"}}))
 	all := gwv1.NamespacesFromAll

@@ -54,6 +54,10 @@ Flags (before or after the command):
   -n, --namespace NS  metalgate's namespace, where pools and speakers live (default
                       metalgate-system); for backends, TARGET's namespace (default:
                       the kubeconfig context's); for migrate, where MetalLB's objects go
+  --debug-reader SA   the ServiceAccount in metalgate's namespace whose short-lived token
+                      (TokenRequest) reads the speakers for allocations and announcers
+                      (default metalgate-debug-reader); without one, the kubeconfig's own
+                      bearer token is sent
 
 migrate flags:
   -f, --filename FILE|DIR|-   read manifests (YAML or JSON, Lists too) instead of the cluster;
@@ -81,6 +85,8 @@ func main() {
 // options are the plugin's global flags.
 type options struct {
 	kubeconfig, context, namespace string
+	// debugReader is the ServiceAccount whose token reads the speakers (--debug-reader).
+	debugReader string
 	// namespaceSet says -n was given (backends then takes it as the Ingress's namespace).
 	namespaceSet bool
 	migrate      migrateOptions
@@ -90,6 +96,8 @@ type options struct {
 type env struct {
 	c    client.Reader
 	pods podProxy
+	// speakerTokens gives the token the speakers are read with; nil: none is sent.
+	speakerTokens *speakerTokens
 	// done releases what the command held open (port-forwards); nil: nothing.
 	done func()
 	o    options
@@ -168,6 +176,7 @@ func parseCommandLine(args []string, commands map[string]command, stderr io.Writ
 	fs.StringVar(&o.context, "context", "", "kubeconfig context")
 	fs.StringVar(&o.namespace, "namespace", "metalgate-system", "metalgate's namespace")
 	fs.StringVar(&o.namespace, "n", "metalgate-system", "metalgate's namespace")
+	fs.StringVar(&o.debugReader, "debug-reader", debugReaderName, "ServiceAccount whose token reads the speakers")
 	registerMigrateFlags(fs, &o.migrate)
 	rest := args
 	for {
@@ -257,5 +266,5 @@ func newEnv(o options) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &env{c: c, pods: pf, done: pf.Close, o: o, contextNamespace: ns, now: time.Now}, nil
+	return &env{c: c, pods: pf, speakerTokens: newSpeakerTokens(cfg, cs, o.debugReader), done: pf.Close, o: o, contextNamespace: ns, now: time.Now}, nil
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,11 +22,15 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/internal/adminauth"
 	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/proxy/dataplane"
 	"github.com/metalgate/metalgate/proxy/table"
@@ -83,7 +89,7 @@ func apiServer(t *testing.T, crdDirs ...string) (string, *env) {
 // cannot reach a kubelet.
 type httpPods map[string]*httptest.Server
 
-func (h httpPods) Get(ctx context.Context, namespace, pod string, port int, path string, query url.Values) (int, []byte, error) {
+func (h httpPods) Get(ctx context.Context, namespace, pod string, port int, path string, query url.Values, header http.Header) (int, []byte, error) {
 	srv := h[fmt.Sprintf("%s/%s:%d", namespace, pod, port)]
 	if srv == nil {
 		return 0, nil, fmt.Errorf("pod %s/%s port %d: no route to host", namespace, pod, port)
@@ -95,6 +101,9 @@ func (h httpPods) Get(ctx context.Context, namespace, pod string, port int, path
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return 0, nil, err
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -229,8 +238,20 @@ func TestAgainstAPIServer(t *testing.T) {
 		FirstTimestamp: metav1.NewTime(now), LastTimestamp: metav1.NewTime(now)}))
 
 	// The speaker on n1 announces web and the proxy by layer 2; the proxy serves a table built
-	// from the objects above.
-	speakerSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// from the objects above. The speaker's port is guarded as the speaker guards it (host
+	// network: loopback is no credential), reviewing tokens with this API server, where the
+	// debug reader is installed as config/ ships it; "nobody" may read nothing.
+	for _, o := range manifestObjects(t, "../../config/rbac/debug-reader/debug_reader.yaml") {
+		must(c.Create(ctx, o))
+	}
+	must(c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "metalgate-system", Name: "nobody"}}))
+	restCfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	must(err)
+	reviewer, err := adminauth.NewKubeReviewer(restCfg, nil)
+	must(err)
+	speakerGuard, err := adminauth.New(adminauth.Options{HostNetwork: true, Reviewer: reviewer, OpenPaths: []string{}})
+	must(err)
+	speakerSrv := httptest.NewServer(speakerGuard.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != contract.DebugAnnouncementsPath {
 			http.NotFound(w, r)
 			return
@@ -239,7 +260,7 @@ func TestAgainstAPIServer(t *testing.T) {
 			{Service: "default/web", VIP: "100.64.0.0", Mode: contract.ModeLayer2, Where: []string{"eth0"}},
 			{Service: "metalgate-system/metalgate-proxy", VIP: "100.64.0.2", Mode: contract.ModeLayer2, Where: []string{"eth0"}},
 		}})
-	}))
+	})))
 	t.Cleanup(speakerSrv.Close)
 	dp, err := dataplane.New(dataplane.Options{Logger: logr.Discard()})
 	must(err)
@@ -278,6 +299,9 @@ func TestAgainstAPIServer(t *testing.T) {
 			"warning: speaker speaker-3 on node n3 did not answer: pod is pending",
 			"warning: VIP 100.64.0.1 of Service default/dark is announced by no node that answered (2 speaker(s) did not)",
 		}, nil},
+		{"announcers with a reader that may read nothing", []string{"announcers", "--debug-reader", "nobody"}, 0, []string{
+			`warning: speaker speaker-1 on node n1 did not answer: GET /debug/announcements: HTTP 403: Forbidden: user "system:serviceaccount:metalgate-system:nobody" may not get /debug/announcements`,
+		}, []string{"100.64.0.0  default/web"}},
 		{"backends", []string{"backends", "web", "-n", "shop"}, 0, []string{
 			"proxy metalgate-system/metalgate-proxy-1 (node n2): table generation 1, applied",
 			"web.test  / (Prefix)  shop/shop:http  10.244.1.5:8080  yes    yes                             0",
@@ -318,6 +342,44 @@ func TestAgainstAPIServer(t *testing.T) {
 				}
 			}
 		})
+	}
+
+	// Without the debug reader (and with a kubeconfig of client certificates), the plugin has no
+	// token to read the speakers with and says what is missing.
+	t.Run("announcers without the debug reader", func(t *testing.T) {
+		must(c.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "metalgate-system", Name: "metalgate-debug-reader"}}))
+		var out, errOut bytes.Buffer
+		if code := runWith(ctx, []string{"announcers", "--kubeconfig", kubeconfig}, &out, &errOut, connect); code != 1 {
+			t.Errorf("exit = %d, want 1; stdout %q", code, out.String())
+		}
+		for _, w := range []string{"needs a bearer token", "ServiceAccount metalgate-system/metalgate-debug-reader not found", "the kubeconfig has no bearer token"} {
+			if !strings.Contains(errOut.String(), w) {
+				t.Errorf("stderr %q lacks %q", errOut.String(), w)
+			}
+		}
+	})
+}
+
+// manifestObjects reads the objects of a multi-document YAML file.
+func manifestObjects(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var o unstructured.Unstructured
+		if err := dec.Decode(&o.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(o.Object) > 0 {
+			out = append(out, &o)
+		}
 	}
 }
 

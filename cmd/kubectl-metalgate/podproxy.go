@@ -25,9 +25,10 @@ import (
 // ingress proxies only through the API server, so it needs no route to the pod network;
 // tests serve it with httptest.
 type podProxy interface {
-	// Get returns the HTTP status and body of GET path?query on the pod's port. err is set when
-	// no answer came back (the API server could not reach the pod, or the pod is gone).
-	Get(ctx context.Context, namespace, pod string, port int, path string, query url.Values) (status int, body []byte, err error)
+	// Get returns the HTTP status and body of GET path?query, sent with header (may be nil), on
+	// the pod's port. err is set when no answer came back (the API server could not reach the
+	// pod, or the pod is gone).
+	Get(ctx context.Context, namespace, pod string, port int, path string, query url.Values, header http.Header) (status int, body []byte, err error)
 }
 
 // maxBody bounds an answer read from a pod.
@@ -35,10 +36,11 @@ const maxBody = 8 << 20
 
 // portForwards is podProxy through the API server's pods/portforward subresource, as kubectl
 // port-forward does: the API server authorises the user (create pods/portforward), the
-// kubelet's container runtime dials localhost:port inside the pod's network namespace (the
-// node's, for the host-network speakers), and the speaker or proxy serves the request because
-// it comes from loopback (internal/adminauth). pods/proxy cannot do this: the API server strips
-// the user's credentials before proxying, and its own connection to the pod is anonymous.
+// kubelet's container runtime dials localhost:port inside the pod's network namespace, and the
+// proxy serves the request because it comes from loopback (internal/adminauth). The speakers
+// run on the host network, where loopback is the node's and counts for nothing: they are sent
+// a bearer token too (speakertoken.go). pods/proxy cannot do this: the API server strips the
+// user's credentials before proxying, and its own connection to the pod is anonymous.
 //
 // One forwarding connection per pod, opened on first use and shared by every request to that
 // pod (each HTTP connection is one stream pair on it); Close ends them all.
@@ -88,7 +90,7 @@ func newPortForwards(cfg *rest.Config, core rest.Interface) (*portForwards, erro
 }
 
 // Get implements podProxy.
-func (p *portForwards) Get(ctx context.Context, namespace, pod string, port int, path string, query url.Values) (int, []byte, error) {
+func (p *portForwards) Get(ctx context.Context, namespace, pod string, port int, path string, query url.Values, header http.Header) (int, []byte, error) {
 	fail := func(err error) (int, []byte, error) {
 		return 0, nil, fmt.Errorf("GET %s from pod %s/%s port %d: %w", path, namespace, pod, port, err)
 	}
@@ -100,6 +102,9 @@ func (p *portForwards) Get(ctx context.Context, namespace, pod string, port int,
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return fail(err)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {

@@ -126,6 +126,9 @@ func TestPortForwards(t *testing.T) {
 				return
 			}
 			fmt.Fprintf(w, "%s %s?%s", name, r.URL.Path, r.URL.RawQuery)
+			if a := r.Header.Get("Authorization"); a != "" {
+				fmt.Fprintf(w, " (%s)", a)
+			}
 		}))
 	}
 	speaker1, speaker2, proxy := pod("speaker-1"), pod("speaker-2"), pod("proxy")
@@ -156,6 +159,7 @@ func TestPortForwards(t *testing.T) {
 		port     int
 		path     string
 		query    url.Values
+		header   http.Header
 		wantCode int
 		wantBody string
 		wantErr  string
@@ -163,13 +167,14 @@ func TestPortForwards(t *testing.T) {
 		{ns: "metalgate-system", pod: "speaker-1", port: 7472, path: "/debug/announcements", wantCode: 200, wantBody: "speaker-1 /debug/announcements?"},
 		{ns: "metalgate-system", pod: "speaker-1", port: 7472, path: "/debug/announcements", wantCode: 200, wantBody: "speaker-1 /debug/announcements?"},
 		{ns: "metalgate-system", pod: "speaker-2", port: 7472, path: "/debug/announcements", wantCode: 200, wantBody: "speaker-2 /debug/announcements?"},
+		{ns: "metalgate-system", pod: "speaker-2", port: 7472, path: "/debug/announcements", header: http.Header{"Authorization": {"Bearer t0ken"}}, wantCode: 200, wantBody: "speaker-2 /debug/announcements? (Bearer t0ken)"},
 		{ns: "shop", pod: "proxy-1", port: 10254, path: "/debug/backends", query: url.Values{"ingress": {"shop/web"}}, wantCode: 200, wantBody: "proxy /debug/backends?ingress=shop%2Fweb"},
 		{ns: "shop", pod: "proxy-1", port: 10254, path: "/debug/backends", query: url.Values{"ingress": {"shop/api"}}, wantCode: 200, wantBody: "proxy /debug/backends?ingress=shop%2Fapi"},
 		{ns: "shop", pod: "proxy-1", port: 9999, path: "/metrics", wantErr: "failed to connect to localhost"},
 		{ns: "secret", pod: "proxy-2", port: 10254, path: "/metrics", wantErr: `cannot create resource "pods/portforward"`},
 	}
 	for _, tc := range tests {
-		code, body, err := pf.Get(ctx, tc.ns, tc.pod, tc.port, tc.path, tc.query)
+		code, body, err := pf.Get(ctx, tc.ns, tc.pod, tc.port, tc.path, tc.query, tc.header)
 		what := fmt.Sprintf("GET %s/%s:%d%s", tc.ns, tc.pod, tc.port, tc.path)
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -198,7 +203,7 @@ func TestPortForwards(t *testing.T) {
 	for range want {
 		<-k.closed // each forwarding connection ends (the test times out otherwise)
 	}
-	if _, _, err := pf.Get(ctx, "metalgate-system", "speaker-1", 7472, "/x", nil); err == nil {
+	if _, _, err := pf.Get(ctx, "metalgate-system", "speaker-1", 7472, "/x", nil, nil); err == nil {
 		t.Error("Get after Close succeeded")
 	}
 }

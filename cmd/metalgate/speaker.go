@@ -75,9 +75,9 @@ func (o *speakerOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.SpeakerSelector, "speaker-selector", "app.kubernetes.io/name=metalgate,app.kubernetes.io/component=speaker", "Label selector of the speaker Pods (memberlist peers and quorum base).")
 	fs.IntVar(&o.MemberlistPort, "memberlist-port", 7946, "UDP and TCP port of memberlist, the same on every node.")
 	fs.StringVar(&o.MemberlistKeyDir, "memberlist-key-dir", "/etc/metalgate/memberlist", "Directory with the speaker cluster's keys: file \"key\" (primary), files \"key-*\" (also accepted); the DaemonSet mounts the Secret metalgate-memberlist here. Re-read every 10s (rotation, docs/speaker.md).")
-	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", fmt.Sprintf(":%d", contract.SpeakerMetricsPort), "Address of /metrics and /debug/announcements (loopback, or a bearer token authorised for the path); \"0\" disables it.")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", fmt.Sprintf(":%d", contract.SpeakerMetricsPort), "Address of /metrics and /debug/announcements: served to a bearer token the API server authorises for the path, loopback included (host network: loopback is any process on the node). With --static-config (no API server) served to loopback only, any process on the node: a lab mode. \"0\" disables it.")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":7473", "Address of /healthz and /readyz; \"0\" disables them.")
-	fs.StringVar(&o.StaticConfig, "static-config", "", "Run without the API server from this JSON file (lab and benchmarks; see docs/speaker.md).")
+	fs.StringVar(&o.StaticConfig, "static-config", "", "Run without the API server from this JSON file (lab and benchmarks; see docs/speaker.md). The metrics port then answers any process on the node (loopback) without a token.")
 	fs.IntVar(&o.GratuitousCount, "gratuitous-count", 3, "Gratuitous ARP / unsolicited NA sent per address on takeover.")
 	fs.DurationVar(&o.GratuitousInterval, "gratuitous-interval", 100*time.Millisecond, "Interval between gratuitous sends.")
 	fs.BoolVar(&o.BGP, "bgp", true, "Advertise BGP VIPs to the BGPPeers selecting this node (not in --static-config mode).")
@@ -419,11 +419,11 @@ func newSpeakerManager(ctx context.Context, opts *speakerOptions, debug http.Han
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Logger: logr.FromContextOrDiscard(ctx),
-		// /metrics and /debug/announcements answer loopback (kubectl metalgate, through
-		// pods/portforward) and bearer tokens authorised for the path (Prometheus).
+		// /metrics and /debug/announcements answer bearer tokens authorised for the path only
+		// (Prometheus; kubectl metalgate with a metalgate-debug-reader token): speakerGuardOptions.
 		Metrics: metricsserver.Options{BindAddress: opts.MetricsAddr,
 			ExtraHandlers:  map[string]http.Handler{contract.DebugAnnouncementsPath: debug},
-			FilterProvider: adminauth.FilterProvider(adminGuardOptions(nil, metrics.Registry, logr.FromContextOrDiscard(ctx)))},
+			FilterProvider: adminauth.FilterProvider(speakerGuardOptions(metrics.Registry, logr.FromContextOrDiscard(ctx)))},
 		HealthProbeBindAddress: opts.HealthAddr,
 		Cache:                  cluster.CacheOptions(cluster.Options{Namespace: opts.Namespace, SpeakerSelector: sel}),
 	})
@@ -452,8 +452,19 @@ func newSpeakerManager(ctx context.Context, opts *speakerOptions, debug http.Han
 	return mgr, ips, nil
 }
 
-// serveMetrics serves /metrics from reg and the debug endpoint on addr (static mode: no API
-// server to check tokens with, so loopback only); the returned func stops it.
+// speakerGuardOptions guard the cluster speaker's metrics port. The speaker runs on the host
+// network, where loopback is every process on the node (and every host-network pod): no
+// loopback bypass, every caller needs a token the API server authorises for the path.
+func speakerGuardOptions(reg prometheus.Registerer, log logr.Logger) adminauth.Options {
+	opts := adminGuardOptions(nil, reg, log)
+	opts.HostNetwork = true
+	return opts
+}
+
+// serveMetrics serves /metrics from reg and the debug endpoint on addr for --static-config
+// (labs and benchmarks): no API server to check tokens with, so it answers loopback — on the
+// host network, any process on the node — and refuses everyone else. The returned func stops
+// it.
 func serveMetrics(addr string, reg metrics.RegistererGatherer, debug http.Handler, log logr.Logger) func() {
 	if addr == "" || addr == "0" {
 		return func() {}

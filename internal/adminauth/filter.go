@@ -12,7 +12,8 @@ import (
 // Guard (made from opts, with a KubeReviewer of the manager's config unless opts.Reviewer is
 // set) in front of /metrics and every extra handler. It stands in for
 // sigs.k8s.io/controller-runtime/pkg/metrics/filters.WithAuthenticationAndAuthorization, which
-// has no loopback bypass (the kubectl plugin arrives through port-forward, from loopback),
+// has no loopback bypass (the kubectl plugin reaches the controller through port-forward, from
+// loopback; opts.HostNetwork turns the bypass off, as the speaker needs),
 // counts no refusals, and logs every one.
 func FilterProvider(opts Options) func(*rest.Config, *http.Client) (metricsserver.Filter, error) {
 	return func(cfg *rest.Config, httpClient *http.Client) (metricsserver.Filter, error) {

@@ -22,7 +22,9 @@ import (
 type Reason string
 
 const (
-	// ReasonNoCredentials: not from loopback and no "Authorization: Bearer" token (401).
+	// ReasonNoCredentials: no "Authorization: Bearer" token from a caller loopback does not
+	// let through: not from loopback, or on the host network, where loopback counts for
+	// nothing (401).
 	ReasonNoCredentials Reason = "no_credentials"
 	// ReasonInvalidToken: the API server did not authenticate the token (401).
 	ReasonInvalidToken Reason = "invalid_token"
@@ -42,6 +44,13 @@ var reasons = []Reason{ReasonNoCredentials, ReasonInvalidToken, ReasonForbidden,
 
 // Options configure a Guard. The zero value serves loopback and the probe paths only.
 type Options struct {
+	// HostNetwork says the process shares the node's network namespace (the speaker): there,
+	// loopback is every process on the node and every host-network pod on it, so a loopback
+	// caller is no one in particular and gets no bypass — it needs a token like any other
+	// caller. Requires Reviewer. Default false: loopback is the process's own Pod (the
+	// controller, the proxies), reached from outside only through pods/portforward, which the
+	// API server authorises.
+	HostNetwork bool
 	// Reviewer checks tokens and permissions with the API server. nil: no token is accepted,
 	// only loopback callers get past the open paths (static mode, no API server).
 	Reviewer Reviewer
@@ -74,9 +83,9 @@ type Options struct {
 }
 
 // Guard serves a request to the handler it wraps only when the caller may read it: on an open
-// path, from loopback, or with a bearer token the API server authenticates and authorises for
-// `get` (HEAD too; other methods: their lower-case name, as the API server's non-resource
-// requests) on the URL path. Otherwise it answers 400, 401, 403 or 503 and counts the reason.
+// path, from loopback (unless Options.HostNetwork), or with a bearer token the API server
+// authenticates and authorises for `get` (HEAD too; other methods: their lower-case name, as
+// the API server's non-resource requests) on the URL path. Otherwise it answers 400, 401, 403 or 503 and counts the reason.
 type Guard struct {
 	opts     Options
 	open     []string
@@ -89,6 +98,9 @@ type Guard struct {
 
 // New returns a Guard; its counter is registered with opts.Registerer.
 func New(opts Options) (*Guard, error) {
+	if opts.HostNetwork && opts.Reviewer == nil {
+		return nil, errors.New("admin guard: HostNetwork needs a Reviewer (on the host network loopback is no credential, so without the API server no caller could be served)")
+	}
 	if opts.OpenPaths == nil {
 		opts.OpenPaths = []string{"/healthz", "/readyz"}
 	}
@@ -165,7 +177,7 @@ type refusal struct {
 // check returns nil when r may be served.
 func (g *Guard) check(r *http.Request) *refusal {
 	p := r.URL.Path
-	if slices.Contains(g.open, p) || IsLoopback(r.RemoteAddr) {
+	if slices.Contains(g.open, p) || (!g.opts.HostNetwork && IsLoopback(r.RemoteAddr)) {
 		return nil
 	}
 	if !canonical(p) {
@@ -251,6 +263,9 @@ func (g *Guard) refuse(w http.ResponseWriter, r *http.Request, ref *refusal) {
 		// RFC 6750 §3: a 401 names the scheme it wants.
 		w.Header().Set("WWW-Authenticate", `Bearer realm="metalgate"`)
 		msg = "Unauthorized: send a bearer token the API server accepts, or connect from loopback (kubectl port-forward)"
+		if g.opts.HostNetwork {
+			msg = "Unauthorized: send a bearer token the API server accepts (this port is on the host network: every caller needs one)"
+		}
 	case ReasonForbidden:
 		msg = fmt.Sprintf("Forbidden: user %q may not %s %s (grant it with a ClusterRole rule on nonResourceURLs)", ref.user, verbOf(r.Method), r.URL.Path)
 	case ReasonLoopbackOnly:

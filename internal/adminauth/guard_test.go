@@ -69,15 +69,26 @@ var ok = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = 
 // TestGuardAgainstAPIServer for that).
 func TestGuard(t *testing.T) {
 	tests := []struct {
-		name       string
-		noReviewer bool
-		method     string
-		remote     string
-		path       string
-		auth       string
-		wantCode   int
-		wantReason Reason
+		name        string
+		noReviewer  bool
+		hostNetwork bool
+		method      string
+		remote      string
+		path        string
+		auth        string
+		wantCode    int
+		wantReason  Reason
 	}{
+		// Host network (the speaker): loopback is any process on the node, so it is no credential.
+		{name: "host network: loopback without token", hostNetwork: true, remote: "127.0.0.1:40000", path: "/metrics", wantCode: 401, wantReason: ReasonNoCredentials},
+		{name: "host network: loopback v6 without token", hostNetwork: true, remote: "[::1]:40000", path: "/debug/announcements", wantCode: 401, wantReason: ReasonNoCredentials},
+		{name: "host network: loopback v4-mapped without token", hostNetwork: true, remote: "[::ffff:127.0.0.1]:40000", path: "/metrics", wantCode: 401, wantReason: ReasonNoCredentials},
+		{name: "host network: loopback bad path", hostNetwork: true, remote: "127.0.0.1:40000", path: "/debug/../metrics", wantCode: 400, wantReason: ReasonBadPath},
+		{name: "host network: loopback bad token", hostNetwork: true, remote: "127.0.0.1:40000", path: "/metrics", auth: "Bearer forged", wantCode: 401, wantReason: ReasonInvalidToken},
+		{name: "host network: loopback not granted", hostNetwork: true, remote: "127.0.0.1:40000", path: "/metrics", auth: "Bearer nobody", wantCode: 403, wantReason: ReasonForbidden},
+		{name: "host network: loopback granted", hostNetwork: true, remote: "127.0.0.1:40000", path: "/metrics", auth: "Bearer good", wantCode: 200},
+		{name: "host network: node address granted", hostNetwork: true, remote: "198.51.100.7:1", path: "/metrics", auth: "Bearer good", wantCode: 200},
+		{name: "host network: open path", hostNetwork: true, remote: "127.0.0.1:1", path: "/healthz", wantCode: 200},
 		{name: "loopback v4", remote: "127.0.0.1:40000", path: "/metrics", wantCode: 200},
 		{name: "loopback v4 other", remote: "127.3.4.5:40000", path: "/debug/x", wantCode: 200},
 		{name: "loopback v6", remote: "[::1]:40000", path: "/metrics", wantCode: 200},
@@ -105,7 +116,7 @@ func TestGuard(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
-			opts := Options{Registerer: reg}
+			opts := Options{Registerer: reg, HostNetwork: tc.hostNetwork}
 			if !tc.noReviewer {
 				opts.Reviewer = newFake()
 			}
@@ -135,6 +146,9 @@ func TestGuard(t *testing.T) {
 			}
 			if tc.wantCode == 401 && rec.Header().Get("WWW-Authenticate") == "" {
 				t.Error("401 without WWW-Authenticate")
+			}
+			if tc.hostNetwork && strings.Contains(rec.Body.String(), "loopback") {
+				t.Errorf("body = %q: a host-network guard must not offer loopback as a way in", rec.Body.String())
 			}
 			for _, r := range reasons {
 				want := 0.0
@@ -253,5 +267,14 @@ func TestSharedRegisterer(t *testing.T) {
 	}
 	if a.refusals != b.refusals {
 		t.Error("the Guards count into different counters")
+	}
+}
+
+// TestHostNetworkNeedsReviewer: a host-network guard without a reviewer could serve no one
+// past the open paths; New says so rather than start a port that refuses everything.
+func TestHostNetworkNeedsReviewer(t *testing.T) {
+	_, err := New(Options{HostNetwork: true})
+	if err == nil || !strings.Contains(err.Error(), "HostNetwork") || !strings.Contains(err.Error(), "Reviewer") {
+		t.Fatalf("New(HostNetwork without Reviewer) = %v, want an error naming HostNetwork and Reviewer", err)
 	}
 }

@@ -60,9 +60,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -717,7 +720,10 @@ func (b *bench) speakerPhase(ctx context.Context) error {
 		"--memberlist-key-dir", filepath.Join(b.dir, "memberlist"), "--metrics-bind-address", speakerMet,
 		"--health-probe-bind-address", "0"}
 	b.logf(">> speaker (in %s): %s", b.nsNode, strings.Join(args, " "))
-	hc := nsClient(b.nsNode, 10*time.Second)
+	hc, err := b.speakerScraper(ctx)
+	if err != nil {
+		return err
+	}
 	t0 := time.Now()
 	p, err := b.start("speaker", b.nsNode, append(args, strings.Fields(b.o.SpeakerArgs)...))
 	if err != nil {
@@ -748,6 +754,45 @@ func (b *bench) speakerPhase(ctx context.Context) error {
 	b.spk = p.mem(ctx, hc, "http://"+speakerMet+"/metrics")
 	b.logf("   speaker: %s; %s", b.spk, b.arp)
 	return nil
+}
+
+// speakerScraper returns a client of the node namespace that sends every request with the token
+// of a ServiceAccount that may get /metrics: the speaker's metrics port is on the node's
+// network, where loopback is no credential, so it serves no request without one.
+func (b *bench) speakerScraper(ctx context.Context) (*http.Client, error) {
+	const name = "benchscale-scraper"
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: name}}
+	for _, o := range []client.Object{
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: name}}},
+		sa,
+	} {
+		if err := b.c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("speaker scraper: create %T %s: %w", o, name, err)
+		}
+	}
+	tr := &authenticationv1.TokenRequest{}
+	if err := b.c.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return nil, fmt.Errorf("speaker scraper: TokenRequest: %w", err)
+	}
+	hc := nsClient(b.nsNode, 10*time.Second)
+	hc.Transport = bearerTransport{token: tr.Status.Token, next: hc.Transport}
+	return hc, nil
+}
+
+// bearerTransport sends each request with an "Authorization: Bearer" token.
+type bearerTransport struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (t bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+t.token)
+	return t.next.RoundTrip(r)
 }
 
 // checkARP asks the client namespace's arping for one allocated address.
