@@ -76,6 +76,11 @@ M = [
  ("M22d unknown users answered without hashing", "proxy/dataplane/auth.go", [("\t\t_ = c.compare(ba.Decoy, pass)\n", "")], "TestBasicAuthUnknownUserHashed"),
  ("M22e no bcrypt cost cap", "proxy/table/htpasswd.go", [("if cost > MaxBcryptCost {", "if false {")], "TestParseHtpasswd|TestBasicAuthSecrets", [], "./proxy/table/"),
  ("M22f one cache of checked passwords for every namespace", "proxy/dataplane/auth.go", [("c.ok[ns]", "c.ok[\"\"]")], "TestBasicAuthCachePerNamespace"),
+ ("M27c1 manager stop returns before the manager has stopped", "internal/testenv/manager.go", [("stop = func() { once.Do(func() { cancel(); <-done }) }", "stop = func() { once.Do(func() { cancel() }) }")], "TestStartManager", [], "./internal/testenv/"),
+ ("M27c2 PollEvery loses the last error", "internal/testenv/eventually.go", [('return fmt.Errorf("not so after %v: %w", timeout, err)', 'return fmt.Errorf("not so after %v", timeout)')], "TestPollEvery|TestEventuallyEvery", [], "./internal/testenv/"),
+ ("M27c3 NDP socket reopened without rejoining its solicited-node groups", "speaker/layer2/ndp.go", [("opened: func(*ndpSocket) { r.syncGroupsLocked() },", "opened: func(*ndpSocket) {},")], "TestRespondersReopen", [], "./speaker/layer2/"),
+ ("M27c4 a failed responder socket is not reopened", "speaker/layer2/socket.go", [("\t\tif closed {\n\t\t\treturn\n\t\t}", "\t\tif true {\n\t\t\treturn\n\t\t}")], "TestRespondersReopen", [], "./speaker/layer2/"),
+ ("M27c5 the pool the controller recorded is ignored (both modes)", "speaker/config/config.go", [('\tif annotated != "" {\n\t\tfor _, p := range pools {\n\t\t\tif a := p.pool()', '\tif false {\n\t\tfor _, p := range pools {\n\t\t\tif a := p.pool()')], "TestAnnouncedVIPs", [], "./speaker/config/"),
 ]
 only = sys.argv[1:]
 failed = 0
