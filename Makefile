@@ -113,9 +113,9 @@ lint: $(STATICCHECK) ## gofmt, go vet, staticcheck.
 
 # ---- tests ----------------------------------------------------------------------------------
 .PHONY: test-unit
-test-unit: ## Fast tests: pure logic, no API server (integration tests say they are skipped).
-	env -u KUBEBUILDER_ASSETS go test $(GO_TEST_FLAGS) -count=1 ./...
-	cd e2e/conformance && env -u KUBEBUILDER_ASSETS go test $(GO_TEST_FLAGS) -count=1 ./...
+test-unit: ## Fast tests: pure logic, no API server, no network namespaces (those say they are skipped); under 2 minutes warm.
+	env -u KUBEBUILDER_ASSETS go test $(GO_TEST_FLAGS) -short -count=1 ./...
+	cd e2e/conformance && env -u KUBEBUILDER_ASSETS go test $(GO_TEST_FLAGS) -short -count=1 ./...
 
 # As root, the netns tests (speaker ARP/NDP, BGP against FRR) need the lab's Debian packages.
 .PHONY: test-deps
@@ -161,8 +161,25 @@ conformance: ## As root on Linux: Gateway API conformance (v1.5.1, GATEWAY-HTTP 
 	@$(MAKE) --no-print-directory e2e-deploy $(CONFORMANCE_LAB)
 	@$(CONFORMANCE_LAB) hack/conformance.sh
 
+# make test runs its lanes one after the other and stops at the first failure: the fast lane
+# (minutes) first, so a lint or unit failure is known before the API-server, lab and
+# conformance runs start. Each step is its own make, in order, whatever -j says.
+.PHONY: test-fast
+test-fast: ## The fast lane: lint, generated files up to date, unit tests, in that order.
+	@$(MAKE) --no-print-directory lint
+	@$(MAKE) --no-print-directory verify-generate
+	@$(MAKE) --no-print-directory test-unit
+
+.PHONY: test-slow
+test-slow: ## What follows the fast lane: integration (real API server; as root netns + FRR), then e2e, then Gateway API conformance.
+	@$(MAKE) --no-print-directory test-integration
+	@$(MAKE) --no-print-directory test-e2e
+	@$(MAKE) --no-print-directory test-conformance
+
 .PHONY: test
-test: lint verify-generate test-integration test-e2e test-conformance ## Everything: lint, generated files, unit, integration, e2e and Gateway API conformance (root).
+test: ## Everything, stopping at the first failure: test-fast (lint, generated files, unit), then test-slow (integration, e2e, conformance).
+	@$(MAKE) --no-print-directory test-fast
+	@$(MAKE) --no-print-directory test-slow
 
 # ---- the Helm chart (charts/metalgate; tested by config/chart_test.go in make test) -----------
 .PHONY: chart-lint

@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -299,15 +300,19 @@ func getServiceOrNil(ns, name string) *corev1.Service {
 }
 
 // createWhenGone creates s once the API server has finished deleting the Service of its name.
+// It returns an error rather than failing the test: the churn workers call it from their
+// goroutines.
 func createWhenGone(s *corev1.Service) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var final error // the answer that ended the wait: nil, or an error other than AlreadyExists
+	err := testenv.PollEvery(10*time.Millisecond, 10*time.Second, func() error {
 		err := k8sClient.Create(context.Background(), s)
-		if err == nil || !apierrors.IsAlreadyExists(err) || time.Now().After(deadline) {
+		if apierrors.IsAlreadyExists(err) {
 			return err
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		final = err
+		return nil
+	})
+	return errors.Join(err, final)
 }
 
 func retryOnConflict(f func() error) error {

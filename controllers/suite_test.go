@@ -7,7 +7,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
@@ -70,42 +69,17 @@ func startControllerWith(t *testing.T, cfg *rest.Config, opts controllers.Option
 // startControllerLogged is startControllerWith logging to logger.
 func startControllerLogged(t *testing.T, cfg *rest.Config, opts controllers.Options, logger logr.Logger) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ctx = logr.NewContext(ctx, logger)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Logger:                 logr.FromContextOrDiscard(ctx),
-		Cache:                  controllers.CacheOptions(controllers.DefaultNamespace),
-	})
-	if err != nil {
-		t.Fatalf("new manager: %v", err)
-	}
 	if opts.Metrics == nil {
 		opts.Metrics = controllers.NewMetrics(prometheus.NewRegistry())
 	}
 	opts.SkipNameValidation = true
-	err = controllers.Setup(ctx, mgr, opts)
-	if err != nil {
-		t.Fatalf("setup: %v", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	var once atomic.Bool
-	stop = func() {
-		if once.CompareAndSwap(false, true) {
-			cancel()
-			<-done
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return testenv.StartManager(t, cfg, ctrl.Options{
+		Scheme: scheme,
+		Logger: logger,
+		Cache:  controllers.CacheOptions(controllers.DefaultNamespace),
+	}, func(ctx context.Context, mgr manager.Manager) error {
+		return controllers.Setup(ctx, mgr, opts)
+	})
 }
 
 // namespace creates a namespace for one test and deletes its Services at the end.

@@ -25,6 +25,7 @@ import (
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/e2e/lab"
+	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/speaker/election"
 )
 
@@ -288,16 +289,15 @@ func TestPlugin(t *testing.T) {
 		}
 		// Stopped: for 20 s the rival, still watching, never has to write again.
 		before := rivalWrites
-		end := time.Now().Add(20 * time.Second)
-		for time.Now().Before(end) {
+		testenv.HoldsEvery(t, 500*time.Millisecond, 20*time.Second, "the proxy stays stopped", func() error {
 			if err := rival(); err != nil {
-				t.Fatal(err)
+				return err
 			}
-			time.Sleep(500 * time.Millisecond)
-		}
-		if rivalWrites != before {
-			t.Errorf("the proxy wrote the status again after it stopped: the rival wrote %d more times in 20 s", rivalWrites-before)
-		}
+			if rivalWrites != before {
+				return fmt.Errorf("the proxy wrote the status again after it stopped: the rival had to write %d more times", rivalWrites-before)
+			}
+			return nil
+		})
 		// The user gives the Ingress back to the proxy: it writes at once.
 		var ing networkingv1.Ingress
 		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rival"}, &ing); err != nil {

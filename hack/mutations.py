@@ -80,6 +80,13 @@ M = [
  ("M23h-b a host-network guard still lets loopback through", "internal/adminauth/guard.go", [("(!g.opts.HostNetwork && IsLoopback(r.RemoteAddr))", "IsLoopback(r.RemoteAddr)")], "TestGuard$", [], "./internal/adminauth/"),
  ("M23h-c kubectl metalgate reads the speakers without a token", "cmd/kubectl-metalgate/announcers.go", [("\t\theader = http.Header{\"Authorization\": {\"Bearer \" + tok}}\n", "\t\t_ = tok\n")], "TestAgainstAPIServer", [], "./cmd/kubectl-metalgate/"),
  ("M23h-d kubectl metalgate sends the user's own token when the reader's is there", "cmd/kubectl-metalgate/speakertoken.go", [("\treader := s.reader\n", "\tif own, _ := s.kubeconfig(); own != \"\" {\n\t\treturn own, nil\n\t}\n\treader := s.reader\n")], "TestSpeakerTokenChoice", [], "./cmd/kubectl-metalgate/"),
+ ("M27c1 manager stop returns before the manager has stopped", "internal/testenv/manager.go", [("stop = func() { once.Do(func() { cancel(); <-done }) }", "stop = func() { once.Do(func() { cancel() }) }")], "TestStartManager", [], "./internal/testenv/"),
+ ("M27c2 PollEvery loses the last error", "internal/testenv/eventually.go", [('return fmt.Errorf("not so after %v: %w", timeout, err)', 'return fmt.Errorf("not so after %v", timeout)')], "TestPollEvery|TestEventuallyEvery", [], "./internal/testenv/"),
+ ("M27c3 NDP socket reopened without rejoining its solicited-node groups", "speaker/layer2/ndp.go", [("opened: func(*ndpSocket) { r.syncGroupsLocked() },", "opened: func(*ndpSocket) {},")], "TestRespondersReopen", [], "./speaker/layer2/"),
+ ("M27c4 a failed responder socket is not reopened", "speaker/layer2/socket.go", [("closed := s.closed\n", "closed := s.closed || true\n")], "TestRespondersReopen", [], "./speaker/layer2/"),
+ ("M27c5 the pool the controller recorded is ignored (both modes)", "speaker/config/config.go", [('\tif annotated != "" {\n\t\tfor _, p := range pools {\n\t\t\tif a := p.pool()', '\tif false {\n\t\tfor _, p := range pools {\n\t\t\tif a := p.pool()')], "TestAnnouncedVIPs", [], "./speaker/config/"),
+ ("M27c6 the CRD accepts a BGPPeer with a VRF", "config/crd/bases/metalgate.io_bgppeers.yaml", [("rule: self.size() == 0", "rule: 'true'")], "TestRefused/vrf|TestMetalLBManifests", [], "./api/v1alpha1/"),
+ ("M27c7 the CRD accepts BFD echo mode", "config/crd/bases/metalgate.io_bfdprofiles.yaml", [("function; remove echoMode or set it to false'\n                  rule: '!self'", "function; remove echoMode or set it to false'\n                  rule: 'true'")], "TestRefused/BFD_echoMode|TestMetalLBManifests", [], "./api/v1alpha1/"),
 ]
 only = sys.argv[1:]
 failed = 0

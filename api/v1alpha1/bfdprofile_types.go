@@ -12,11 +12,9 @@ import (
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:shortName=bfdprofile,categories=metalgate
-// +kubebuilder:printcolumn:name="Passive Mode",type=boolean,JSONPath=`.spec.passiveMode`
 // +kubebuilder:printcolumn:name="Transmit Interval",type=integer,JSONPath=`.spec.transmitInterval`
 // +kubebuilder:printcolumn:name="Receive Interval",type=integer,JSONPath=`.spec.receiveInterval`
 // +kubebuilder:printcolumn:name="Multiplier",type=integer,JSONPath=`.spec.detectMultiplier`
-// +kubebuilder:printcolumn:name="Echo Mode",type=boolean,JSONPath=`.spec.echoMode`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type BFDProfile struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -58,27 +56,32 @@ type BFDProfileSpec struct {
 	// +optional
 	DetectMultiplier *uint32 `json:"detectMultiplier,omitempty"`
 
-	// EchoInterval is the smallest interval, in milliseconds, at which this end
-	// sends echo packets when echoMode is on. From 10 to 60000; defaults to 50.
+	// EchoInterval is accepted and not used: the embedded BFD has no echo
+	// function (see echoMode). It is kept so that MetalLB manifests port over.
+	// From 10 to 60000.
 	// +kubebuilder:validation:Minimum=10
 	// +kubebuilder:validation:Maximum=60000
 	// +optional
 	EchoInterval *uint32 `json:"echoInterval,omitempty"`
 
-	// EchoMode turns on the BFD echo function: echo packets are sent to the
-	// peer, which forwards them back, testing the forwarding path without
-	// involving the peer's BFD process. Defaults to false.
+	// EchoMode is not supported: the embedded BFD has no echo function (RFC
+	// 5880 §6.4), and the API server refuses echoMode: true. Leave it unset or
+	// false.
+	// +kubebuilder:validation:XValidation:rule="!self",message="echoMode is not supported: the embedded BFD has no echo function; remove echoMode or set it to false"
 	// +optional
 	EchoMode bool `json:"echoMode,omitempty"`
 
-	// PassiveMode makes this end wait for the peer to send the first control
-	// packet instead of starting the session itself. Defaults to false.
+	// PassiveMode is not supported: the embedded BFD always starts the session
+	// itself, and the API server refuses passiveMode: true. Leave it unset or
+	// false.
+	// +kubebuilder:validation:XValidation:rule="!self",message="passiveMode is not supported: the embedded BFD always starts the session itself; remove passiveMode or set it to false"
 	// +optional
 	PassiveMode bool `json:"passiveMode,omitempty"`
 
-	// For multi-hop sessions, the smallest IP time-to-live accepted on incoming
-	// control packets; packets that crossed more hops are dropped. From 1 to
-	// 254; defaults to 254 (the peer at most one hop away).
+	// MinimumTTL is accepted and not used: it concerns multi-hop sessions, and
+	// the embedded BFD is single-hop only (a bfdProfile on an ebgpMultiHop
+	// BGPPeer is refused by the speaker). It is kept so that MetalLB manifests
+	// port over. From 1 to 254.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=254
 	// +optional

@@ -38,7 +38,6 @@ const (
 // +kubebuilder:printcolumn:name="My ASN",type=integer,JSONPath=`.spec.myASN`
 // +kubebuilder:printcolumn:name="BFD Profile",type=string,JSONPath=`.spec.bfdProfile`
 // +kubebuilder:printcolumn:name="Multi Hops",type=boolean,JSONPath=`.spec.ebgpMultiHop`,priority=1
-// +kubebuilder:printcolumn:name="VRF",type=string,JSONPath=`.spec.vrf`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type BGPPeer struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -174,10 +173,12 @@ type BGPPeerSpec struct {
 	// +optional
 	EBGPMultiHop bool `json:"ebgpMultiHop,omitempty"`
 
-	// The name of the VRF (a Linux virtual routing and forwarding device on the
-	// nodes) the session is opened in. When unset the default routing table is
-	// used.
+	// VRFName is not supported: the speaker opens every session in the nodes'
+	// default routing table, and the API server refuses a BGPPeer that names a
+	// VRF. The field exists so that a MetalLB manifest fails with a clear
+	// message instead of an unknown-field error; leave it unset.
 	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:XValidation:rule="self.size() == 0",message="vrf is not supported: the speaker opens every session in the nodes' default routing table; remove vrf"
 	// +optional
 	VRFName string `json:"vrf,omitempty"`
 }

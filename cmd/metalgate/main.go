@@ -1,5 +1,8 @@
 // Command metalgate is the one binary of the metalgate operator. Each component is a
-// subcommand: `metalgate controller` assigns LoadBalancer addresses; `metalgate version`
+// subcommand: `metalgate controller` assigns LoadBalancer addresses from IPAddressPools (and
+// runs the Gateway API controller); `metalgate speaker` announces them from its node, by ARP
+// (IPv4) and NDP (IPv6) at layer 2 or by BGP to the routers; `metalgate proxy` routes HTTP(S)
+// to pod endpoints for Ingresses or one Gateway and publishes its VIP; `metalgate version`
 // prints the build.
 package main
 
@@ -24,7 +27,7 @@ const usage = `metalgate: LoadBalancer addresses, announcements and ingress for 
 
 Usage:
   metalgate controller [flags]   assign addresses from IPAddressPools to LoadBalancer Services
-  metalgate proxy [flags]        ingress proxy: route HTTP(S) to pod endpoints, publish its VIP
+  metalgate proxy [flags]        route HTTP(S) to pod endpoints for Ingresses or a Gateway, publish its VIP
   metalgate speaker [flags]      announce assigned addresses from this node (ARP/NDP or BGP)
   metalgate version              print the version
 

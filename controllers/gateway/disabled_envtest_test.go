@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/metalgate/metalgate/controllers"
@@ -23,19 +22,13 @@ import (
 func TestSetupWithoutGatewayAPI(t *testing.T) {
 	needAPIServer(t)
 	c := testenv.Start(t, testenv.Options{CRDs: []string{testenv.MetalgateCRDs}, Scheme: scheme}).Config
-	mgr, err := ctrl.NewManager(c, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := testenv.NewManager(t, c, ctrl.Options{Scheme: scheme})
 	enabled, err := gateway.Setup(context.Background(), mgr, gateway.Options{SkipNameValidation: true})
 	if err != nil || enabled {
 		t.Fatalf("Setup without Gateway API: enabled %v, error %v; want disabled, no error", enabled, err)
 	}
 	// And with it (the package's API server), enabled.
-	mgr2, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr2 := testenv.NewManager(t, cfg, ctrl.Options{Scheme: scheme})
 	if enabled, err := gateway.Setup(context.Background(), mgr2, gateway.Options{SkipNameValidation: true}); err != nil || !enabled {
 		t.Fatalf("Setup with Gateway API: enabled %v, error %v", enabled, err)
 	}

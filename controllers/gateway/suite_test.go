@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +18,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
@@ -77,50 +75,29 @@ func startControllerWith(t *testing.T, elect func(*ctrl.Options), gwOpts gateway
 // startControllerOn is startControllerWith on the API server of config c.
 func startControllerOn(t *testing.T, c *rest.Config, elect func(*ctrl.Options), gwOpts gateway.Options) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ctx = logr.NewContext(ctx, testenv.Logger(t, "controller"))
 	opts := ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Logger:                 logr.FromContextOrDiscard(ctx),
-		Cache:                  controllers.CacheOptions(controllers.DefaultNamespace),
+		Scheme: scheme,
+		Logger: testenv.Logger(t, "controller"),
+		Cache:  controllers.CacheOptions(controllers.DefaultNamespace),
 	}
 	if elect != nil {
 		elect(&opts)
 	}
-	mgr, err := ctrl.NewManager(c, opts)
-	if err != nil {
-		t.Fatalf("new manager: %v", err)
-	}
-	err = controllers.Setup(ctx, mgr, controllers.Options{
-		Metrics:            controllers.NewMetrics(prometheus.NewRegistry()),
-		SkipNameValidation: true,
-	})
-	if err != nil {
-		t.Fatalf("setup: %v", err)
-	}
 	gwOpts.SkipNameValidation = true
-	enabled, err := gateway.Setup(ctx, mgr, gwOpts)
-	if err != nil || !enabled {
-		t.Fatalf("gateway setup: enabled %v, %v", enabled, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
+	return testenv.StartManager(t, c, opts, func(ctx context.Context, mgr manager.Manager) error {
+		err := controllers.Setup(ctx, mgr, controllers.Options{
+			Metrics:            controllers.NewMetrics(prometheus.NewRegistry()),
+			SkipNameValidation: true,
+		})
+		if err != nil {
+			return fmt.Errorf("controllers: %w", err)
 		}
-	}()
-	var once atomic.Bool
-	stop = func() {
-		if once.CompareAndSwap(false, true) {
-			cancel()
-			<-done
+		enabled, err := gateway.Setup(ctx, mgr, gwOpts)
+		if err != nil || !enabled {
+			return fmt.Errorf("gateway: enabled %v, %w", enabled, err)
 		}
-	}
-	t.Cleanup(stop)
-	return stop
+		return nil
+	})
 }
 
 // namespace creates a namespace for one test.

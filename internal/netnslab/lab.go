@@ -46,9 +46,13 @@ func NodeOfMAC(mac string) int {
 	return i
 }
 
-// SkipUnlessRoot skips t unless it runs as root with ip(8) available.
+// SkipUnlessRoot skips t unless it runs as root with ip(8) available, and with -short (make
+// test-unit, the fast lane): a lab takes seconds to build and tests in one run at a time.
 func SkipUnlessRoot(t testing.TB) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds network namespaces: skipped with -short (make test-unit); make test-integration runs it as root")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root and network namespaces (run as root)")
 	}

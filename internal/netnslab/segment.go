@@ -29,6 +29,9 @@ type segment struct {
 // newSegment creates the bridge namespace; the segment is destroyed in t.Cleanup.
 func newSegment(t testing.TB, prefix string) *segment {
 	t.Helper()
+	// NETNSLAB_PREFIX goes before prefix: several people (or worktrees) running labs on one
+	// machine each see, and clean up, only their own namespaces.
+	prefix = os.Getenv("NETNSLAB_PREFIX") + prefix
 	s := &segment{t: t, prefix: prefix, ID: fmt.Sprintf("%04x", rand.IntN(0x10000))}
 	t.Cleanup(s.destroy)
 	br := s.addNS("br")

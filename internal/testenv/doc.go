@@ -1,8 +1,10 @@
 // Package testenv is the kit metalgate's tests share: a real kube-apiserver + etcd started
-// from KUBEBUILDER_ASSETS (Start for one test, Main for a package's TestMain), one way to wait
+// from KUBEBUILDER_ASSETS (Start for one test, Main for a package's TestMain), a
+// controller-runtime manager on it for one test (NewManager, StartManager), one way to wait
 // for something to become true (Eventually; EventuallyOn when the system says it changed;
-// Receive for a channel; Holds for "nothing happens within d"), and the output a test keeps
-// (Buffer, Logger). It is imported by _test.go files only; internal/ keeps it out of the
+// PollEvery where the test must not fail at once, as in a goroutine; Receive for a channel;
+// Holds and HoldsEvery for "nothing happens within d"), and the output a test keeps (Buffer,
+// Logger). It is imported by _test.go files only; internal/ keeps it out of the
 // production tree.
 //
 // Tests do not sleep to synchronise: they wait for the event or poll until a deadline. A sleep

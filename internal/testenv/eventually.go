@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -31,14 +32,24 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 // kubectl, vtysh in a lab — or one that is timed and must be seen within a few milliseconds).
 func EventuallyEvery(t testing.TB, interval, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
+	if err := PollEvery(interval, timeout, cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// PollEvery checks cond every interval until it returns nil, and returns nil then; when timeout
+// passes first it returns cond's last error, saying so. It is EventuallyEvery for where a test
+// must not fail at once: a goroutine (which may not call t.Fatalf), a cleanup that only logs,
+// a helper that returns its error.
+func PollEvery(interval, timeout time.Duration, cond func() error) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		err := cond()
 		if err == nil {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not so after %v: %v", what, timeout, err)
+			return fmt.Errorf("not so after %v: %w", timeout, err)
 		}
 		time.Sleep(interval)
 	}
@@ -80,6 +91,13 @@ func EventuallyOn(t testing.TB, timeout time.Duration, what string, wake <-chan 
 // of d is the behaviour under test, and a violation at any moment in it is caught.
 func Holds(t testing.TB, d time.Duration, what string, cond func() error) {
 	t.Helper()
+	HoldsEvery(t, HoldsInterval, d, what, cond)
+}
+
+// HoldsEvery is Holds checking every interval, for a check that is costly (vtysh, kubectl, an
+// API write) or that itself acts at a pace the scenario sets.
+func HoldsEvery(t testing.TB, interval, d time.Duration, what string, cond func() error) {
+	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
 		if err := cond(); err != nil {
@@ -88,7 +106,7 @@ func Holds(t testing.TB, d time.Duration, what string, cond func() error) {
 		if !time.Now().Before(deadline) {
 			return
 		}
-		time.Sleep(min(HoldsInterval, time.Until(deadline)))
+		time.Sleep(min(interval, time.Until(deadline)))
 	}
 }
 

@@ -88,6 +88,26 @@ func TestEventuallyEvery(t *testing.T) {
 	}
 }
 
+// TestPollEvery: returns nil once cond holds, and cond's last error — still matching it with
+// errors.Is, and saying how long it waited — when it never does; it never fails the test.
+func TestPollEvery(t *testing.T) {
+	var calls atomic.Int32
+	err := PollEvery(5*time.Millisecond, time.Minute, func() error {
+		if calls.Add(1) < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if err != nil || calls.Load() != 3 {
+		t.Errorf("PollEvery = %v after %d checks, want nil on the 3rd", err, calls.Load())
+	}
+	gone := errors.New("Service still terminating")
+	err = PollEvery(5*time.Millisecond, 30*time.Millisecond, func() error { return gone })
+	if !errors.Is(err, gone) || !strings.Contains(err.Error(), "not so after 30ms: Service still terminating") {
+		t.Errorf("PollEvery = %v, want the last error wrapped, naming the timeout", err)
+	}
+}
+
 // TestEventuallyOnWakes: a wake makes it check again; a closed wake channel does not spin it
 // into a failure.
 func TestEventuallyOnWakes(t *testing.T) {
@@ -126,6 +146,32 @@ func TestHolds(t *testing.T) {
 	}
 	if time.Since(start) > 30*time.Second {
 		t.Errorf("Holds waited out its minute after the violation")
+	}
+}
+
+// TestHoldsEvery: checks at its interval, not more often, for the whole window; the first
+// violation fails it at once.
+func TestHoldsEvery(t *testing.T) {
+	var calls atomic.Int32
+	if got := run(t, func(tb testing.TB) {
+		HoldsEvery(tb, 40*time.Millisecond, 100*time.Millisecond, "no session", func() error { calls.Add(1); return nil })
+	}); got != "" {
+		t.Errorf("a condition that holds failed: %q", got)
+	}
+	if n := calls.Load(); n < 2 || n > 5 {
+		t.Errorf("checked %d times in 100ms at 40ms, want 2 to 5 (start, each interval, the end)", n)
+	}
+	calls.Store(0)
+	got := run(t, func(tb testing.TB) {
+		HoldsEvery(tb, time.Millisecond, time.Minute, "no session", func() error {
+			if calls.Add(1) == 3 {
+				return errors.New("Established")
+			}
+			return nil
+		})
+	})
+	if !strings.Contains(got, "no session: broken after") || !strings.Contains(got, "Established") || calls.Load() != 3 {
+		t.Errorf("failed with %q after %d checks, want the violation on the 3rd check named", got, calls.Load())
 	}
 }
 

@@ -1,6 +1,7 @@
 package bgp
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -119,11 +120,12 @@ func TestFRR(t *testing.T) {
 		h := l.startHelper(t, helperConfig{RouterID: srcMD5, Peers: []Peer{p}, Ads: ads("100.64.0.13/32")})
 		// Several connect attempts (1s apart) must all fail: the 5s window is the behaviour
 		// under test; it looks every 200ms (each look runs vtysh).
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		testenv.HoldsEvery(t, 200*time.Millisecond, 5*time.Second, "no session with a wrong password", func() error {
 			if s := l.NeighborState(t, srcMD5); s == "Established" {
-				t.Fatal("session established with a wrong password")
+				return errors.New("session established")
 			}
-		}
+			return nil
+		})
 		h.kill()
 		p.Password = "s3cret"
 		h = l.startHelper(t, helperConfig{RouterID: srcMD5, Peers: []Peer{p}, Ads: ads("100.64.0.13/32")})

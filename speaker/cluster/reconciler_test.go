@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/yaml"
 
 	"github.com/metalgate/metalgate/api/v1alpha1"
@@ -113,33 +113,35 @@ func TestSpeakerWithLeastPrivilege(t *testing.T) {
 	sa.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":metalgate-speaker"}
 	sel := labels.SelectorFromSet(labels.Set{"app.kubernetes.io/component": "speaker"})
 	opts := cluster.Options{Namespace: ns, SpeakerSelector: sel, Build: config.Options{LBClass: "metalgate.io/metalgate", MemberlistPort: 7946}}
-	mgr, err := ctrl.NewManager(sa, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Cache: cluster.CacheOptions(opts)})
-	must(err)
 	var mu sync.Mutex
 	var announced []netip.Addr
 	mem := &single{}
-	onTakeover, err := cluster.TakeoverEvents(cluster.TakeoverEventsOptions{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("metalgate-speaker"), Node: "n1"})
-	must(err)
-	sp, err := speaker.New(speaker.Options{
-		Node: "n1", Membership: mem, HoldDown: time.Millisecond,
-		Announcers: map[speaker.Mode]speaker.Announcer{speaker.ModeLayer2: speaker.AnnouncerFunc(func(_ context.Context, d []speaker.Announcement) error {
-			mu.Lock()
-			defer mu.Unlock()
-			announced = announced[:0]
-			for _, a := range d {
-				announced = append(announced, a.VIP)
-			}
-			return nil
-		})},
-		OnTakeover: onTakeover,
+	testenv.StartManager(t, sa, ctrl.Options{Scheme: scheme, Cache: cluster.CacheOptions(opts)}, func(_ context.Context, mgr manager.Manager) error {
+		onTakeover, err := cluster.TakeoverEvents(cluster.TakeoverEventsOptions{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("metalgate-speaker"), Node: "n1"})
+		if err != nil {
+			return err
+		}
+		sp, err := speaker.New(speaker.Options{
+			Node: "n1", Membership: mem, HoldDown: time.Millisecond,
+			Announcers: map[speaker.Mode]speaker.Announcer{speaker.ModeLayer2: speaker.AnnouncerFunc(func(_ context.Context, d []speaker.Announcement) error {
+				mu.Lock()
+				defer mu.Unlock()
+				announced = announced[:0]
+				for _, a := range d {
+					announced = append(announced, a.VIP)
+				}
+				return nil
+			})},
+			OnTakeover: onTakeover,
+		})
+		if err != nil {
+			return err
+		}
+		if err := cluster.Setup(mgr, &cluster.Reconciler{Client: mgr.GetClient(), Speaker: sp, Opts: opts}); err != nil {
+			return err
+		}
+		return mgr.Add(manager.RunnableFunc(sp.Run))
 	})
-	must(err)
-	must(cluster.Setup(mgr, &cluster.Reconciler{Client: mgr.GetClient(), Speaker: sp, Opts: opts}))
-	must(mgr.Add(ctrlRunnable(sp.Run)))
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 
 	want := netip.MustParseAddr("198.51.100.101")
 	testenv.Eventually(t, 20*time.Second, "the speaker announces "+want.String(), func() error {
@@ -199,10 +201,6 @@ func TestSpeakerWithLeastPrivilege(t *testing.T) {
 		return nil
 	})
 }
-
-type ctrlRunnable func(context.Context) error
-
-func (f ctrlRunnable) Start(ctx context.Context) error { return f(ctx) }
 
 // applyRBAC creates the objects of config/speaker/rbac.yaml.
 func applyRBAC(t *testing.T, c client.Client) {

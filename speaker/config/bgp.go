@@ -16,8 +16,7 @@ import (
 
 // bgpPool is a pool selected by at least one BGPAdvertisement.
 type bgpPool struct {
-	name   string
-	ranges []allocator.Range
+	addressPool
 	// nodeSelectors are the ORed node selectors of all its advertisements (nil: every node).
 	nodeSelectors []labels.Selector
 	// ads are the advertisements that apply to this node.
@@ -28,12 +27,6 @@ type bgpPool struct {
 type bgpAd struct {
 	len4, len6 int
 	tmpl       bgp.Advertisement // without Prefix
-}
-
-func (p *bgpPool) contains(a netip.Addr) bool {
-	return slices.ContainsFunc(p.ranges, func(r allocator.Range) bool {
-		return r.First.Compare(a) <= 0 && a.Compare(r.Last) <= 0
-	})
 }
 
 // advertisements returns what this node advertises for vip: one per advertisement.
@@ -52,22 +45,6 @@ func (p *bgpPool) advertisements(vip netip.Addr) []bgp.Advertisement {
 		out = append(out, a)
 	}
 	return out
-}
-
-func bgpPoolOf(annotated string, vip netip.Addr, pools []*bgpPool) *bgpPool {
-	if annotated != "" {
-		for _, p := range pools {
-			if p.name == annotated && p.contains(vip) {
-				return p
-			}
-		}
-	}
-	for _, p := range pools {
-		if p.contains(vip) {
-			return p
-		}
-	}
-	return nil
 }
 
 func selectors(kind, name, field string, ls []metav1.LabelSelector) ([]labels.Selector, error) {
@@ -134,7 +111,7 @@ func bgpPoolsFor(s Snapshot, myLabels map[string]string) ([]*bgpPool, []error) {
 	slices.SortFunc(pools, func(a, b v1alpha1.IPAddressPool) int { return cmp.Compare(a.Name, b.Name) })
 	var out []*bgpPool
 	for _, pool := range pools {
-		bp := &bgpPool{name: pool.Name}
+		bp := &bgpPool{addressPool: addressPool{name: pool.Name}}
 		allNodes, selected := false, false
 		for _, g := range good {
 			if ok, _ := selectsPool(g.ad.Spec.IPAddressPools, g.ad.Spec.IPAddressPoolSelectors, pool); !ok {

@@ -129,11 +129,12 @@ func TestAnnouncedVIPs(t *testing.T) {
 		return []allocator.Range{{First: netip.MustParseAddr(first), Last: netip.MustParseAddr(last)}}
 	}
 	l2 := []*l2Pool{
-		{name: "l2a", ranges: rng("192.0.2.0", "192.0.2.255"), interfaces: []string{"eth1"}},
-		{name: "l2b", ranges: rng("192.0.2.0", "192.0.2.255")},
+		{addressPool: addressPool{name: "l2a", ranges: rng("192.0.2.0", "192.0.2.255")}, interfaces: []string{"eth1"}},
+		{addressPool: addressPool{name: "l2b", ranges: rng("192.0.2.0", "192.0.2.255")}},
 	}
-	bgpPools := []*bgpPool{{name: "bgp", ranges: rng("198.51.100.0", "198.51.100.255")}}
-	both := &bgpPool{name: "both", ranges: rng("192.0.2.0", "192.0.2.255")}
+	bgpPools := []*bgpPool{{addressPool: addressPool{name: "bgp", ranges: rng("198.51.100.0", "198.51.100.255")}}}
+	both := &bgpPool{addressPool: addressPool{name: "both", ranges: rng("192.0.2.0", "192.0.2.255")}}
+	bgpB := &bgpPool{addressPool: addressPool{name: "bgp-b", ranges: rng("198.51.100.0", "198.51.100.127")}}
 	ready := map[string]map[string]bool{
 		"ns/web":   {"n1": true},
 		"ns/api":   {"n2": true},
@@ -207,6 +208,22 @@ func TestAnnouncedVIPs(t *testing.T) {
 			name:     "BGP only",
 			services: []corev1.Service{svc("api", nil, "198.51.100.1")},
 			want:     []vip{{VIP: "198.51.100.1", Mode: "bgp", Service: "ns/api", Pool: "bgp", AnyReady: true}},
+		},
+		{
+			name: "the recorded pool wins among BGP pools that hold the address; a recorded pool that does not hold it is ignored",
+			services: []corev1.Service{
+				svc("api", func(s *corev1.Service) {
+					s.Annotations = map[string]string{contract.AnnotationAllocatedFromPool: "bgp-b"}
+				}, "198.51.100.1"),
+				svc("web", func(s *corev1.Service) {
+					s.Annotations = map[string]string{contract.AnnotationAllocatedFromPool: "bgp-b"}
+				}, "198.51.100.200"),
+			},
+			bgp: []*bgpPool{bgpPools[0], bgpB},
+			want: []vip{
+				{VIP: "198.51.100.1", Mode: "bgp", Service: "ns/api", Pool: "bgp-b", AnyReady: true},
+				{VIP: "198.51.100.200", Mode: "bgp", Service: "ns/web", Pool: "bgp", AnyReady: true},
+			},
 		},
 		{
 			name:     "an address in a layer-2 and a BGP pool is announced in both modes, sorted by address then mode",

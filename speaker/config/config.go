@@ -160,7 +160,7 @@ func announcedVIPs(services []corev1.Service, ready map[string]map[string]bool, 
 				continue // a hostname ingress or garbage: nothing to announce
 			}
 			vip = vip.Unmap()
-			if bp := bgpPoolOf(annotated, vip, bgpPools); bp != nil {
+			if bp := poolOf(annotated, vip, bgpPools); bp != nil {
 				v := byBGP[vip]
 				if v == nil {
 					v = newVIP(vip, key, bp.name, bp.nodeSelectors, speaker.ModeBGP, bgp.Params{Advertisements: bp.advertisements(vip)})
@@ -263,17 +263,25 @@ func addEndpoints(v *speaker.VIP, eps map[string]bool, local bool) {
 
 // l2Pool is a pool announced at layer 2 with the restrictions of its advertisements.
 type l2Pool struct {
-	name          string
-	ranges        []allocator.Range
+	addressPool
 	nodeSelectors []labels.Selector // nil: every node
 	interfaces    []string          // nil: automatic
 }
 
-func (p *l2Pool) contains(a netip.Addr) bool {
+// addressPool is what each announcement mode keeps of an IPAddressPool to find the pool of a
+// VIP: its name and its address ranges.
+type addressPool struct {
+	name   string
+	ranges []allocator.Range
+}
+
+func (p *addressPool) contains(a netip.Addr) bool {
 	return slices.ContainsFunc(p.ranges, func(r allocator.Range) bool {
 		return r.First.Compare(a) <= 0 && a.Compare(r.Last) <= 0
 	})
 }
+
+func (p *addressPool) pool() *addressPool { return p }
 
 // l2Pools returns the pools selected by at least one L2Advertisement, sorted by name.
 //
@@ -301,7 +309,7 @@ func l2Pools(pools []v1alpha1.IPAddressPool, ads []v1alpha1.L2Advertisement) ([]
 		if len(sel) == 0 {
 			continue
 		}
-		p := &l2Pool{name: pool.Name}
+		p := &l2Pool{addressPool: addressPool{name: pool.Name}}
 		for _, a := range pool.Spec.Addresses {
 			r, err := allocator.ParseRange(string(a))
 			if err != nil {
@@ -361,22 +369,24 @@ func selectsPool(names []string, sels []metav1.LabelSelector, pool v1alpha1.IPAd
 	return false, nil
 }
 
-// poolOf returns the layer-2 pool of vip: the pool the controller recorded when it is announced
-// at layer 2 and holds vip, else the first announced pool, by name, that holds vip.
-func poolOf(annotated string, vip netip.Addr, pools []*l2Pool) *l2Pool {
+// poolOf returns the pool of vip among the pools one mode announces (layer 2 or BGP): the pool
+// the controller recorded (annotated) when that mode announces it and it holds vip, else the
+// first pool, by name, that holds vip; nil when none does.
+func poolOf[P interface{ pool() *addressPool }](annotated string, vip netip.Addr, pools []P) P {
 	if annotated != "" {
 		for _, p := range pools {
-			if p.name == annotated && p.contains(vip) {
+			if a := p.pool(); a.name == annotated && a.contains(vip) {
 				return p
 			}
 		}
 	}
 	for _, p := range pools {
-		if p.contains(vip) {
+		if p.pool().contains(vip) {
 			return p
 		}
 	}
-	return nil
+	var none P
+	return none
 }
 
 // readyNodes maps "namespace/service" to the nodes holding at least one ready endpoint. A nil

@@ -3,8 +3,6 @@ package layer2
 import (
 	"net"
 	"net/netip"
-	"sync"
-	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/mdlayher/arp"
@@ -44,91 +42,21 @@ func openARP(ifi *net.Interface, dial func(*net.Interface) (net.PacketConn, erro
 	return &arpConn{pc: pc, c: c}, nil
 }
 
-// reopenDelay is how long a responder waits before reopening a socket that failed.
-const reopenDelay = 200 * time.Millisecond
-
 // arpResponder answers ARP requests on one interface for the addresses announce accepts.
 type arpResponder struct {
 	ifi     *net.Interface
 	verdict func(netip.Addr) Outcome // "" to answer, else why not
-	dial    func(*net.Interface) (net.PacketConn, error)
-	log     logr.Logger
 	m       *Metrics
-
-	mu     sync.Mutex
-	conn   *arpConn // nil while (re)opening
-	closed bool
-	done   chan struct{}
+	sock    responderSocket[*arpConn]
 }
 
 func newARPResponder(ifi *net.Interface, verdict func(netip.Addr) Outcome, dial func(*net.Interface) (net.PacketConn, error), log logr.Logger, m *Metrics) *arpResponder {
-	r := &arpResponder{ifi: ifi, verdict: verdict, dial: dial, log: log, m: m, done: make(chan struct{})}
-	// Open once synchronously so that a gratuitous burst right after creation has a socket.
-	first, err := openARP(ifi, dial)
-	if err != nil {
-		r.m.Errors.WithLabelValues("arp", "open").Inc()
-		r.log.Info("open ARP socket failed; retrying", "interface", ifi.Name, "error", err.Error())
-	}
-	r.conn = first
-	go r.run(first)
+	r := &arpResponder{ifi: ifi, verdict: verdict, m: m}
+	r.sock = responderSocket[*arpConn]{family: "arp", ifi: ifi, log: log, m: m,
+		open:  func() (*arpConn, error) { return openARP(ifi, dial) },
+		serve: r.serve}
+	r.sock.start()
 	return r
-}
-
-// run reads requests until close, reopening the socket after any error: the packet socket
-// returns "network is down" once the link goes down and never recovers.
-func (r *arpResponder) run(c *arpConn) {
-	defer close(r.done)
-	for {
-		if c == nil {
-			var err error
-			if c, err = openARP(r.ifi, r.dial); err != nil {
-				r.m.Errors.WithLabelValues("arp", "open").Inc()
-				r.log.V(1).Info("open ARP socket failed; retrying", "interface", r.ifi.Name, "error", err.Error())
-				if r.sleep(reopenDelay) {
-					return
-				}
-				continue
-			}
-			r.mu.Lock()
-			if r.closed {
-				r.mu.Unlock()
-				_ = c.Close()
-				return
-			}
-			r.conn = c
-			r.mu.Unlock()
-		}
-		err := r.serve(c)
-		r.mu.Lock()
-		r.conn = nil
-		closed := r.closed
-		r.mu.Unlock()
-		_ = c.Close()
-		c = nil
-		if closed {
-			return
-		}
-		r.m.Errors.WithLabelValues("arp", "read").Inc()
-		r.log.Info("ARP socket failed; reopening", "interface", r.ifi.Name, "error", err.Error())
-		if r.sleep(reopenDelay) {
-			return
-		}
-	}
-}
-
-// sleep waits d and reports whether the responder was closed meanwhile.
-func (r *arpResponder) sleep(d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		sleepShort()
-		r.mu.Lock()
-		closed := r.closed
-		r.mu.Unlock()
-		if closed {
-			return true
-		}
-	}
-	return false
 }
 
 // serve answers requests until the socket fails. A frame never stops it: each one gets an
@@ -171,10 +99,8 @@ func (r *arpResponder) handle(c *arpConn, frame []byte) Outcome {
 // gratuitous broadcasts an ARP reply "ip is at <our MAC>" (sender = target = ip, RFC 5227 §3
 // "ARP Announcement" style), which updates the neighbour caches of hosts that already know ip.
 func (r *arpResponder) gratuitous(ip netip.Addr) error {
-	r.mu.Lock()
-	c := r.conn
-	r.mu.Unlock()
-	if c == nil {
+	c, ok := r.sock.current()
+	if !ok {
 		return errNotOpen
 	}
 	bcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
@@ -191,15 +117,4 @@ func (r *arpResponder) gratuitous(ip netip.Addr) error {
 }
 
 // close stops the responder and waits for its goroutine.
-func (r *arpResponder) close() {
-	r.mu.Lock()
-	r.closed = true
-	if r.conn != nil {
-		_ = r.conn.Close() // unblocks Read
-	}
-	r.mu.Unlock()
-	<-r.done
-}
-
-// sleepShort is the polling step of the reopen back-off.
-func sleepShort() { time.Sleep(20 * time.Millisecond) }
+func (r *arpResponder) close() { r.sock.close() }

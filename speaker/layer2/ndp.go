@@ -3,8 +3,6 @@ package layer2
 import (
 	"net"
 	"net/netip"
-	"sync"
-	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/mdlayher/ndp"
@@ -18,17 +16,18 @@ import (
 type ndpResponder struct {
 	ifi     *net.Interface
 	verdict func(netip.Addr) Outcome // "" to answer, else why not
-	listen  func(*net.Interface) (ndpConn, netip.Addr, error)
 	log     logr.Logger
 	m       *Metrics
+	sock    responderSocket[*ndpSocket]
 
-	mu     sync.Mutex
-	conn   ndpConn
-	self   netip.Addr          // the link-local address conn is bound to
-	groups map[netip.Addr]bool // solicited-node groups wanted
-	joined map[netip.Addr]bool // groups joined on conn
-	closed bool
-	done   chan struct{}
+	groups map[netip.Addr]bool // solicited-node groups wanted; guarded by sock.mu
+}
+
+// ndpSocket is one open NDP socket and what belongs to it.
+type ndpSocket struct {
+	ndpConn
+	self   netip.Addr          // the link-local address it is bound to
+	joined map[netip.Addr]bool // the groups joined on it; guarded by the responder's sock.mu
 }
 
 // ndpConn is the part of *ndp.Conn the responder uses: raw reads with their control
@@ -42,15 +41,18 @@ type ndpConn interface {
 }
 
 func newNDPResponder(ifi *net.Interface, verdict func(netip.Addr) Outcome, listen func(*net.Interface) (ndpConn, netip.Addr, error), log logr.Logger, m *Metrics) *ndpResponder {
-	r := &ndpResponder{ifi: ifi, verdict: verdict, listen: listen, log: log, m: m, groups: map[netip.Addr]bool{}, done: make(chan struct{})}
-	// Open once synchronously so that a gratuitous burst right after creation has a socket.
-	first, self, err := listen(ifi)
-	if err != nil {
-		r.m.Errors.WithLabelValues("ndp", "open").Inc()
-		r.log.Info("open NDP socket failed; retrying", "interface", ifi.Name, "error", err.Error())
-	}
-	r.conn, r.self, r.joined = first, self, map[netip.Addr]bool{}
-	go r.run(first)
+	r := &ndpResponder{ifi: ifi, verdict: verdict, log: log, m: m, groups: map[netip.Addr]bool{}}
+	r.sock = responderSocket[*ndpSocket]{family: "ndp", ifi: ifi, log: log, m: m,
+		open: func() (*ndpSocket, error) {
+			c, self, err := listen(ifi)
+			if err != nil {
+				return nil, err
+			}
+			return &ndpSocket{ndpConn: c, self: self, joined: map[netip.Addr]bool{}}, nil
+		},
+		opened: func(*ndpSocket) { r.syncGroupsLocked() },
+		serve:  r.serve}
+	r.sock.start()
 	return r
 }
 
@@ -76,65 +78,6 @@ func listenNDP(ifi *net.Interface) (ndpConn, netip.Addr, error) {
 	return c, self, nil
 }
 
-func (r *ndpResponder) isClosed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.closed
-}
-
-func (r *ndpResponder) run(c ndpConn) {
-	defer close(r.done)
-	sleep := func() bool {
-		for range reopenDelay / (20 * time.Millisecond) {
-			if r.isClosed() {
-				return true
-			}
-			sleepShort()
-		}
-		return r.isClosed()
-	}
-	for {
-		if c == nil {
-			var (
-				err  error
-				self netip.Addr
-			)
-			if c, self, err = r.listen(r.ifi); err != nil {
-				r.m.Errors.WithLabelValues("ndp", "open").Inc()
-				r.log.V(1).Info("open NDP socket failed; retrying", "interface", r.ifi.Name, "error", err.Error())
-				if sleep() {
-					return
-				}
-				continue
-			}
-			r.mu.Lock()
-			if r.closed {
-				r.mu.Unlock()
-				_ = c.Close()
-				return
-			}
-			r.conn, r.self, r.joined = c, self, map[netip.Addr]bool{}
-			r.syncGroupsLocked()
-			r.mu.Unlock()
-		}
-		err := r.serve(c)
-		r.mu.Lock()
-		r.conn = nil
-		closed := r.closed
-		r.mu.Unlock()
-		_ = c.Close()
-		c = nil
-		if closed {
-			return
-		}
-		r.m.Errors.WithLabelValues("ndp", "read").Inc()
-		r.log.Info("NDP socket failed; reopening", "interface", r.ifi.Name, "error", err.Error())
-		if sleep() {
-			return
-		}
-	}
-}
-
 // setAddrs sets the addresses whose solicited-node groups the responder joins.
 func (r *ndpResponder) setAddrs(addrs []netip.Addr) {
 	want := map[netip.Addr]bool{}
@@ -143,42 +86,42 @@ func (r *ndpResponder) setAddrs(addrs []netip.Addr) {
 			want[g] = true
 		}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.sock.mu.Lock()
+	defer r.sock.mu.Unlock()
 	r.groups = want
 	r.syncGroupsLocked()
 }
 
+// syncGroupsLocked joins and leaves groups on the open socket, if any, to match r.groups.
+// Called with sock.mu held.
 func (r *ndpResponder) syncGroupsLocked() {
-	if r.conn == nil {
+	if !r.sock.live {
 		return
 	}
-	for g := range r.joined {
+	c := r.sock.conn
+	for g := range c.joined {
 		if !r.groups[g] {
-			_ = r.conn.LeaveGroup(g)
-			delete(r.joined, g)
+			_ = c.LeaveGroup(g)
+			delete(c.joined, g)
 		}
 	}
 	for g := range r.groups {
-		if r.joined[g] {
+		if c.joined[g] {
 			continue
 		}
-		if err := r.conn.JoinGroup(g); err != nil {
+		if err := c.JoinGroup(g); err != nil {
 			r.m.Errors.WithLabelValues("ndp", "join").Inc()
 			r.log.Info("join solicited-node group failed", "interface", r.ifi.Name, "group", g.String(), "error", err.Error())
 			continue
 		}
-		r.joined[g] = true
+		c.joined[g] = true
 	}
 }
 
 // serve answers solicitations until the socket fails. A packet never stops it: each one gets
 // an outcome (handle) and is counted.
-func (r *ndpResponder) serve(c ndpConn) error {
+func (r *ndpResponder) serve(c *ndpSocket) error {
 	buf := make([]byte, max(r.ifi.MTU, 1280))
-	r.mu.Lock()
-	self := r.self
-	r.mu.Unlock()
 	for {
 		n, cm, from, err := c.ReadRaw(buf)
 		if err != nil {
@@ -188,7 +131,7 @@ func (r *ndpResponder) serve(c ndpConn) error {
 			r.m.Dropped.WithLabelValues("ndp", string(DropMalformed)).Inc()
 			continue
 		}
-		if out := r.handle(c, buf[:n], cm, from, self); out != Answered {
+		if out := r.handle(c, buf[:n], cm, from, c.self); out != Answered {
 			r.m.Dropped.WithLabelValues("ndp", string(out)).Inc()
 		}
 	}
@@ -245,10 +188,8 @@ func (r *ndpResponder) send(c ndpConn, target, dst netip.Addr, solicited bool) e
 
 // gratuitous sends an unsolicited neighbour advertisement for ip to all-nodes (RFC 4861 §7.2.6).
 func (r *ndpResponder) gratuitous(ip netip.Addr) error {
-	r.mu.Lock()
-	c := r.conn
-	r.mu.Unlock()
-	if c == nil {
+	c, ok := r.sock.current()
+	if !ok {
 		return errNotOpen
 	}
 	if err := r.send(c, ip, netip.IPv6LinkLocalAllNodes(), false); err != nil {
@@ -259,12 +200,5 @@ func (r *ndpResponder) gratuitous(ip netip.Addr) error {
 	return nil
 }
 
-func (r *ndpResponder) close() {
-	r.mu.Lock()
-	r.closed = true
-	if r.conn != nil {
-		_ = r.conn.Close()
-	}
-	r.mu.Unlock()
-	<-r.done
-}
+// close stops the responder and waits for its goroutine.
+func (r *ndpResponder) close() { r.sock.close() }
