@@ -238,13 +238,16 @@ func (s *Server) logRequest(start time.Time, elapsed time.Duration, r *http.Requ
 	if key(fieldDuration) {
 		b = strconv.AppendFloat(b, elapsed.Seconds(), 'f', 6, 64)
 	}
-	var ns, kind, name, svc string
-	if rs := a.series; rs != nil {
-		ns, kind, name, svc = rs.labels[0], rs.labels[1], rs.labels[2], rs.labels[3]
-	} else if a.route != nil {
-		ns, kind, name = routeLabels(a.route)
+	var id routeLabelValues
+	switch {
+	case a.series != nil:
+		id = a.series.labels
+	case a.route != nil && a.pool != nil:
+		id = seriesLabels(a.route, a.pool.backend)
+	case a.route != nil:
+		id = seriesLabels(a.route, a.route.Backend)
 	}
-	for i, v := range [...]string{ns, kind, name, svc} {
+	for i, v := range id {
 		if key(fieldNamespace + i) {
 			b = appendJSONString(b, v, maxLogHost)
 		}
