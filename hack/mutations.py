@@ -76,6 +76,20 @@ M = [
  ("M22d unknown users answered without hashing", "proxy/dataplane/auth.go", [("\t\t_ = c.compare(ba.Decoy, pass)\n", "")], "TestBasicAuthUnknownUserHashed"),
  ("M22e no bcrypt cost cap", "proxy/table/htpasswd.go", [("if cost > MaxBcryptCost {", "if false {")], "TestParseHtpasswd|TestBasicAuthSecrets", [], "./proxy/table/"),
  ("M22f one cache of checked passwords for every namespace", "proxy/dataplane/auth.go", [("c.ok[ns]", "c.ok[\"\"]")], "TestBasicAuthCachePerNamespace"),
+ ("M24ra unrouted requests labelled by the client's Host", "proxy/dataplane/handler.go", [("\t\trs = m.unrouted\n", "\t\trs = m.newSeries(routeLabelValues{r.Host})\n")], "TestMetricsLabelsBounded"),
+ ("M24rb method label not bounded", "proxy/dataplane/routemetrics.go", [("l[0], l[1], l[2], l[3], methods[mi], codeLabel(status))", "l[0], l[1], l[2], l[3], method, codeLabel(status))")], "TestMetricsLabelsBounded"),
+ ("M24rc routed requests counted as unrouted", "proxy/dataplane/routemetrics.go", [("\tif r == nil {\n\t\treturn m.unrouted\n", "\tif true {\n\t\treturn m.unrouted\n")], "TestMetricsPerRoute"),
+ ("M24rd a removed route's series kept", "proxy/dataplane/routemetrics.go", [("\t\t\t\tm.deleteSeries(l)\n", "")], "TestMetricsPerRoute"),
+ ("M24re the split or canary backend's Service not labelled", "proxy/dataplane/handler.go", [("if m := s.opts.Metrics; m != nil && be != route.Backend {", "if m := s.opts.Metrics; m != nil && false {")], "TestMetricsSplitService"),
+ ("M24rf failed TLS handshakes not counted", "proxy/dataplane/metrics.go", [('if strings.Contains(line, "TLS handshake error") &&', 'if false &&')], "TestTLSHandshakeMetrics"),
+ ("M24rg access log written in the request", "proxy/dataplane/accesslog.go", [("\t\tgo l.drain()\n", "\t\tl.drain()\n")], "TestAccessLogSlowOutput"),
+ ("M24rh dropped access log lines not counted", "proxy/dataplane/accesslog.go", [("\t\tl.dropped(1)\n", "")], "TestAccessLogSlowOutput"),
+ ("M24ri quotes not escaped in the access log", "proxy/dataplane/accesslog.go", [("case c == '\"' || c == '\\\\':", "case false:")], "TestAccessLogHostile|TestAppendJSONString"),
+ ("M24rj invalid UTF-8 written raw in the access log", "proxy/dataplane/accesslog.go", [("\t\t\tb = append(b, `\\ufffd`...)\n", "\t\t\tb = append(b, s[i])\n")], "TestAccessLogHostile"),
+ ("M24rk query logged by default", "proxy/dataplane/accesslog.go", [("i >= 0 && !l.query {", "i >= 0 && false {")], "TestAccessLogFields"),
+ ("M24rl access log sampling ignored", "proxy/dataplane/accesslog.go", [("\tif l.sample >= 1 {\n", "\tif true {\n")], "TestAccessLogSample"),
+ ("M24rm invalid traceparent forwarded", "proxy/dataplane/headers.go", [('\t\t"Traceparent", "Tracestate", // forwarded after validation (trace.go)\n', "")], "TestTraceContext"),
+ ("M24rn all-zero trace IDs accepted", "proxy/dataplane/trace.go", [("return !allZero(v[3:35]) && !allZero(v[36:52])", "return true")], "TestTraceContext"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -200,11 +200,13 @@ func (s *Server) logRequest(start time.Time, elapsed time.Duration, r *http.Requ
 	if key(fieldClient) {
 		// The address every rule judges (the PROXY protocol's, or a trusted proxy's
 		// X-Forwarded-For); peer is the connection's.
-		client := r.RemoteAddr
 		if ip := s.realClient(r, a); ip.IsValid() {
-			client = ip.String()
+			b = append(b, '"')
+			b = ip.AppendTo(b)
+			b = append(b, '"')
+		} else {
+			b = appendJSONString(b, r.RemoteAddr, maxLogHost)
 		}
-		b = appendJSONString(b, client, maxLogHost)
 	}
 	if key(fieldPeer) {
 		b = appendJSONString(b, r.RemoteAddr, maxLogHost)

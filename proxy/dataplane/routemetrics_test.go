@@ -338,3 +338,33 @@ func TestTLSHandshakeMetrics(t *testing.T) {
 		}
 	})
 }
+
+// TestMetricsSplitService: a request a canary takes is counted under the canary's Service,
+// on the route the client asked for (the main Ingress), the others under the main Service.
+func TestMetricsSplitService(t *testing.T) {
+	stable, canary := hostport(echoBackend(t, "stable")), hostport(echoBackend(t, "canary"))
+	tab := buildTable(t,
+		route{host: "c.test", path: "/", endpoints: []string{stable}},
+		route{host: "c.test", path: "/", endpoints: []string{canary}, annotations: map[string]string{
+			"nginx.ingress.kubernetes.io/canary": "true", "nginx.ingress.kubernetes.io/canary-by-header": "X-Canary"}})
+	forEachPath(t, func(t *testing.T, opts Options) {
+		m := NewMetrics(prometheus.NewRegistry())
+		opts.Metrics = m
+		_, addr, _ := startProxy(t, opts, tab)
+		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
+		defer c.CloseIdleConnections()
+		for _, hdr := range []map[string]string{{"Host": "c.test"}, {"Host": "c.test", "X-Canary": "always"}, {"Host": "c.test", "X-Canary": "always"}} {
+			if resp, _ := get(t, c, "http://"+addr+"/", hdr); resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+		}
+		testenv.Eventually(t, 5*time.Second, "requests counted by Service", func() error {
+			main := counterValue(t, m.requests.WithLabelValues("ns", "Ingress", "r0", "r0", "GET", "200"))
+			can := counterValue(t, m.requests.WithLabelValues("ns", "Ingress", "r0", "r1", "GET", "200"))
+			if main != 1 || can != 2 {
+				return fmt.Errorf("main Service %v, canary Service %v; want 1 and 2", main, can)
+			}
+			return nil
+		})
+	})
+}
