@@ -199,7 +199,11 @@ func (s *Server) logRequest(start time.Time, elapsed time.Duration, r *http.Requ
 	}
 	if key(fieldClient) {
 		// The address every rule judges (the PROXY protocol's, or a trusted proxy's
-		// X-Forwarded-For); peer is the connection's.
+		// X-Forwarded-For); peer is the connection's. A request refused before routing has
+		// not had its client read yet.
+		if a.clientIP == "" {
+			a.clientIP, a.trusted = s.client(r)
+		}
 		if ip := s.realClient(r, a); ip.IsValid() {
 			b = append(b, '"')
 			b = ip.AppendTo(b)

@@ -29,6 +29,9 @@ func logLines(t *testing.T, out string) []map[string]any {
 		if l == "" {
 			continue
 		}
+		if !utf8.ValidString(l) {
+			t.Fatalf("access log line %q is not UTF-8 (RFC 8259 §8.1)", l)
+		}
 		if !strings.HasSuffix(l, "\n") {
 			t.Fatalf("access log line without its newline: %q", l)
 		}
@@ -241,8 +244,8 @@ func TestAccessLogFields(t *testing.T) {
 	}
 }
 
-// TestAccessLogUnrouted: a request no route takes is logged with empty route fields and no
-// upstream.
+// TestAccessLogUnrouted: a request no route takes is logged with its client's address, empty
+// route fields and no upstream.
 func TestAccessLogUnrouted(t *testing.T) {
 	be := echoBackend(t, "b")
 	tab := buildTable(t, route{host: "log.test", path: "/", endpoints: []string{hostport(be)}})
@@ -256,7 +259,7 @@ func TestAccessLogUnrouted(t *testing.T) {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
 		l := waitLines(t, &out, 1)[0]
-		for k, v := range map[string]any{"host": "other.test", "status": json.Number("404"), "namespace": "", "source": "", "service": "",
+		for k, v := range map[string]any{"client": "127.0.0.1", "host": "other.test", "status": json.Number("404"), "namespace": "", "source": "", "service": "",
 			"upstream": "", "upstream_status": json.Number("0")} {
 			if l[k] != v {
 				t.Errorf("%s = %#v, want %#v", k, l[k], v)
