@@ -28,7 +28,9 @@ import (
 // (endpoint choice, retries, passive health, the error path; ReverseProxy's transport),
 // direct.go (the direct path, which skips ReverseProxy), h1transport.go (the HTTP/1.1
 // connection pool both paths use), listener.go (client connection limits), router.go (a
-// table compiled for serving).
+// table compiled for serving), metrics.go and routemetrics.go (the metrics; per-route series
+// resolved at Swap), accesslog.go (the JSON access log and its non-blocking writer), trace.go
+// (W3C trace context checks).
 
 // Server is the data plane. Create it with New, install tables with Swap, serve with Serve.
 type Server struct {
