@@ -90,6 +90,7 @@ M = [
  ("M24rl access log sampling ignored", "proxy/dataplane/accesslog.go", [("\tif l.sample >= 1 {\n", "\tif true {\n")], "TestAccessLogSample"),
  ("M24rm invalid traceparent forwarded", "proxy/dataplane/headers.go", [('\t\t"Traceparent", "Tracestate", // forwarded after validation (trace.go)\n', "")], "TestTraceContext"),
  ("M24ro an unrouted request's client logged with its port", "proxy/dataplane/accesslog.go", [("\t\t\ta.clientIP, a.trusted = s.client(r)\n", "")], "TestAccessLogUnrouted"),
+ ("M24rp Gateway routes' identity not read", "proxy/dataplane/routemetrics.go", [("\tif r.RouteKind != \"\" {\n", "\tif false {\n")], "TestMetricsGatewayRoute"),
  ("M24rn all-zero trace IDs accepted", "proxy/dataplane/trace.go", [("return !allZero(v[3:35]) && !allZero(v[36:52])", "return true")], "TestTraceContext"),
 ]
 only = sys.argv[1:]

@@ -368,3 +368,39 @@ func TestMetricsSplitService(t *testing.T) {
 		})
 	})
 }
+
+// TestMetricsGatewayRoute: a Gateway table's requests are counted under the HTTPRoute that
+// routed them (source_kind HTTPRoute, its namespace and name); a request the routes refuse
+// (wrong header) under no route.
+func TestMetricsGatewayRoute(t *testing.T) {
+	forEachPath(t, func(t *testing.T, opts Options) {
+		api := echoBackend(t, "api")
+		m := NewMetrics(prometheus.NewRegistry())
+		opts.Metrics = m
+		s, httpAddr, httpsAddr := startProxy(t, opts, buildTable(t))
+		port := func(addr string) int32 {
+			ap, err := net.ResolveTCPAddr("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return int32(ap.Port)
+		}
+		s.Swap(gatewayTable(t, port(httpAddr), port(httpsAddr), map[string]string{"api": hostport(api)}))
+		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
+		defer c.CloseIdleConnections()
+		if resp, _ := get(t, c, "http://"+httpAddr+"/api/v1", map[string]string{"X-Team": "a"}); resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		if resp, _ := get(t, c, "http://"+httpAddr+"/api/v1", map[string]string{"X-Team": "b"}); resp.StatusCode != 404 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		testenv.Eventually(t, 5*time.Second, "both counted", func() error {
+			routed := counterValue(t, m.requests.WithLabelValues("infra", "HTTPRoute", "api", "api", "GET", "200"))
+			unrouted := counterValue(t, m.requests.WithLabelValues("", "", "", "", "GET", "404"))
+			if routed != 1 || unrouted != 1 {
+				return fmt.Errorf("HTTPRoute infra/api %v, no route %v; want 1 and 1", routed, unrouted)
+			}
+			return nil
+		})
+	})
+}
