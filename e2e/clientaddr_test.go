@@ -240,16 +240,15 @@ func (p *proxyLab) checkClientAddress(t *testing.T, vip netip.Addr) {
 	}
 }
 
-// accessLogLine is the part of the proxy's access log line (--access-log-sample; zap JSON)
-// the test looks at.
+// accessLogLine is the part of the proxy's access log line (JSON on stdout, docs/proxy.md
+// "Access log") the test looks at.
 type accessLogLine struct {
-	Msg       string `json:"msg"`
 	Host      string `json:"host"`
 	Path      string `json:"path"`
 	Status    int    `json:"status"`
 	Client    string `json:"client"`
 	Peer      string `json:"peer"`
-	RequestID string `json:"requestID"`
+	RequestID string `json:"request_id"`
 }
 
 // proxyAccessLog returns the access log line of request id from the logs of the proxy pods
@@ -274,7 +273,7 @@ func proxyAccessLog(ctx context.Context, cs kubernetes.Interface, ns, id string)
 			if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
 				return accessLogLine{}, fmt.Errorf("%s: a log line naming %s is not JSON: %v: %s", pod.Name, id, err, shortErr(sc.Text()))
 			}
-			if line.Msg == "request" && line.RequestID == id {
+			if line.RequestID == id {
 				return line, nil
 			}
 		}

@@ -87,6 +87,22 @@ M = [
  ("M27c5 the pool the controller recorded is ignored (both modes)", "speaker/config/config.go", [('\tif annotated != "" {\n\t\tfor _, p := range pools {\n\t\t\tif a := p.pool()', '\tif false {\n\t\tfor _, p := range pools {\n\t\t\tif a := p.pool()')], "TestAnnouncedVIPs", [], "./speaker/config/"),
  ("M27c6 the CRD accepts a BGPPeer with a VRF", "config/crd/bases/metalgate.io_bgppeers.yaml", [("rule: self.size() == 0", "rule: 'true'")], "TestRefused/vrf|TestMetalLBManifests", [], "./api/v1alpha1/"),
  ("M27c7 the CRD accepts BFD echo mode", "config/crd/bases/metalgate.io_bfdprofiles.yaml", [("function; remove echoMode or set it to false'\n                  rule: '!self'", "function; remove echoMode or set it to false'\n                  rule: 'true'")], "TestRefused/BFD_echoMode|TestMetalLBManifests", [], "./api/v1alpha1/"),
+ ("M24ra unrouted requests labelled by the client's Host", "proxy/dataplane/handler.go", [("\t\trs = m.unrouted\n", "\t\trs = m.newSeries(routeLabelValues{r.Host})\n")], "TestMetricsLabelsBounded"),
+ ("M24rb method label not bounded", "proxy/dataplane/routemetrics.go", [("l[0], l[1], l[2], l[3], methods[mi], codeLabel(status))", "l[0], l[1], l[2], l[3], method, codeLabel(status))")], "TestMetricsLabelsBounded"),
+ ("M24rc routed requests counted as unrouted", "proxy/dataplane/routemetrics.go", [("\tif r == nil {\n\t\treturn m.unrouted\n", "\tif true {\n\t\treturn m.unrouted\n")], "TestMetricsPerRoute"),
+ ("M24rd a removed route's series kept", "proxy/dataplane/routemetrics.go", [("\t\t\t\tm.deleteSeries(l)\n", "")], "TestMetricsPerRoute"),
+ ("M24re the split or canary backend's Service not labelled", "proxy/dataplane/handler.go", [("if m := s.opts.Metrics; m != nil && be != route.Backend {", "if m := s.opts.Metrics; m != nil && false {")], "TestMetricsSplitService"),
+ ("M24rf failed TLS handshakes not counted", "proxy/dataplane/metrics.go", [('if strings.Contains(line, "TLS handshake error") &&', 'if false &&')], "TestTLSHandshakeMetrics"),
+ ("M24rg access log written in the request", "proxy/dataplane/accesslog.go", [("\t\tgo l.drain()\n", "\t\tl.drain()\n")], "TestAccessLogSlowOutput"),
+ ("M24rh dropped access log lines not counted", "proxy/dataplane/accesslog.go", [("\t\tl.dropped(1)\n", "")], "TestAccessLogSlowOutput"),
+ ("M24ri quotes not escaped in the access log", "proxy/dataplane/accesslog.go", [("case c == '\"' || c == '\\\\':", "case false:")], "TestAccessLogHostile|TestAppendJSONString"),
+ ("M24rj invalid UTF-8 written raw in the access log", "proxy/dataplane/accesslog.go", [("\t\t\tb = append(b, `\\ufffd`...)\n", "\t\t\tb = append(b, s[i])\n")], "TestAccessLogHostile"),
+ ("M24rk query logged by default", "proxy/dataplane/accesslog.go", [("i >= 0 && !l.query {", "i >= 0 && false {")], "TestAccessLogFields"),
+ ("M24rl access log sampling ignored", "proxy/dataplane/accesslog.go", [("\tif l.sample >= 1 {\n", "\tif true {\n")], "TestAccessLogSample"),
+ ("M24rm invalid traceparent forwarded", "proxy/dataplane/headers.go", [('\t\t"Traceparent", "Tracestate", // forwarded after validation (trace.go)\n', "")], "TestTraceContext"),
+ ("M24ro an unrouted request's client logged with its port", "proxy/dataplane/accesslog.go", [("\t\t\ta.clientIP, a.trusted = s.client(r)\n", "")], "TestAccessLogUnrouted"),
+ ("M24rp Gateway routes' identity not read", "proxy/dataplane/routemetrics.go", [("\tif r.RouteKind != \"\" {\n", "\tif false {\n")], "TestMetricsGatewayRoute"),
+ ("M24rn all-zero trace IDs accepted", "proxy/dataplane/trace.go", [("return !allZero(v[3:35]) && !allZero(v[36:52])", "return true")], "TestTraceContext"),
 ]
 only = sys.argv[1:]
 failed = 0

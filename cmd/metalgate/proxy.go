@@ -70,7 +70,10 @@ type proxyOptions struct {
 	EjectFor                time.Duration
 	StaleAfter              time.Duration
 	ShutdownTimeout         time.Duration
-	AccessLogSample         int
+	AccessLog               bool
+	AccessLogSample         float64
+	AccessLogFields         string
+	AccessLogQuery          bool
 	DirectPath              bool
 	UpstreamReadTimeout     time.Duration
 	MaxResponseHeaderBytes  string
@@ -147,7 +150,10 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.EjectFor, "eject-for", 10*time.Second, "How long an ejected endpoint stays out of rotation.")
 	fs.DurationVar(&o.StaleAfter, "stale-after", 2*time.Minute, "Readiness fails when a watch has been failing for this long (traffic is still served).")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "On SIGTERM, how long requests in flight may finish.")
-	fs.IntVar(&o.AccessLogSample, "access-log-sample", 0, "Log one request in N (1: every request); 0: no access log.")
+	fs.BoolVar(&o.AccessLog, "access-log", true, "Write the access log to stdout: one JSON object per line per request (docs/proxy.md, Access log).")
+	fs.Float64Var(&o.AccessLogSample, "access-log-sample", 1, "Fraction of requests the access log records, more than 0 and at most 1 (0.1: one in ten).")
+	fs.StringVar(&o.AccessLogFields, "access-log-fields", "", "Comma-separated access log fields to write (default all): "+strings.Join(dataplane.AccessLogFieldNames(), ",")+".")
+	fs.BoolVar(&o.AccessLogQuery, "access-log-query", false, "Log the request path with its query (off: queries often carry tokens).")
 	fs.BoolVar(&o.DirectPath, "direct-path", true, "Forward HTTP/1.x GET and HEAD without a body on the direct path (its own HTTP/1.1 connection pool); false: httputil.ReverseProxy and http.Transport for everything.")
 	fs.BoolVar(&o.DirectPath, "upstream-fast-path", true, "Deprecated: the old name of --direct-path.")
 	fs.DurationVar(&o.UpstreamReadTimeout, "upstream-read-timeout", 60*time.Second, "Longest wait for each read of a backend's response body (idle, not total); then the response is cut. Negative: none.")
@@ -198,7 +204,7 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 		UpstreamIdleTimeout: o.UpstreamIdleTimeout, MaxIdlePerEndpoint: o.MaxIdlePerEndpoint,
 		ReadHeaderTimeout: o.ReadHeaderTimeout, ClientIdleTimeout: o.ClientIdleTimeout, MaxHeaderBytes: o.MaxHeaderBytes,
 		Retries: o.Retries, FailureThreshold: o.FailureThreshold, EjectFor: o.EjectFor, ShutdownTimeout: o.ShutdownTimeout,
-		AccessLogSample: o.AccessLogSample, DisableDirectPath: !o.DirectPath, Logger: logger.WithName("dataplane"),
+		AccessLogSample: o.AccessLogSample, AccessLogQuery: o.AccessLogQuery, DisableDirectPath: !o.DirectPath, Logger: logger.WithName("dataplane"),
 		UpstreamReadTimeout: negOff(o.UpstreamReadTimeout), Max1xxResponses: o.Max1xxResponses,
 		ClientBodyTimeout: negOff(o.ClientBodyTimeout), SendTimeout: negOff(o.SendTimeout), HTTP2WriteTimeout: negOff(o.HTTP2WriteTimeout),
 		HTTP2MaxConcurrentStreams: o.HTTP2MaxStreams, MaxConnections: o.MaxConnections, MaxConnectionsPerClient: o.MaxConnectionsPerClient,
@@ -210,6 +216,12 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 	}
 	if o.ServerHeader == "" {
 		d.ServerHeader = "-"
+	}
+	if o.AccessLog {
+		d.AccessLog = os.Stdout
+	}
+	if o.AccessLogFields != "" {
+		d.AccessLogFields = strings.Split(o.AccessLogFields, ",")
 	}
 	if o.Max1xxResponses < 1 {
 		return d, fmt.Errorf("--max-1xx-responses %d: want at least 1", o.Max1xxResponses)

@@ -77,7 +77,7 @@ func (s *Server) forwardDirect(w *responseWriter, r *http.Request, a *attempt) {
 		return nil
 	}
 	resp, err := s.send(ctx, a, true, func(e *balancer.Endpoint, _ int) (*http.Response, error) {
-		return s.h1.do(ctx, e.Addr, a.pool.tls, r, func(bw *bufio.Writer) error { return s.writeHead(bw, r, a) }, got1xx, a.route.Options.Policy.Timeouts)
+		return s.h1.do(ctx, e.Addr, a.pool.tls, r, func(bw *bufio.Writer) error { return s.writeHead(bw, r, a) }, got1xx, a.route.Options.Policy.Timeouts, &a.connect)
 	})
 	if err != nil {
 		s.failed(w, r, a, err)

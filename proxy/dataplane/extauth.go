@@ -48,7 +48,7 @@ func (s *Server) externalAuth(w *responseWriter, r *http.Request, ea *table.Exte
 	s.authHeaders(req.Header, r, ea, a)
 	start := time.Now()
 	e.Start()
-	resp, err := s.h1.do(ctx, e.Addr, nil, req, nil, nil, table.Timeouts{})
+	resp, err := s.h1.do(ctx, e.Addr, nil, req, nil, nil, table.Timeouts{}, nil)
 	if err != nil {
 		e.End(time.Since(start))
 		return fail(err.Error())

@@ -141,7 +141,7 @@ func splitPoolKey(key string) (tlsKey, addr string) {
 	return "", key
 }
 
-func (t *h1Transport) get(ctx context.Context, addr string, td *tlsDest, connect time.Duration) (*h1Conn, bool, error) {
+func (t *h1Transport) get(ctx context.Context, addr string, td *tlsDest, connect time.Duration, took *time.Duration) (*h1Conn, bool, error) {
 	if td != nil && td.refuse != nil {
 		return nil, false, td.refuse
 	}
@@ -180,6 +180,7 @@ func (t *h1Transport) get(ctx context.Context, addr string, td *tlsDest, connect
 		dctx, cancel = context.WithTimeout(ctx, connect)
 		defer cancel()
 	}
+	dialed := time.Now()
 	nc, err := t.dial(dctx, "tcp", addr)
 	if err != nil {
 		return nil, false, err
@@ -197,6 +198,9 @@ func (t *h1Transport) get(ctx context.Context, addr string, td *tlsDest, connect
 			return nil, false, err
 		}
 		c.conn = c.tls
+	}
+	if took != nil {
+		*took = time.Since(dialed)
 	}
 	c.br = bufio.NewReaderSize(c, 16<<10)
 	c.bw = bufio.NewWriterSize(writerFunc(c.write), 8<<10)
@@ -241,13 +245,15 @@ func (t *h1Transport) CloseIdleConnections() { t.retain(func(string, string) boo
 func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var tm table.Timeouts
 	var td *tlsDest
+	var connect *time.Duration
 	if a, ok := req.Context().Value(attemptKey{}).(*attempt); ok {
 		if a.route != nil {
 			tm = a.route.Options.Policy.Timeouts
 		}
 		td = a.pool.tls
+		connect = &a.connect
 	}
-	return t.do(req.Context(), req.URL.Host, td, req, nil, traceGot1xx(req.Context()), tm)
+	return t.do(req.Context(), req.URL.Host, td, req, nil, traceGot1xx(req.Context()), tm, connect)
 }
 
 // do sends a request to addr over a pooled connection and reads the response. The request
@@ -255,10 +261,11 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // is nil; req gives the method for reading the response (HEAD has no body). got1xx, when
 // set, receives each informational response (not 101) before the final one; an error from
 // it fails the request. tm overrides the transport's timeouts for this request where set.
+// connect, when set, receives the time a new connection took to connect (0: a pooled one).
 func (t *h1Transport) do(ctx context.Context, addr string, td *tlsDest, req *http.Request, head func(*bufio.Writer) error,
-	got1xx func(code int, h http.Header) error, tm table.Timeouts) (*http.Response, error) {
+	got1xx func(code int, h http.Header) error, tm table.Timeouts, connect *time.Duration) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
-		c, reused, err := t.get(ctx, addr, td, tm.Connect)
+		c, reused, err := t.get(ctx, addr, td, tm.Connect, connect)
 		if err != nil {
 			closeBody(req)
 			return nil, err

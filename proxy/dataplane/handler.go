@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/metalgate/metalgate/proxy/table"
@@ -30,20 +31,37 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rw.code == 0 {
 		rw.code = http.StatusOK
 	}
+	elapsed := time.Since(start)
 	if m := s.opts.Metrics; m != nil {
-		m.request(rw.code)
-		m.Duration.Observe(time.Since(start).Seconds())
+		s.observe(m, r, &st.a, rw, elapsed)
 	}
-	if n := s.opts.AccessLogSample; n > 0 && s.served.Add(1)%uint64(n) == 0 {
-		// client is the address every rule judges (the PROXY protocol's, or a trusted
-		// proxy's X-Forwarded-For); peer is the connection's.
-		client := r.RemoteAddr
-		if ip := s.realClient(r, &st.a); ip.IsValid() {
-			client = ip.String()
-		}
-		s.opts.Logger.Info("request", "method", r.Method, "host", r.Host, "path", r.URL.Path, "proto", r.Proto,
-			"status", rw.code, "bytes", rw.bytes, "duration", time.Since(start), "client", client, "peer", r.RemoteAddr,
-			"requestID", rw.reqID)
+	if s.alog != nil && s.alog.sampled() {
+		s.logRequest(start, elapsed, r, &st.a, rw)
+	}
+}
+
+// observe records one request in the metrics of its route (series, set once the route and
+// backend were chosen), or of no route.
+func (s *Server) observe(m *Metrics, r *http.Request, a *attempt, rw *responseWriter, elapsed time.Duration) {
+	rs := a.series
+	if rs == nil {
+		rs = m.unrouted
+	}
+	rs.request(r.Method, rw.code)
+	rs.duration.Observe(elapsed.Seconds())
+	rs.requestSize.Observe(float64(a.bytesIn()))
+	rs.responseSize.Observe(float64(rw.bytes))
+	if a.chosen == nil {
+		return
+	}
+	if a.connect > 0 {
+		rs.upstreamConnect.Observe(a.connect.Seconds())
+	}
+	if a.firstByte > 0 {
+		rs.upstreamFirstByte.Observe(a.firstByte.Seconds())
+	}
+	if d := a.upstreamTotal(); d > 0 {
+		rs.upstreamTotal.Observe(d.Seconds())
 	}
 }
 
@@ -77,6 +95,10 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 		return
 	}
 	a.route = route
+	if m := s.opts.Metrics; m != nil {
+		a.series = m.seriesFor(rt.series, route, route.Backend)
+	}
+	a.traceparent, a.tracestate = w3cTrace(r.Header)
 	a.clientIP, a.trusted = s.client(r)
 	if p := &route.Options.Policy; len(p.Allow) > 0 || len(p.Deny) > 0 || p.RateLimit != nil {
 		a.realIP = s.realClient(r, a)
@@ -106,6 +128,9 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 		}
 	} else if c := route.Canary; c != nil && canaryChosen(r, &c.CanaryRule) {
 		be = c.Backend
+	}
+	if m := s.opts.Metrics; m != nil && be != route.Backend {
+		a.series = m.seriesFor(rt.series, route, be)
 	}
 	if be.Unresolved {
 		// An HTTPRoute backendRef that names nothing usable (the route's ResolvedRefs says
@@ -281,6 +306,7 @@ type clientBody struct {
 	// reading holds a token while a Read is in flight (settle waits for it).
 	reading chan struct{}
 
+	n     atomic.Int64 // bytes read
 	mu    sync.Mutex
 	armed bool // a read deadline is set
 	done  bool // the handler has returned: rc is not ours any more
@@ -298,6 +324,7 @@ func (b *clientBody) Read(p []byte) (int, error) {
 		b.mu.Unlock()
 	}
 	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
 	if err != nil {
 		b.disarm()
 		// Counted before it is published: whoever answers for it sees the count (one

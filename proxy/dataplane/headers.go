@@ -19,6 +19,8 @@ import (
 //     the body is first read), and the body goes to the backend at once, as nginx does;
 //   - the forwarding headers (X-Forwarded-*, X-Real-IP, Forwarded) and X-Request-Id, unless
 //     the client is a trusted proxy (then they are extended, not replaced);
+//   - a traceparent that is not valid W3C Trace Context, and a tracestate without a valid
+//     traceparent (trace.go); valid ones pass unchanged;
 //   - names with '_' (unless AllowUnderscoreHeaders): CGI and WSGI servers map '-' and '_'
 //     to the same variable, so X_Forwarded_For would read as X-Forwarded-For behind them.
 //     nginx drops them by default for the same reason;
@@ -41,6 +43,7 @@ func dropped(k string) bool {
 		"Te", "Trailer", "Transfer-Encoding", "Upgrade",
 		"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port", "Forwarded",
 		"X-Real-Ip", "X-Request-Id",
+		"Traceparent", "Tracestate", // forwarded after validation (trace.go)
 		"Host", "Content-Length", "Expect":
 		return true
 	}
@@ -184,6 +187,12 @@ func (s *Server) outboundHeaders(in *http.Request, a *attempt, emit func(k, v st
 	}
 	add("Forwarded", forwarded)
 	add("X-Request-Id", a.reqID)
+	if a.traceparent != "" {
+		add("Traceparent", a.traceparent)
+		if a.tracestate != "" {
+			add("Tracestate", a.tracestate)
+		}
+	}
 	for k, vv := range a.authSet {
 		for _, v := range vv {
 			emit(k, v)

@@ -1,11 +1,26 @@
 package dataplane
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"strings"
 
-// Metrics are the data plane's Prometheus metrics.
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the data plane's Prometheus metrics. The per-route ones (routemetrics.go) are
+// labelled by the route's identity (namespace, source_kind, source, service), and requests
+// also by method and exact code; every label value is bounded by construction: it comes from
+// the table or a fixed set, never from what a client sent.
 type Metrics struct {
-	requests          [6]prometheus.Counter // by status class: 0 (other), 1xx … 5xx
-	Duration          prometheus.Histogram
+	requests          *prometheus.CounterVec   // routeLabels + method, code
+	duration          *prometheus.HistogramVec // routeLabels
+	requestSize       *prometheus.HistogramVec
+	responseSize      *prometheus.HistogramVec
+	upstreamConnect   *prometheus.HistogramVec
+	upstreamFirstByte *prometheus.HistogramVec
+	upstreamTotal     *prometheus.HistogramVec
+	unrouted          *routeSeries // requests no route took
+	TLSHandshakes     *prometheus.CounterVec
+	AccessLogDropped  prometheus.Counter
 	UpstreamErrors    *prometheus.CounterVec
 	Ejections         prometheus.Counter
 	Retries           prometheus.Counter
@@ -39,15 +54,35 @@ const (
 
 // NewMetrics creates the data plane's metrics and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "metalgate_proxy_requests_total",
-		Help: "Requests served, by status class (1xx … 5xx).",
-	}, []string{"code"})
+	seconds := prometheus.ExponentialBuckets(0.0005, 2.5, 14) // 0.5 ms … 73 min
+	bytes := prometheus.ExponentialBuckets(64, 4, 10)         // 64 B … 16 MiB
+	histogram := func(o prometheus.HistogramOpts) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(o, routeLabelNames[:])
+	}
 	m := &Metrics{
-		Duration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "metalgate_proxy_request_duration_seconds",
-			Help:    "Time from request to response headers written (upgraded connections: to the switch).",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 14),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metalgate_proxy_requests_total",
+			Help: "Requests served, by route (namespace, source_kind, source, service), method (GET … TRACE, else OTHER) and exact status code; requests no route took have empty route labels.",
+		}, append(routeLabelNames[:], "method", "code")),
+		duration: histogram(prometheus.HistogramOpts{Name: "metalgate_proxy_request_duration_seconds",
+			Help: "Time from request to the response handler's return (the body sent; upgraded connections: to the switch), by route.", Buckets: seconds}),
+		requestSize: histogram(prometheus.HistogramOpts{Name: "metalgate_proxy_request_size_bytes",
+			Help: "Request body bytes read from the client, by route.", Buckets: bytes}),
+		responseSize: histogram(prometheus.HistogramOpts{Name: "metalgate_proxy_response_size_bytes",
+			Help: "Response body bytes written to the client, by route.", Buckets: bytes}),
+		upstreamConnect: histogram(prometheus.HistogramOpts{Name: "metalgate_proxy_upstream_connect_duration_seconds",
+			Help: "Time to connect to an endpoint (TCP, and TLS for https backends) when a request needed a new HTTP/1.1 connection, by route.", Buckets: seconds}),
+		upstreamFirstByte: histogram(prometheus.HistogramOpts{Name: "metalgate_proxy_upstream_first_byte_duration_seconds",
+			Help: "Time from sending a request to an endpoint to its response headers, by route.", Buckets: seconds}),
+		upstreamTotal: histogram(prometheus.HistogramOpts{Name: "metalgate_proxy_upstream_duration_seconds",
+			Help: "Time from sending a request to an endpoint to the end of its response body, by route.", Buckets: seconds}),
+		TLSHandshakes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metalgate_proxy_tls_handshakes_total",
+			Help: "TLS handshakes with clients, by outcome (ok, no_certificate: no certificate for the server name, failed: any other failure).",
+		}, []string{"outcome"}),
+		AccessLogDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "metalgate_proxy_access_log_dropped_total",
+			Help: "Access log lines dropped because the log's output (stdout) did not keep up, or failed.",
 		}),
 		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metalgate_proxy_upstream_errors_total",
@@ -82,22 +117,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Mirror copies of requests (HTTPRoute RequestMirror), by result: sent (the mirror answered), failed (no answer in time, or a broken one), dropped (too many mirror requests in flight), body_too_large (a body over 64 KiB is not mirrored), no_endpoints, unsupported (upgrades, h2c and gRPC backends).",
 		}, []string{"result"}),
 	}
-	for i, c := range []string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"} {
-		m.requests[i] = reqs.WithLabelValues(c)
-	}
-	reg.MustRegister(reqs, m.Duration, m.UpstreamErrors, m.Ejections, m.Retries, m.TableSwaps, m.LimitHits, m.ConnsDiscarded, m.ClientConnections, m.Mirrors)
+	m.unrouted = m.newSeries(routeLabelValues{})
+	reg.MustRegister(m.requests, m.duration, m.requestSize, m.responseSize, m.upstreamConnect, m.upstreamFirstByte, m.upstreamTotal,
+		m.TLSHandshakes, m.AccessLogDropped, m.UpstreamErrors, m.Ejections, m.Retries, m.TableSwaps, m.LimitHits, m.ConnsDiscarded, m.ClientConnections, m.Mirrors)
 	return m
-}
-
-func (m *Metrics) request(code int) {
-	if m == nil {
-		return
-	}
-	i := code / 100
-	if i < 1 || i > 5 {
-		i = 0
-	}
-	m.requests[i].Inc()
 }
 
 func (s *Server) limitHit(limit string) {
@@ -119,4 +142,36 @@ func (s *Server) discarded(reason string) {
 	if reason != discardIncomplete {
 		s.opts.Logger.V(1).Info("backend connection discarded", "reason", reason)
 	}
+}
+
+// Outcomes counted by metalgate_proxy_tls_handshakes_total.
+const (
+	handshakeOK            = "ok"
+	handshakeNoCertificate = "no_certificate"
+	handshakeFailed        = "failed"
+)
+
+// noListenerCertificate starts the error of a handshake refused for want of a Gateway
+// listener's certificate (counted as no_certificate, not again as failed).
+const noListenerCertificate = "no HTTPS listener of this Gateway"
+
+func (s *Server) tlsHandshake(outcome string) {
+	if m := s.opts.Metrics; m != nil {
+		m.TLSHandshakes.WithLabelValues(outcome).Inc()
+	}
+}
+
+// handshakeLog is the http.Server's error log: it counts the failed TLS handshakes the
+// server reports there ("http: TLS handshake error from …"), which nothing else sees, and
+// passes every line to the logger at V(1) (a client's failed handshake is not the proxy's
+// error).
+type handshakeLog struct{ s *Server }
+
+func (l handshakeLog) Write(p []byte) (int, error) {
+	line := strings.TrimSuffix(string(p), "\n")
+	if strings.Contains(line, "TLS handshake error") && !strings.Contains(line, noListenerCertificate) {
+		l.s.tlsHandshake(handshakeFailed)
+	}
+	l.s.opts.Logger.V(1).Info("http server", "message", line)
+	return len(p), nil
 }

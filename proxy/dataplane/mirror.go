@@ -188,7 +188,7 @@ func (s *Server) exchangeMirror(ctx context.Context, c *mirrorCopy, body []byte)
 	start := time.Now()
 	e.Start()
 	defer func() { e.End(time.Since(start)) }()
-	resp, err := s.h1.do(ctx, e.Addr, c.pool.tls, req, nil, nil, table.Timeouts{})
+	resp, err := s.h1.do(ctx, e.Addr, c.pool.tls, req, nil, nil, table.Timeouts{}, nil)
 	if err != nil {
 		s.opts.Logger.V(1).Info("mirror request failed", "backend", c.pool.backend.Key, "error", err)
 		return mirrorFailed

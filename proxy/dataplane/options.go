@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"runtime"
@@ -140,9 +141,20 @@ type Options struct {
 	// http.Transport, the reference semantics the differential tests compare with.
 	stdlibTransport bool
 
-	// AccessLogSample logs one request in N (1: all); 0 disables the access log.
-	AccessLogSample int
-	// Logger receives the access log (V(0), message "request") and errors. Default: discard.
+	// AccessLog, when set, receives the access log: one JSON object per line per request
+	// (accesslog.go), written by a goroutine of its own; a line that would wait behind more
+	// than 1 MiB of others is dropped and counted. Default nil: no access log.
+	AccessLog io.Writer
+	// AccessLogSample is the fraction of requests logged, more than 0 and at most 1.
+	// Default (0): 1, every request.
+	AccessLogSample float64
+	// AccessLogFields selects the fields logged (AccessLogFieldNames), in their own order.
+	// Default (nil): all.
+	AccessLogFields []string
+	// AccessLogQuery logs the path with its query. Default false: without (a query often
+	// carries tokens).
+	AccessLogQuery bool
+	// Logger receives errors and debug messages. Default: discard.
 	Logger logr.Logger
 	// Metrics, when set, count requests, upstream errors and limits.
 	Metrics *Metrics
@@ -171,6 +183,15 @@ func (o *Options) defaults() error {
 	def(&o.ClientIdleTimeout, 120*time.Second)
 	def(&o.EjectFor, 10*time.Second)
 	def(&o.ShutdownTimeout, 30*time.Second)
+	switch {
+	case o.AccessLogSample == 0:
+		o.AccessLogSample = 1
+	case !(o.AccessLogSample > 0 && o.AccessLogSample <= 1): // NaN too
+		return fmt.Errorf("access log sample %v: want a fraction more than 0 and at most 1", o.AccessLogSample)
+	}
+	if _, err := parseAccessLogFields(o.AccessLogFields); err != nil {
+		return err
+	}
 	if o.AuthCheckWait < 0 {
 		return fmt.Errorf("authentication check wait %v: want more than 0 (a check must not wait for ever)", o.AuthCheckWait)
 	}

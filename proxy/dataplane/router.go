@@ -12,8 +12,9 @@ import (
 // router is a table compiled for serving: each backend with its endpoints and balancer. Like
 // the table it is immutable; Swap builds a new one.
 type router struct {
-	table *table.Table
-	pools map[*table.Backend]*pool
+	table  *table.Table
+	pools  map[*table.Backend]*pool
+	series *tableSeries // the routes' metrics (nil without Metrics)
 }
 
 // pool is one backend ready to serve.

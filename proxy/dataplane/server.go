@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -27,7 +28,9 @@ import (
 // (endpoint choice, retries, passive health, the error path; ReverseProxy's transport),
 // direct.go (the direct path, which skips ReverseProxy), h1transport.go (the HTTP/1.1
 // connection pool both paths use), listener.go (client connection limits), router.go (a
-// table compiled for serving).
+// table compiled for serving), metrics.go and routemetrics.go (the metrics; per-route series
+// resolved at Swap), accesslog.go (the JSON access log and its non-blocking writer), trace.go
+// (W3C trace context checks).
 
 // Server is the data plane. Create it with New, install tables with Swap, serve with Serve.
 type Server struct {
@@ -49,9 +52,9 @@ type Server struct {
 	serverHeader        []string
 	httpPort, httpsPort string // X-Forwarded-Port
 	affinityKey         []byte
-	limits              *limiters     // rate limits' state, across tables
-	auth                *basicAuth    // basic authentication checks, across tables
-	served              atomic.Uint64 // for access-log sampling
+	limits              *limiters  // rate limits' state, across tables
+	auth                *basicAuth // basic authentication checks, across tables
+	alog                *accessLog // nil: no access log
 	// reencodeQueries: GODEBUG sets urlmaxqueryparams, with which ReverseProxy re-encodes
 	// every query; the direct path then leaves all requests to it.
 	reencodeQueries bool
@@ -121,6 +124,14 @@ func New(opts Options) (*Server, error) {
 	if opts.ServerHeader != "-" {
 		s.serverHeader = []string{opts.ServerHeader}
 	}
+	if opts.AccessLog != nil {
+		fields, _ := parseAccessLogFields(opts.AccessLogFields) // checked by defaults
+		s.alog = newAccessLog(opts.AccessLog, fields, opts.AccessLogQuery, opts.AccessLogSample, func(n int) {
+			if opts.Metrics != nil {
+				opts.Metrics.AccessLogDropped.Add(float64(n))
+			}
+		})
+	}
 	if len(s.affinityKey) == 0 {
 		s.affinityKey = make([]byte, 32)
 		if _, err := rand.Read(s.affinityKey); err != nil {
@@ -176,7 +187,15 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 func (s *Server) Swap(t *table.Table) {
 	s.swapMu.Lock()
 	defer s.swapMu.Unlock()
-	r, added, removed := compile(t, s.current.Load(), s.registry, s.affinityKey)
+	prev := s.current.Load()
+	r, added, removed := compile(t, prev, s.registry, s.affinityKey)
+	if m := s.opts.Metrics; m != nil {
+		var ps *tableSeries
+		if prev != nil {
+			ps = prev.series
+		}
+		r.series = m.compileSeries(t, ps)
+	}
 	s.tls.update(r)
 	s.current.Store(r)
 	if dropped := s.refs.update(added, removed); len(dropped) > 0 {
@@ -215,7 +234,8 @@ func (s *Server) TLSConfig() *tls.Config {
 				if c := r.table.GatewayCertificate(port, hello.ServerName); c != nil {
 					return c, nil
 				}
-				return nil, fmt.Errorf("no HTTPS listener of this Gateway on port %d has a certificate for server name %q", port, hello.ServerName)
+				s.tlsHandshake(handshakeNoCertificate)
+				return nil, fmt.Errorf("%s on port %d has a certificate for server name %q", noListenerCertificate, port, hello.ServerName)
 			}
 			if r != nil && hello.ServerName != "" {
 				if c := r.table.Certificate(hello.ServerName); c != nil {
@@ -223,6 +243,12 @@ func (s *Server) TLSConfig() *tls.Config {
 				}
 			}
 			return s.defCert, nil
+		},
+		// Called on every handshake the server accepts (client certificates are not asked
+		// for); failures are counted from the http.Server's error log (handshakeLog).
+		VerifyConnection: func(tls.ConnectionState) error {
+			s.tlsHandshake(handshakeOK)
+			return nil
 		},
 	}
 }
@@ -270,7 +296,7 @@ func (s *Server) HTTPServer(tls bool) *http.Server {
 				_ = c.SetWriteDeadline(time.Time{})
 			}
 		},
-		ErrorLog: nil,
+		ErrorLog: log.New(handshakeLog{s}, "", 0),
 	}
 	if tls {
 		srv.TLSConfig = s.TLSConfig()
@@ -326,6 +352,9 @@ func (s *Server) Serve(ctx context.Context, httpLn, httpsLn net.Listener) error 
 	}
 	wg.Wait()
 	s.CloseIdleConnections()
+	if s.alog != nil {
+		s.alog.flush()
+	}
 	return err
 }
 

@@ -41,6 +41,35 @@ type attempt struct {
 	bodyErr atomic.Pointer[error]
 	// body is the client's request body while it is forwarded (nil without one).
 	body *clientBody
+	// series is where the request is counted (routemetrics.go): its route's and backend's.
+	series *routeSeries
+	// traceparent and tracestate are the client's W3C trace context when valid (trace.go):
+	// forwarded unchanged; "" when absent or invalid (dropped).
+	traceparent, tracestate string
+	// Upstream timing of the last exchange (metrics and the access log): connect is the
+	// time to connect when it needed a new HTTP/1.1 connection (0: reused, or another
+	// transport), firstByte the time to its response headers, total (nanoseconds) to the
+	// end of its body, set when the body is closed; upStatus is its status code.
+	connect, firstByte time.Duration
+	total              atomic.Int64
+	upStatus           int
+}
+
+// bytesIn is how much of the client's request body was read.
+func (a *attempt) bytesIn() int64 {
+	if a.body == nil {
+		return 0
+	}
+	return a.body.n.Load()
+}
+
+// upstreamTotal is the time from sending the request to the end of the response body (to
+// the response headers for an upgrade, or a body not closed yet).
+func (a *attempt) upstreamTotal() time.Duration {
+	if d := time.Duration(a.total.Load()); d > 0 {
+		return d
+	}
+	return a.firstByte
 }
 
 type attemptKey struct{}
@@ -104,16 +133,18 @@ func (s *Server) send(ctx context.Context, a *attempt, retryable bool, exchange 
 		}
 		a.tried = append(a.tried, e)
 		a.chosen = e
+		a.connect = 0
 		start := time.Now()
 		e.Start()
 		resp, err := exchange(e, try)
 		if err == nil {
 			e.Succeeded()
+			a.firstByte, a.upStatus = time.Since(start), resp.StatusCode
 			if resp.StatusCode == http.StatusSwitchingProtocols {
-				e.End(time.Since(start)) // the upgraded stream is not a request in flight
+				e.End(a.firstByte) // the upgraded stream is not a request in flight
 				return resp, nil
 			}
-			resp.Body = &endBody{ReadCloser: resp.Body, e: e, start: start}
+			resp.Body = &endBody{ReadCloser: resp.Body, e: e, start: start, total: &a.total}
 			return resp, nil
 		}
 		e.End(time.Since(start))
@@ -186,17 +217,23 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// endBody ends the endpoint's in-flight count when the response body is done.
+// endBody ends the endpoint's in-flight count when the response body is done, and records
+// the exchange's total time in total.
 type endBody struct {
 	io.ReadCloser
 	e     *balancer.Endpoint
 	start time.Time
+	total *atomic.Int64
 	once  sync.Once
 }
 
 func (b *endBody) Close() error {
 	err := b.ReadCloser.Close()
-	b.once.Do(func() { b.e.End(time.Since(b.start)) })
+	b.once.Do(func() {
+		d := time.Since(b.start)
+		b.total.Store(int64(d))
+		b.e.End(d)
+	})
 	return err
 }
 
