@@ -513,15 +513,15 @@ func (m *ingressMigrator) checkIngresses(results []*ingressResult) (map[types.Na
 	t, problems := table.Build(in)
 	routes := map[types.NamespacedName][]*table.Route{}
 	for _, r := range t.Routes() {
-		routes[r.Ingress] = append(routes[r.Ingress], r)
+		routes[r.Source.NamespacedName] = append(routes[r.Source.NamespacedName], r)
 	}
 	for _, r := range t.Defaults() {
-		routes[r.Ingress] = append(routes[r.Ingress], r)
+		routes[r.Source.NamespacedName] = append(routes[r.Source.NamespacedName], r)
 	}
 	byIngress := map[types.NamespacedName][]table.Problem{}
 	for _, p := range problems {
 		if p.Reason == table.ReasonInvalidAnnotation {
-			byIngress[p.Ingress] = append(byIngress[p.Ingress], p)
+			byIngress[p.Object.NamespacedName] = append(byIngress[p.Object.NamespacedName], p)
 		}
 	}
 	return routes, byIngress, nil

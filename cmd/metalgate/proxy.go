@@ -451,7 +451,7 @@ func serveStaticConfig(opts proxyOptions, swap func(*table.Table), logger logr.L
 	in.SSLPassthrough = opts.SSLPassthrough
 	t, problems := table.Build(in)
 	for _, p := range problems {
-		logger.Info("ingress problem", "ingress", p.Ingress.String(), "reason", p.Reason, "message", p.Message)
+		logger.Info("build problem", "object", p.Object.String(), "reason", p.Reason, "message", p.Message)
 	}
 	swap(t)
 	logger.Info("serving static config", "file", opts.StaticConfig, "ingresses", t.Ingresses, "backends", len(t.Backends))

@@ -288,7 +288,7 @@ func (b *builder) routed(ctx context.Context, in table.Input) table.Input {
 func (b *builder) report(in table.Input, problems []table.Problem) {
 	byIng := map[types.NamespacedName][]table.Problem{}
 	for _, p := range problems {
-		byIng[p.Ingress] = append(byIng[p.Ingress], p)
+		byIng[p.Object.NamespacedName] = append(byIng[p.Object.NamespacedName], p)
 	}
 	objs := map[types.NamespacedName]*networkingv1.Ingress{}
 	for _, ing := range in.Ingresses {

@@ -288,7 +288,7 @@ func TestRegexAndAliasRoutes(t *testing.T) {
 	var reasons []string
 	for _, p := range problems {
 		if p.Reason != ReasonMissingService { // the Services of the other namespace are not given
-			reasons = append(reasons, p.Ingress.Name+" "+p.Reason)
+			reasons = append(reasons, p.Object.Name+" "+p.Reason)
 		}
 	}
 	if diff := cmp.Diff([]string{"re InvalidRule", "alias HostConflict"}, reasons); diff != "" {
@@ -355,14 +355,14 @@ func TestCanaryAttachment(t *testing.T) {
 	var got []string
 	for _, p := range problems {
 		if p.Reason != ReasonMissingService {
-			got = append(got, p.Ingress.Name+" "+p.Reason)
+			got = append(got, p.Object.Name+" "+p.Reason)
 		}
 	}
 	if diff := cmp.Diff([]string{"second PathConflict", "orphan InvalidRule", "foreign InvalidRule"}, got); diff != "" {
 		t.Errorf("problems (-want +got):\n%s\n%v", diff, problems)
 	}
 	r := tab.Lookup("m.com", "/app/x")
-	if r == nil || r.Backend.Service.Name != "stable" || r.Canary == nil || r.Canary.Backend.Service.Name != "canary" || r.Canary.Weight != 10 || r.Canary.Ingress.Name != "first" {
+	if r == nil || r.Backend.Service.Name != "stable" || r.Canary == nil || r.Canary.Backend.Service.Name != "canary" || r.Canary.Weight != 10 || r.Canary.Source.Name != "first" {
 		t.Errorf("route %+v", r)
 	}
 	if r := tab.Lookup("m.com", "/other"); r != nil {

@@ -29,7 +29,7 @@ type ruleRef struct {
 // ruleTarget compiles a rule's backendRefs (field names the rule) into what its routes send
 // to: ruleBackends' backend, canary or split. An unresolved ref is added to refsReason (the
 // first reason) and refProblems; why names an unsupported value, as a field path.
-func (b *builder) ruleTarget(from routeRef, field string, refs []ruleRef, opts Options, refsReason *gatewayv1.RouteConditionReason, refProblems *[]string) (be *Backend, canary *Canary, split []Weighted, why string) {
+func (b *builder) ruleTarget(from SourceRef, field string, refs []ruleRef, opts Options, refsReason *gatewayv1.RouteConditionReason, refProblems *[]string) (be *Backend, canary *Canary, split []Weighted, why string) {
 	plain := make([]gatewayv1.BackendRef, len(refs))
 	per := make([]refEdits, len(refs))
 	for i, r := range refs {

@@ -129,10 +129,11 @@ func (a *annotationReader) backendTLS(o *Options) {
 	o.backendTLS = ref
 }
 
-// resolveBackendTLS turns the annotations of Ingress id into a BackendTLS for Service svc.
+// resolveBackendTLS turns the annotations of Ingress src into a BackendTLS for Service svc.
 // Only a Secret of the Ingress's own namespace is read; a Secret that cannot be used makes
 // the backend refuse (Refuse), never connect with less checking than asked for.
-func (b *builder) resolveBackendTLS(id, svc types.NamespacedName, ref *backendTLSRef) *BackendTLS {
+func (b *builder) resolveBackendTLS(src SourceRef, svc types.NamespacedName, ref *backendTLSRef) *BackendTLS {
+	id := src.NamespacedName
 	bt := &BackendTLS{ServerName: svc.Name + "." + svc.Namespace + ".svc"}
 	secret := "" // the Secret read, as backendTLSID names it
 	done := func() *BackendTLS {
@@ -149,7 +150,7 @@ func (b *builder) resolveBackendTLS(id, svc types.NamespacedName, ref *backendTL
 	bt.Verify = ref.verify != nil && *ref.verify
 	fail := func(format string, args ...any) *BackendTLS {
 		bt.Refuse = fmt.Sprintf(format, args...)
-		b.problem(id, ReasonInvalidAnnotation, "%s: %s; requests to the backend get 502 until it is fixed", ref.key, bt.Refuse)
+		b.problem(src, ReasonInvalidAnnotation, "%s: %s; requests to the backend get 502 until it is fixed", ref.key, bt.Refuse)
 		return done()
 	}
 	if ref.secret == "" {

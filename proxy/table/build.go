@@ -79,14 +79,17 @@ type Input struct {
 // unless Input.AllowUnmanagedSlices.
 const EndpointSliceController = "endpointslice-controller.k8s.io"
 
-// Problem is something wrong with one Ingress; the rest of the table still works.
+// Problem is something wrong with one object (an Ingress, an HTTPRoute, a GRPCRoute); the
+// rest of the table still works.
 type Problem struct {
-	// Kind is "" for an Ingress, "HTTPRoute" in a Gateway table (Ingress then names the
-	// HTTPRoute).
-	Kind    string
-	Ingress types.NamespacedName
+	Object  SourceRef
 	Reason  string // CamelCase, for the Event
 	Message string
+}
+
+// ingressRef is the SourceRef of Ingress id.
+func ingressRef(id types.NamespacedName) SourceRef {
+	return SourceRef{Kind: KindIngress, NamespacedName: id}
 }
 
 // Problem reasons.
@@ -187,9 +190,6 @@ func Build(in Input) (*Table, []Problem) {
 	}
 	if in.Gateway != nil {
 		b.buildGateway()
-		for i := range b.problems {
-			b.problems[i].Kind = "HTTPRoute"
-		}
 		b.finish()
 		return b.t, b.problems
 	}
@@ -277,7 +277,7 @@ type nsRouteKey struct {
 
 // reportKey makes a Problem once per Ingress and subject (a host, a backend).
 type reportKey struct {
-	ing     types.NamespacedName
+	src     SourceRef
 	subject string
 }
 
@@ -301,8 +301,8 @@ type builder struct {
 	patch    *patchState // what PatchEndpoints needs of this build (Table.patch)
 }
 
-func (b *builder) problem(ing types.NamespacedName, reason, format string, args ...any) {
-	b.problems = append(b.problems, Problem{Ingress: ing, Reason: reason, Message: fmt.Sprintf(format, args...)})
+func (b *builder) problem(src SourceRef, reason, format string, args ...any) {
+	b.problems = append(b.problems, Problem{Object: src, Reason: reason, Message: fmt.Sprintf(format, args...)})
 }
 
 // validHost reports whether a lower-case host is usable: no wildcard, or "*." and one label
@@ -348,9 +348,9 @@ func (b *builder) allowed(id types.NamespacedName, field, h string) bool {
 	if owner.Namespace == id.Namespace {
 		return true
 	}
-	if k := (reportKey{id, "host " + h}); !b.reported[k] {
+	if k := (reportKey{ingressRef(id), "host " + h}); !b.reported[k] {
 		b.reported[k] = true
-		b.problem(id, ReasonHostConflict, "%s %q ignored: the host belongs to namespace %s, where Ingress %s named it first", field, h, owner.Namespace, owner)
+		b.problem(ingressRef(id), ReasonHostConflict, "%s %q ignored: the host belongs to namespace %s, where Ingress %s named it first", field, h, owner.Namespace, owner)
 	}
 	return false
 }
@@ -359,7 +359,7 @@ func (b *builder) ingress(ing *networkingv1.Ingress, p parsedIngress) {
 	id := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
 	opts, rules := p.opts, p.rules
 	for _, pt := range p.problems {
-		b.problem(id, pt.reason, "%s", pt.msg)
+		b.problem(ingressRef(id), pt.reason, "%s", pt.msg)
 	}
 	if opts.auth != nil {
 		opts.Policy.BasicAuth = b.basicAuth(id, opts.auth)
@@ -380,9 +380,9 @@ func (b *builder) ingress(ing *networkingv1.Ingress, p parsedIngress) {
 	}
 	tlsHosts := b.tls(ing, id)
 	if d := ing.Spec.DefaultBackend; d != nil {
-		if be := b.backend(id, ing.Namespace, d, opts); be != nil {
+		if be := b.backend(ingressRef(id), ing.Namespace, d, opts); be != nil {
 			b.defaults = append(b.defaults, defaultCandidate{
-				route:    &Route{Path: "/", PathType: "Default", Ingress: id, Backend: be, Options: opts},
+				route:    &Route{Path: "/", PathType: "Default", Source: ingressRef(id), Backend: be, Options: opts},
 				deleting: ing.DeletionTimestamp != nil,
 			})
 		}
@@ -396,7 +396,7 @@ func (b *builder) ingress(ing *networkingv1.Ingress, p parsedIngress) {
 func (b *builder) rule(ing *networkingv1.Ingress, id types.NamespacedName, rule networkingv1.IngressRule, opts Options, tlsHosts map[string]bool) {
 	host := strings.ToLower(rule.Host)
 	if !validHost(host) {
-		b.problem(id, ReasonInvalidRule, "host %q: a wildcard must be the whole first label (*.example.com)", rule.Host)
+		b.problem(ingressRef(id), ReasonInvalidRule, "host %q: a wildcard must be the whole first label (*.example.com)", rule.Host)
 		return
 	}
 	if host != "" && b.hosts[host].Namespace != ing.Namespace {
@@ -418,7 +418,7 @@ func (b *builder) rule(ing *networkingv1.Ingress, id types.NamespacedName, rule 
 func (b *builder) path(ing *networkingv1.Ingress, id types.NamespacedName, rawHost, host string, p networkingv1.HTTPIngressPath, opts Options, tlsHosts map[string]bool) {
 	path, pt, kind, re, problem := routePath(p, rawHost, opts.UseRegex)
 	if problem != "" {
-		b.problem(id, ReasonInvalidRule, "%s", problem)
+		b.problem(ingressRef(id), ReasonInvalidRule, "%s", problem)
 		return
 	}
 	k := routeKey{host, path, kind}
@@ -430,20 +430,20 @@ func (b *builder) path(ing *networkingv1.Ingress, id types.NamespacedName, rawHo
 	}
 	if taken {
 		if prev != id {
-			b.problem(id, ReasonPathConflict, "%s path %q on host %q ignored: Ingress %s already routes it", kind, path, hostOrAny(rawHost), prev)
+			b.problem(ingressRef(id), ReasonPathConflict, "%s path %q on host %q ignored: Ingress %s already routes it", kind, path, hostOrAny(rawHost), prev)
 		}
 		return
 	}
-	be := b.backend(id, ing.Namespace, &p.Backend, opts)
+	be := b.backend(ingressRef(id), ing.Namespace, &p.Backend, opts)
 	if be == nil {
 		return
 	}
-	r := &Route{Host: host, Path: path, PathType: pt, Ingress: id, Backend: be, Options: opts, TLS: tlsHosts[host], Regex: re}
+	r := &Route{Host: host, Path: path, PathType: pt, Source: ingressRef(id), Backend: be, Options: opts, TLS: tlsHosts[host], Regex: re}
 	if host == "" {
 		b.nsOwner[nsRouteKey{ing.Namespace, k}] = id
 		b.namespace(ing.Namespace).hostless().add(r, kind)
 		if other, ok := b.owner[k]; ok {
-			b.problem(id, ReasonPathConflict, "%s path %q without a host serves only hosts of namespace %s: Ingress %s routes it for other hosts", kind, path, ing.Namespace, other)
+			b.problem(ingressRef(id), ReasonPathConflict, "%s path %q without a host serves only hosts of namespace %s: Ingress %s routes it for other hosts", kind, path, ing.Namespace, other)
 			return
 		}
 	}
@@ -487,7 +487,7 @@ func routePath(p networkingv1.HTTPIngressPath, rawHost string, useRegex bool) (p
 func (b *builder) basicAuth(id types.NamespacedName, ref *authRef) *BasicAuth {
 	ba := &BasicAuth{Realm: ref.realm, Users: map[string]string{}}
 	fail := func(format string, args ...any) *BasicAuth {
-		b.problem(id, ReasonInvalidAnnotation, "%s: "+format+"; every request is refused (401) until it is fixed", append([]any{ref.key}, args...)...)
+		b.problem(ingressRef(id), ReasonInvalidAnnotation, "%s: "+format+"; every request is refused (401) until it is fixed", append([]any{ref.key}, args...)...)
 		return ba
 	}
 	switch {
@@ -540,7 +540,7 @@ func (b *builder) basicAuth(id types.NamespacedName, ref *authRef) *BasicAuth {
 func (b *builder) externalAuth(id types.NamespacedName, ref *extAuthRef) *ExternalAuth {
 	ea := &ExternalAuth{Method: ref.method, Signin: ref.signin, ResponseHeaders: ref.responseHeaders, RequestRedirect: ref.requestRedirect}
 	fail := func(format string, args ...any) *ExternalAuth {
-		b.problem(id, ReasonInvalidAnnotation, "%s: "+format+"; every request is refused (500) until it is fixed", append([]any{ref.key}, args...)...)
+		b.problem(ingressRef(id), ReasonInvalidAnnotation, "%s: "+format+"; every request is refused (500) until it is fixed", append([]any{ref.key}, args...)...)
 		return ea
 	}
 	u, err := url.Parse(ref.url)
@@ -568,7 +568,7 @@ func (b *builder) externalAuth(id types.NamespacedName, ref *extAuthRef) *Extern
 		return fail("port %q is not a number", port)
 	}
 	ea.Host, ea.Path = u.Host, u.RequestURI()
-	ea.Backend = b.backend(id, ns, &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svc,
+	ea.Backend = b.backend(ingressRef(id), ns, &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svc,
 		Port: networkingv1.ServiceBackendPort{Number: int32(n)}}}, Options{Protocol: ProtocolHTTP, Balance: Balance{Algorithm: RoundRobin}})
 	return ea
 }
@@ -579,7 +579,7 @@ func (b *builder) externalAuth(id types.NamespacedName, ref *extAuthRef) *Extern
 func (b *builder) canary(ing *networkingv1.Ingress, p parsedIngress) {
 	id := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
 	for _, pt := range p.problems {
-		b.problem(id, pt.reason, "%s", pt.msg)
+		b.problem(ingressRef(id), pt.reason, "%s", pt.msg)
 	}
 	for _, rule := range p.rules {
 		host := strings.ToLower(rule.Host)
@@ -594,13 +594,13 @@ func (b *builder) canary(ing *networkingv1.Ingress, p parsedIngress) {
 			r := b.routeFor(ing.Namespace, host, path, hp.PathType)
 			switch {
 			case r == nil:
-				b.problem(id, ReasonInvalidRule, "canary path %q on host %q ignored: no Ingress of namespace %s routes it (a canary needs its main Ingress)", path, hostOrAny(rule.Host), ing.Namespace)
+				b.problem(ingressRef(id), ReasonInvalidRule, "canary path %q on host %q ignored: no Ingress of namespace %s routes it (a canary needs its main Ingress)", path, hostOrAny(rule.Host), ing.Namespace)
 			case r.Canary != nil:
-				b.problem(id, ReasonPathConflict, "canary path %q on host %q ignored: Ingress %s is its canary already", path, hostOrAny(rule.Host), r.Canary.Ingress)
+				b.problem(ingressRef(id), ReasonPathConflict, "canary path %q on host %q ignored: Ingress %s is its canary already", path, hostOrAny(rule.Host), r.Canary.Source.NamespacedName)
 			default:
-				be := b.backend(id, ing.Namespace, &hp.Backend, p.opts)
+				be := b.backend(ingressRef(id), ing.Namespace, &hp.Backend, p.opts)
 				if be != nil {
-					r.Canary = &Canary{CanaryRule: *p.opts.Canary, Ingress: id, Backend: be}
+					r.Canary = &Canary{CanaryRule: *p.opts.Canary, Source: ingressRef(id), Backend: be}
 				}
 			}
 		}
@@ -623,13 +623,13 @@ func (b *builder) routeFor(ns, host, path string, pt *networkingv1.PathType) *Ro
 		return hr.exact[path]
 	}
 	for _, r := range hr.regexes {
-		if r.Path == path && r.Ingress.Namespace == ns {
+		if r.Path == path && r.Source.Namespace == ns {
 			return r
 		}
 	}
 	norm := "/" + strings.Trim(path, "/")
 	for _, r := range hr.prefixes {
-		if r.Path == norm && r.Ingress.Namespace == ns {
+		if r.Path == norm && r.Source.Namespace == ns {
 			return r
 		}
 	}
@@ -738,12 +738,12 @@ func (b *builder) tls(ing *networkingv1.Ingress, id types.NamespacedName) map[st
 		}
 		sec := b.secrets[types.NamespacedName{Namespace: ing.Namespace, Name: t.SecretName}]
 		if sec == nil {
-			b.problem(id, ReasonInvalidTLS, "TLS Secret %s/%s not found; the default certificate is served for %v", ing.Namespace, t.SecretName, ours)
+			b.problem(ingressRef(id), ReasonInvalidTLS, "TLS Secret %s/%s not found; the default certificate is served for %v", ing.Namespace, t.SecretName, ours)
 			continue
 		}
 		cert, err := tls.X509KeyPair(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
 		if err != nil {
-			b.problem(id, ReasonInvalidTLS, "TLS Secret %s/%s: %v; the default certificate is served for %v", ing.Namespace, t.SecretName, err, ours)
+			b.problem(ingressRef(id), ReasonInvalidTLS, "TLS Secret %s/%s: %v; the default certificate is served for %v", ing.Namespace, t.SecretName, err, ours)
 			continue
 		}
 		for _, h := range ours {
@@ -811,7 +811,7 @@ func (b *builder) chooseDefaults() {
 	best := map[string]int{} // namespace → index in b.defaults
 	global := -1
 	for i, c := range b.defaults { // in build order: among equals the first stays
-		ns := c.route.Ingress.Namespace
+		ns := c.route.Source.Namespace
 		if j, ok := best[ns]; !ok || c.better(b.defaults[j]) {
 			best[ns] = i
 		}
@@ -832,16 +832,16 @@ func (b *builder) chooseDefaults() {
 		b.namespace(ns).dflt = b.defaults[i].route
 	}
 	for i, c := range b.defaults {
-		id := c.route.Ingress
+		id := c.route.Source.NamespacedName
 		switch nsBest := best[id.Namespace]; i {
 		case global:
 		case nsBest:
 			w := b.defaults[global]
-			b.problem(id, ReasonPathConflict, "spec.defaultBackend serves only hosts of namespace %s: requests for other hosts go to the default backend of Ingress %s (%s)",
-				id.Namespace, w.route.Ingress, c.why(w))
+			b.problem(ingressRef(id), ReasonPathConflict, "spec.defaultBackend serves only hosts of namespace %s: requests for other hosts go to the default backend of Ingress %s (%s)",
+				id.Namespace, w.route.Source.NamespacedName, c.why(w))
 		default:
 			w := b.defaults[nsBest]
-			b.problem(id, ReasonPathConflict, "spec.defaultBackend ignored: the default backend of Ingress %s is preferred (%s)", w.route.Ingress, c.why(w))
+			b.problem(ingressRef(id), ReasonPathConflict, "spec.defaultBackend ignored: the default backend of Ingress %s is preferred (%s)", w.route.Source.NamespacedName, c.why(w))
 		}
 	}
 }
@@ -849,9 +849,9 @@ func (b *builder) chooseDefaults() {
 // backend resolves an IngressBackend to endpoints; nil when it cannot be served at all
 // (a resource backend). A missing Service or port still gives a backend, with no endpoints
 // (503), and a Problem.
-func (b *builder) backend(id types.NamespacedName, ns string, ib *networkingv1.IngressBackend, opts Options) *Backend {
+func (b *builder) backend(src SourceRef, ns string, ib *networkingv1.IngressBackend, opts Options) *Backend {
 	if ib.Service == nil {
-		b.problem(id, ReasonInvalidRule, "resource backends are not supported")
+		b.problem(src, ReasonInvalidRule, "resource backends are not supported")
 		return nil
 	}
 	svcID := types.NamespacedName{Namespace: ns, Name: ib.Service.Name}
@@ -864,17 +864,17 @@ func (b *builder) backend(id types.NamespacedName, ns string, ib *networkingv1.I
 		key += "|" + opts.backendTLS.String()
 	}
 	if be := b.backends[key]; be != nil {
-		b.reportRefused(id, be)
+		b.reportRefused(src, be)
 		return be
 	}
 	be := &Backend{Key: key, Service: svcID, Port: port, Protocol: opts.Protocol, Balance: opts.Balance}
 	if opts.Protocol == ProtocolHTTPS || opts.Protocol == ProtocolGRPCS {
-		be.TLS = b.resolveBackendTLS(id, svcID, opts.backendTLS)
+		be.TLS = b.resolveBackendTLS(src, svcID, opts.backendTLS)
 	}
 	b.backends[key] = be
 	svc := b.services[svcID]
 	if svc == nil {
-		b.problem(id, ReasonMissingService, "Service %s not found", svcID)
+		b.problem(src, ReasonMissingService, "Service %s not found", svcID)
 		return be
 	}
 	var sp *corev1.ServicePort
@@ -886,7 +886,7 @@ func (b *builder) backend(id types.NamespacedName, ns string, ib *networkingv1.I
 		}
 	}
 	if sp == nil {
-		b.problem(id, ReasonMissingPort, "Service %s has no port %s", svcID, port)
+		b.problem(src, ReasonMissingPort, "Service %s has no port %s", svcID, port)
 		return be
 	}
 	b.patch.ports[key] = *sp
@@ -895,7 +895,7 @@ func (b *builder) backend(id types.NamespacedName, ns string, ib *networkingv1.I
 	if msg != "" {
 		b.patch.refusals[key] = msg
 	}
-	b.reportRefused(id, be)
+	b.reportRefused(src, be)
 	return be
 }
 
@@ -915,15 +915,15 @@ func (b *builder) resolve(be *Backend, slices []*discoveryv1.EndpointSlice, sp *
 	return routed, states, refusal
 }
 
-// reportRefused reports a backend's refused endpoints on Ingress id, once per Ingress.
-func (b *builder) reportRefused(id types.NamespacedName, be *Backend) {
+// reportRefused reports a backend's refused endpoints on src, once per object.
+func (b *builder) reportRefused(src SourceRef, be *Backend) {
 	msg := b.patch.refusals[be.Key]
 	if msg == "" {
 		return
 	}
-	if k := (reportKey{id, "backend " + be.Key}); !b.reported[k] {
+	if k := (reportKey{src, "backend " + be.Key}); !b.reported[k] {
 		b.reported[k] = true
-		b.problem(id, ReasonRefusedEndpoint, "%s", msg)
+		b.problem(src, ReasonRefusedEndpoint, "%s", msg)
 	}
 }
 
@@ -1070,22 +1070,22 @@ func p2proto(s *discoveryv1.EndpointSlice) corev1.Protocol {
 func (b *builder) passthrough(id types.NamespacedName, ns, host string, rule *networkingv1.HTTPIngressRuleValue, opts Options) {
 	switch {
 	case !b.in.SSLPassthrough:
-		if k := (reportKey{id, "ssl-passthrough"}); !b.reported[k] {
+		if k := (reportKey{ingressRef(id), "ssl-passthrough"}); !b.reported[k] {
 			b.reported[k] = true
-			b.problem(id, ReasonInvalidAnnotation, "ssl-passthrough needs the proxy's --enable-ssl-passthrough; the hosts are served with TLS terminated")
+			b.problem(ingressRef(id), ReasonInvalidAnnotation, "ssl-passthrough needs the proxy's --enable-ssl-passthrough; the hosts are served with TLS terminated")
 		}
 		return
 	case host == "" || strings.HasPrefix(host, "*."):
-		b.problem(id, ReasonInvalidRule, "ssl-passthrough: host %q: passthrough routes by the exact name a client sends (SNI); a rule without a host or with a wildcard is not passed through", host)
+		b.problem(ingressRef(id), ReasonInvalidRule, "ssl-passthrough: host %q: passthrough routes by the exact name a client sends (SNI); a rule without a host or with a wildcard is not passed through", host)
 		return
 	case len(rule.Paths) == 0:
 		return
 	}
 	if prev, ok := b.t.passthrough[host]; ok {
-		b.problem(id, ReasonPathConflict, "ssl-passthrough: host %q is passed through to %s already", host, prev.Service)
+		b.problem(ingressRef(id), ReasonPathConflict, "ssl-passthrough: host %q is passed through to %s already", host, prev.Service)
 		return
 	}
-	be := b.backend(id, ns, &rule.Paths[0].Backend, opts)
+	be := b.backend(ingressRef(id), ns, &rule.Paths[0].Backend, opts)
 	if be == nil {
 		return
 	}

@@ -31,7 +31,7 @@ const gatewayGroup = gatewayv1.GroupName
 // (prior knowledge): HTTPRoutes reach them over h2c.
 const AppProtocolH2C = "kubernetes.io/h2c"
 
-// The route kinds a Gateway table serves (RouteStatus.Kind, Route.RouteKind).
+// The route kinds a Gateway table serves (RouteStatus.Kind, Route.Source.Kind).
 const (
 	KindHTTPRoute = "HTTPRoute"
 	KindGRPCRoute = "GRPCRoute"
@@ -372,15 +372,8 @@ type gwRoute struct {
 }
 
 // ref is the route as a backendRef's referrer: its kind, namespace and name.
-func (r gwRoute) ref() routeRef {
-	return routeRef{kind: r.kind, id: types.NamespacedName{Namespace: r.meta.Namespace, Name: r.meta.Name}}
-}
-
-// routeRef names the route a backendRef or mirror belongs to: ReferenceGrants are granted
-// to a kind of route in a namespace.
-type routeRef struct {
-	kind string
-	id   types.NamespacedName
+func (r gwRoute) ref() SourceRef {
+	return SourceRef{Kind: r.kind, NamespacedName: types.NamespacedName{Namespace: r.meta.Namespace, Name: r.meta.Name}}
 }
 
 // gatewayRoutes is every HTTPRoute and GRPCRoute of the Input.
@@ -427,7 +420,7 @@ func (b *builder) attachRoute(gw *gatewayv1.Gateway, ro gwRoute, ours []int, lis
 	} else {
 		rules, unsupported, refsReason, refsMsg = b.compileHTTPRoute(ro.http, ro.ref())
 	}
-	rs := RouteStatus{Kind: ro.kind, Route: ro.ref().id}
+	rs := RouteStatus{Kind: ro.kind, Route: ro.ref().NamespacedName}
 	attached := map[int]bool{}
 	for _, i := range ours {
 		pr := ro.parentRefs[i]
@@ -630,7 +623,7 @@ func routeRefused(l *gatewayv1.Listener, gwNS, routeNS, kind string, nsLabels ma
 // compileHTTPRoute compiles an HTTPRoute's rules into routes without a host. unsupported
 // says which value metalgate does not implement ("" when none: then the route is served);
 // refsReason and refsMsg say which backendRefs did not resolve ("" when all did).
-func (b *builder) compileHTTPRoute(hr *gatewayv1.HTTPRoute, from routeRef) (rules []gatewayRule, unsupported string, refsReason gatewayv1.RouteConditionReason, refsMsg string) {
+func (b *builder) compileHTTPRoute(hr *gatewayv1.HTTPRoute, from SourceRef) (rules []gatewayRule, unsupported string, refsReason gatewayv1.RouteConditionReason, refsMsg string) {
 	var refProblems []string
 	for ri, rule := range hr.Spec.Rules {
 		field := fmt.Sprintf("spec.rules[%d]", ri)
@@ -703,7 +696,7 @@ func (b *builder) compileHTTPRoute(hr *gatewayv1.HTTPRoute, from routeRef) (rule
 			if why != "" {
 				return nil, fmt.Sprintf("%s.matches[%d].%s", field, mi, why), "", ""
 			}
-			r.HTTPRoute, r.RouteKind, r.Backend, r.Canary, r.Split, r.Options = from.id, KindHTTPRoute, be, canary, split, opts
+			r.Source, r.Backend, r.Canary, r.Split, r.Options = from, be, canary, split, opts
 			if r.PathType == pathRegex && (fullPath == nil && opts.Policy.Rewrite != nil ||
 				opts.Policy.RequestRedirect != nil && opts.Policy.RequestRedirect.PrefixPath != nil) {
 				return nil, fmt.Sprintf("%s.matches[%d].path: ReplacePrefixMatch needs a PathPrefix match, not RegularExpression", field, mi), "", ""
@@ -906,7 +899,7 @@ func requestRedirect(f *gatewayv1.HTTPRequestRedirectFilter) (*RequestRedirect, 
 // rule's (reason and msg say why it did not: the mirror then gets nothing), its percent or
 // fraction the share of requests it gets (all when neither is set); why names a value that
 // is not supported.
-func (b *builder) requestMirror(from routeRef, f *gatewayv1.HTTPRequestMirrorFilter, opts Options) (m Mirror, reason gatewayv1.RouteConditionReason, msg, why string) {
+func (b *builder) requestMirror(from SourceRef, f *gatewayv1.HTTPRequestMirrorFilter, opts Options) (m Mirror, reason gatewayv1.RouteConditionReason, msg, why string) {
 	if f == nil {
 		return m, "", "", "requestMirror is missing"
 	}
@@ -960,7 +953,7 @@ func urlRewrite(f *gatewayv1.HTTPURLRewriteFilter, p *Policy, fullPath **string)
 // one has filters (per, by ref: its edits follow the rule's, opts.Policy's). An unresolved
 // ref routes to an Unresolved backend (500, the share of the requests its weight gives it)
 // and is reported in reason and msg; why names an unsupported value.
-func (b *builder) ruleBackends(from routeRef, refs []gatewayv1.BackendRef, per []refEdits, opts Options) (be *Backend, canary *Canary, split []Weighted, reason gatewayv1.RouteConditionReason, msg, why string) {
+func (b *builder) ruleBackends(from SourceRef, refs []gatewayv1.BackendRef, per []refEdits, opts Options) (be *Backend, canary *Canary, split []Weighted, reason gatewayv1.RouteConditionReason, msg, why string) {
 	type weighted struct {
 		be *Backend
 		w  int
@@ -996,11 +989,11 @@ func (b *builder) ruleBackends(from routeRef, refs []gatewayv1.BackendRef, per [
 	switch len(out) {
 	case 0:
 		// No backend, or all of weight 0: the spec answers 500.
-		return &Backend{Key: "unresolved:" + from.id.String(), Unresolved: true}, nil, nil, reason, msg, ""
+		return &Backend{Key: "unresolved:" + from.NamespacedName.String(), Unresolved: true}, nil, nil, reason, msg, ""
 	case 1:
 		return out[0].be, nil, nil, reason, msg, ""
 	case 2:
-		return out[0].be, &Canary{CanaryRule: CanaryRule{Weight: out[1].w, WeightTotal: out[0].w + out[1].w}, Ingress: from.id, Backend: out[1].be}, nil, reason, msg, ""
+		return out[0].be, &Canary{CanaryRule: CanaryRule{Weight: out[1].w, WeightTotal: out[0].w + out[1].w}, Source: from, Backend: out[1].be}, nil, reason, msg, ""
 	}
 	for _, o := range out {
 		split = append(split, Weighted{Backend: o.be, Weight: o.w})
@@ -1010,8 +1003,8 @@ func (b *builder) ruleBackends(from routeRef, refs []gatewayv1.BackendRef, per [
 
 // gatewayBackend resolves one backendRef: a Service port, in another namespace only with a
 // ReferenceGrant there. When it cannot, it returns a backend without endpoints and why.
-func (b *builder) gatewayBackend(from routeRef, ref gatewayv1.BackendObjectReference, opts Options) (*Backend, gatewayv1.RouteConditionReason, string) {
-	ns := from.id.Namespace
+func (b *builder) gatewayBackend(from SourceRef, ref gatewayv1.BackendObjectReference, opts Options) (*Backend, gatewayv1.RouteConditionReason, string) {
+	ns := from.NamespacedName.Namespace
 	if ref.Namespace != nil {
 		ns = string(*ref.Namespace)
 	}
@@ -1027,8 +1020,8 @@ func (b *builder) gatewayBackend(from routeRef, ref gatewayv1.BackendObjectRefer
 			k = string(*ref.Kind)
 		}
 		return none, gatewayv1.RouteReasonInvalidKind, fmt.Sprintf("kind %s of group %q is not a Service", k, g)
-	case ns != from.id.Namespace && !Granted(b.in.ReferenceGrants, from.kind, from.id.Namespace, "Service", svcID):
-		return none, gatewayv1.RouteReasonRefNotPermitted, fmt.Sprintf("Service %s is in another namespace and no ReferenceGrant there allows %ss of namespace %s", svcID, from.kind, from.id.Namespace)
+	case ns != from.NamespacedName.Namespace && !Granted(b.in.ReferenceGrants, from.Kind, from.NamespacedName.Namespace, "Service", svcID):
+		return none, gatewayv1.RouteReasonRefNotPermitted, fmt.Sprintf("Service %s is in another namespace and no ReferenceGrant there allows %ss of namespace %s", svcID, from.Kind, from.NamespacedName.Namespace)
 	case ref.Port == nil:
 		return none, gatewayv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s: port is required", svcID)
 	}
@@ -1052,7 +1045,7 @@ func (b *builder) gatewayBackend(from routeRef, ref gatewayv1.BackendObjectRefer
 		return none, gatewayv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s has no port %d", svcID, *ref.Port)
 	}
 	ib := &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svcID.Name, Port: networkingv1.ServiceBackendPort{Number: *ref.Port}}}
-	return b.backend(from.id, ns, ib, opts), "", ""
+	return b.backend(from, ns, ib, opts), "", ""
 }
 
 // Granted reports whether one of grants, in the namespace of to, lets objects of the Gateway

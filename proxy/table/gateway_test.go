@@ -553,8 +553,8 @@ func TestGatewayFilters(t *testing.T) {
 			if acc != "True/Accepted" || r == nil {
 				t.Fatalf("Accepted = %s, route %v", acc, r)
 			}
-			if r.HTTPRoute != id || r.Ingress != (types.NamespacedName{}) {
-				t.Errorf("route of %v / Ingress %v", r.HTTPRoute, r.Ingress)
+			if want := (SourceRef{Kind: KindHTTPRoute, NamespacedName: id}); r.Source != want {
+				t.Errorf("route of %v, want %v", r.Source, want)
 			}
 			tc.check(t, r)
 		})
@@ -619,11 +619,11 @@ func TestGatewayTableIgnoresIngresses(t *testing.T) {
 	}
 	probe{8080, "a.example.com", "/", "infra/web"}.check(t, tab)
 	for _, p := range problems {
-		if p.Kind != "HTTPRoute" {
+		if p.Object.Kind != KindHTTPRoute {
 			t.Errorf("problem %+v not of an HTTPRoute", p)
 		}
 	}
-	if len(tab.Routes()) != 1 || tab.Routes()[0].HTTPRoute.Name != "r" {
+	if len(tab.Routes()) != 1 || tab.Routes()[0].Source.Name != "r" {
 		t.Errorf("Routes() = %v", tab.Routes())
 	}
 	in.Gateway = nil

@@ -27,7 +27,7 @@ const grpcMethodRegex = "GRPCMethod"
 
 // compileGRPCRoute compiles a GRPCRoute's rules into routes without a host, as
 // compileHTTPRoute does for HTTPRoutes; its backends are h2c.
-func (b *builder) compileGRPCRoute(gr *gatewayv1.GRPCRoute, from routeRef) (rules []gatewayRule, unsupported string, refsReason gatewayv1.RouteConditionReason, refsMsg string) {
+func (b *builder) compileGRPCRoute(gr *gatewayv1.GRPCRoute, from SourceRef) (rules []gatewayRule, unsupported string, refsReason gatewayv1.RouteConditionReason, refsMsg string) {
 	var refProblems []string
 	for ri, rule := range gr.Spec.Rules {
 		field := fmt.Sprintf("spec.rules[%d]", ri)
@@ -72,7 +72,7 @@ func (b *builder) compileGRPCRoute(gr *gatewayv1.GRPCRoute, from routeRef) (rule
 			if why != "" {
 				return nil, fmt.Sprintf("%s.matches[%d].%s", field, mi, why), "", ""
 			}
-			r.HTTPRoute, r.RouteKind, r.Backend, r.Canary, r.Split, r.Options = from.id, KindGRPCRoute, be, canary, split, opts
+			r.Source, r.Backend, r.Canary, r.Split, r.Options = from, be, canary, split, opts
 			rl.routes = append(rl.routes, r)
 		}
 		rules = append(rules, rl)

@@ -105,8 +105,8 @@ func TestGRPCRouteMatching(t *testing.T) {
 		got := ""
 		if r != nil {
 			got = r.Backend.Service.String()
-			if r.RouteKind != KindGRPCRoute || r.HTTPRoute != (types.NamespacedName{Namespace: "app", Name: "calls"}) {
-				t.Errorf("%s: route of %s %s, want GRPCRoute app/calls", tc.path, r.RouteKind, r.HTTPRoute)
+			if r.Source != (SourceRef{Kind: KindGRPCRoute, NamespacedName: types.NamespacedName{Namespace: "app", Name: "calls"}}) {
+				t.Errorf("%s: route of %s, want GRPCRoute app/calls", tc.path, r.Source)
 			}
 			if r.Backend.Protocol != ProtocolH2C {
 				t.Errorf("%s: backend protocol %s, want h2c", tc.path, r.Backend.Protocol)
@@ -213,7 +213,7 @@ func TestGRPCRouteStatus(t *testing.T) {
 		}
 		// Two catch-alls of the same age and name: ordered by kind, GRPCRoute first.
 		r := tab.Match(80, httptest.NewRequest("POST", "http://h/pkg.S/A", nil))
-		if r == nil || r.RouteKind != KindGRPCRoute {
+		if r == nil || r.Source.Kind != KindGRPCRoute {
 			t.Errorf("Match = %+v, want the GRPCRoute (same age and name: by kind)", r)
 		}
 	})

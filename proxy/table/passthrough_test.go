@@ -33,7 +33,7 @@ func TestPassthrough(t *testing.T) {
 	}
 	var text []string
 	for _, p := range problems {
-		text = append(text, p.Ingress.String()+" "+p.Reason+": "+p.Message)
+		text = append(text, p.Object.NamespacedName.String()+" "+p.Reason+": "+p.Message)
 	}
 	all := strings.Join(text, "\n")
 	for _, want := range []string{"evil/thief HostConflict", `ns/mine InvalidRule: ssl-passthrough: host ""`, `ns/mine InvalidRule: ssl-passthrough: host "*.wild.test"`} {

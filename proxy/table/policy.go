@@ -5,8 +5,6 @@ import (
 	"regexp"
 	"slices"
 	"time"
-
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // Policy is what a route does besides choosing an endpoint: the one route model that Ingress
@@ -195,10 +193,11 @@ type CanaryRule struct {
 	WeightTotal   int
 }
 
-// Canary is a canary Ingress attached to the route it shadows.
+// Canary is a canary Ingress (or the second backend of a Gateway rule) attached to the
+// route it shadows; Source names that Ingress (or the rule's route).
 type Canary struct {
 	CanaryRule
-	Ingress types.NamespacedName
+	Source  SourceRef
 	Backend *Backend
 }
 

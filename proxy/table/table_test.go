@@ -141,14 +141,14 @@ func TestBuildProblems(t *testing.T) {
 	})
 	var got []string
 	for _, p := range problems {
-		got = append(got, p.Ingress.Name+" "+p.Reason)
+		got = append(got, p.Object.Name+" "+p.Reason)
 	}
 	want := []string{"b-newer InvalidAnnotation", "b-newer InvalidTLSSecret", "b-newer MissingService", "b-newer PathConflict"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("problems (-want +got):\n%s\n%v", diff, problems)
 	}
 	// The valid parts still route; the conflicting path stays with the older Ingress.
-	if r := tab.Lookup("x.com", "/a/b"); r == nil || r.Ingress.Name != "a-older" {
+	if r := tab.Lookup("x.com", "/a/b"); r == nil || r.Source.Name != "a-older" {
 		t.Errorf("x.com/a/b routed to %+v, want a-older", r)
 	}
 	if r := tab.Lookup("x.com", "/z"); r == nil || r.Backend.Service.Name != "missing" || len(r.Backend.Endpoints) != 0 {

@@ -135,7 +135,7 @@ func runTenancy(t *testing.T, cases []tenancyCase) {
 			tab, problems := Build(in)
 			var gotProblems []string
 			for _, p := range problems {
-				gotProblems = append(gotProblems, p.Ingress.String()+" "+p.Reason+": "+p.Message)
+				gotProblems = append(gotProblems, p.Object.NamespacedName.String()+" "+p.Reason+": "+p.Message)
 			}
 			sort.Strings(gotProblems)
 			if diff := cmp.Diff(tc.problems, gotProblems); diff != "" {
@@ -639,7 +639,7 @@ func TestEndpointSliceTrust(t *testing.T) {
 				Services: []*corev1.Service{svc("web")}, Slices: tc.slices, AllowUnmanagedSlices: tc.allowUnmanaged, AllowLoopbackEndpoints: tc.allowLoopback})
 			var got []string
 			for _, p := range problems {
-				got = append(got, p.Ingress.String()+" "+p.Reason+": "+p.Message)
+				got = append(got, p.Object.NamespacedName.String()+" "+p.Reason+": "+p.Message)
 			}
 			if diff := cmp.Diff(tc.problems, got); diff != "" {
 				t.Errorf("problems (-want +got):\n%s", diff)
@@ -666,7 +666,7 @@ func TestRefusedEndpointProblemPerIngress(t *testing.T) {
 		Services: []*corev1.Service{svc("web")}, Slices: []*discoveryv1.EndpointSlice{bad}})
 	var got []string
 	for _, p := range problems {
-		got = append(got, p.Ingress.Name+" "+p.Reason)
+		got = append(got, p.Object.Name+" "+p.Reason)
 	}
 	if diff := cmp.Diff([]string{"a RefusedEndpoint", "b RefusedEndpoint"}, got); diff != "" {
 		t.Errorf("problems (-want +got):\n%s\n%v", diff, problems)
@@ -696,10 +696,10 @@ func TestRoutesAndDefaultsPerNamespace(t *testing.T) {
 	tab, _ := Build(in)
 	var routes, defaults []string
 	for _, r := range tab.Routes() {
-		routes = append(routes, fmt.Sprintf("%s %q %s %s → %s", r.Ingress, r.Host, r.Path, r.PathType, r.Backend.Service))
+		routes = append(routes, fmt.Sprintf("%s %q %s %s → %s", r.Source.NamespacedName, r.Host, r.Path, r.PathType, r.Backend.Service))
 	}
 	for _, r := range tab.Defaults() {
-		defaults = append(defaults, fmt.Sprintf("%s → %s", r.Ingress, r.Backend.Service))
+		defaults = append(defaults, fmt.Sprintf("%s → %s", r.Source.NamespacedName, r.Backend.Service))
 	}
 	if diff := cmp.Diff([]string{
 		`a/catchall "" / Prefix → a/catch`,
