@@ -174,10 +174,10 @@ type Timeouts struct {
 	Send    time.Duration // each write of the request to the backend
 }
 
-// regexRoute compiles a route path written as a regular expression the way ingress-nginx
-// matches it: anchored at the start, case-insensitive. RE2 syntax (no look-around or back
+// RegexRoute compiles a route path written as a regular expression the way ingress-nginx
+// matches it: Anchored at the start, case-insensitive. RE2 syntax (no look-around or back
 // references).
-func regexRoute(path string) (*regexp.Regexp, error) {
+func RegexRoute(path string) (*regexp.Regexp, error) {
 	return regexp.Compile("(?i)^" + path)
 }
 

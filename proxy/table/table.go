@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Table is an immutable routing table. Build makes one; nothing changes it afterwards, so the
-// data plane reads it without locks and swaps a whole new one on every change.
+// Table is an immutable routing table. A Builder makes one; nothing changes it afterwards, so
+// the data plane reads it without locks and swaps a whole new one on every change.
 type Table struct {
 	// exact and wildcard hold every host an Ingress names (in a rule or under spec.tls), with
 	// its owner namespace, its rules and its certificate: a host with no rule is still known.
@@ -25,7 +25,7 @@ type Table struct {
 	Default *Route
 	// passthrough holds the TLS passthrough hosts (ssl-passthrough) and their backends.
 	passthrough map[string]*Backend
-	// gateway holds the routes of a Gateway table (Input.Gateway set); Match reads it.
+	// gateway holds the routes of a Gateway table (proxy/gatewayapi); Match reads it.
 	gateway *gatewayTable
 	// Gateway is the status a Gateway table computed (attachedRoutes, route parent
 	// statuses); nil for an Ingress table.

@@ -1,4 +1,4 @@
-package table
+package ingress
 
 import (
 	"maps"
@@ -14,14 +14,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // TestAnnotations: every annotation, valid (metalgate.io form, and its ingress-nginx form when
 // NginxAnnotations is on), invalid (a problem naming the annotation, and the default), and
 // nginx annotations that metalgate does not implement (reported, never silently ignored).
 func TestAnnotations(t *testing.T) {
-	def := func(f func(o *Options)) Options {
-		o := Options{Protocol: ProtocolHTTP, Balance: Balance{Algorithm: RoundRobin}}
+	def := func(f func(o *options)) options {
+		o := options{Options: table.DefaultOptions()}
 		if f != nil {
 			f(&o)
 		}
@@ -43,29 +45,31 @@ func TestAnnotations(t *testing.T) {
 		name     string
 		ann      map[string]string
 		nginx    bool
-		want     Options
+		want     options
 		problems []string // "Reason: substring of the message", in order
 	}{
 		{name: "none", want: def(nil)},
 		{name: "protocol, redirect, body size", ann: m("backend-protocol", "grpc", "ssl-redirect", "true", "proxy-body-size", "8m"),
-			want: def(func(o *Options) { o.Protocol, o.Policy.HTTPSRedirect, o.MaxBodyBytes = ProtocolH2C, 308, 8<<20 })},
-		{name: "https to the backend", ann: m("backend-protocol", "HTTPS"), want: def(func(o *Options) { o.Protocol = ProtocolHTTPS })},
-		{name: "grpcs to the backend, nginx form", nginx: true, ann: m(ng("backend-protocol"), "GRPCS"), want: def(func(o *Options) { o.Protocol = ProtocolGRPCS })},
+			want: def(func(o *options) {
+				o.Protocol, o.Policy.HTTPSRedirect, o.MaxBodyBytes = table.ProtocolH2C, 308, 8<<20
+			})},
+		{name: "https to the backend", ann: m("backend-protocol", "HTTPS"), want: def(func(o *options) { o.Protocol = table.ProtocolHTTPS })},
+		{name: "grpcs to the backend, nginx form", nginx: true, ann: m(ng("backend-protocol"), "GRPCS"), want: def(func(o *options) { o.Protocol = table.ProtocolGRPCS })},
 		{name: "fcgi refused", nginx: true, ann: m(ng("backend-protocol"), "FCGI"), want: def(nil),
 			problems: []string{"InvalidAnnotation: nginx.ingress.kubernetes.io/backend-protocol=\"FCGI\" is invalid"}},
 		{name: "backend TLS settings, nginx forms", nginx: true, ann: m(ng("backend-protocol"), "HTTPS", ng("proxy-ssl-secret"), "ns/ca",
 			ng("proxy-ssl-verify"), "on", ng("proxy-ssl-name"), "API.internal", ng("proxy-ssl-server-name"), "on"),
-			want: def(func(o *Options) {
-				o.Protocol = ProtocolHTTPS
-				o.backendTLS = &backendTLSRef{key: ng("proxy-ssl-secret"), secret: "ns/ca", verify: ptrTo(true), serverName: "api.internal", sni: true}
+			want: def(func(o *options) {
+				o.Protocol = table.ProtocolHTTPS
+				o.backendTLS = &table.BackendTLSRef{Key: ng("proxy-ssl-secret"), Secret: "ns/ca", Verify: ptrTo(true), ServerName: "api.internal", SNI: true}
 			})},
 		{name: "backend TLS settings without https are ignored, said", ann: m("proxy-ssl-verify", "on"), want: def(nil),
 			problems: []string{"InvalidAnnotation: metalgate.io/proxy-ssl-verify applies only with backend-protocol HTTPS or GRPCS"}},
 		{name: "bad backend TLS values", ann: m("backend-protocol", "https", "proxy-ssl-verify", "maybe", "proxy-ssl-name", "not a name", "proxy-ssl-server-name", "yes please",
 			"proxy-ssl-protocols", "TLSv1.1", "proxy-ssl-ciphers", "RC4"),
-			want: def(func(o *Options) {
-				o.Protocol = ProtocolHTTPS
-				o.backendTLS = &backendTLSRef{key: PrefixMetalgate + "proxy-ssl-verify"}
+			want: def(func(o *options) {
+				o.Protocol = table.ProtocolHTTPS
+				o.backendTLS = &table.BackendTLSRef{Key: PrefixMetalgate + "proxy-ssl-verify"}
 			}),
 			problems: []string{
 				"InvalidAnnotation: metalgate.io/proxy-ssl-verify=\"maybe\" is invalid (want on or off)",
@@ -74,106 +78,114 @@ func TestAnnotations(t *testing.T) {
 				"InvalidAnnotation: metalgate.io/proxy-ssl-protocols=\"TLSv1.1\" is not supported",
 				"InvalidAnnotation: metalgate.io/proxy-ssl-ciphers=\"RC4\" is not supported",
 			}},
-		{name: "hash by header", ann: m("hash-by", "header:X-User"), want: def(func(o *Options) { o.Balance = Balance{Algorithm: Hash, HashBy: HashByHeader, HashKey: "X-User"} })},
-		{name: "hash alone by client", ann: m("load-balance", "hash"), want: def(func(o *Options) { o.Balance = Balance{Algorithm: Hash, HashBy: HashByClientIP} })},
-		{name: "ewma and affinity", ann: m("load-balance", "ewma", "affinity", "cookie"), want: def(func(o *Options) { o.Balance = Balance{Algorithm: EWMA, AffinityCookie: DefaultAffinityCookie} })},
-		{name: "body size 0 is unlimited", ann: m("proxy-body-size", "0"), want: def(func(o *Options) { o.MaxBodyBytes = -1 })},
+		{name: "hash by header", ann: m("hash-by", "header:X-User"), want: def(func(o *options) {
+			o.Balance = table.Balance{Algorithm: table.Hash, HashBy: table.HashByHeader, HashKey: "X-User"}
+		})},
+		{name: "hash alone by client", ann: m("load-balance", "hash"), want: def(func(o *options) { o.Balance = table.Balance{Algorithm: table.Hash, HashBy: table.HashByClientIP} })},
+		{name: "ewma and affinity", ann: m("load-balance", "ewma", "affinity", "cookie"), want: def(func(o *options) {
+			o.Balance = table.Balance{Algorithm: table.EWMA, AffinityCookie: table.DefaultAffinityCookie}
+		})},
+		{name: "body size 0 is unlimited", ann: m("proxy-body-size", "0"), want: def(func(o *options) { o.MaxBodyBytes = -1 })},
 		{name: "bad body size", ann: m("proxy-body-size", "lots"), want: def(nil), problems: []string{"InvalidAnnotation: metalgate.io/proxy-body-size=\"lots\""}},
-		{name: "prefix rewrite", ann: m("rewrite-target", "/v2"), want: def(func(o *Options) { o.Policy.Rewrite = &Rewrite{Target: "/v2"} })},
+		{name: "prefix rewrite", ann: m("rewrite-target", "/v2"), want: def(func(o *options) { o.Policy.Rewrite = &table.Rewrite{Target: "/v2"} })},
 		{name: "regex rewrite", ann: m("rewrite-target", "/$2", "use-regex", "true"),
-			want: def(func(o *Options) { o.UseRegex, o.Policy.Rewrite = true, &Rewrite{Target: "/$2", Regex: true} })},
+			want: def(func(o *options) {
+				o.UseRegex, o.Policy.Rewrite = true, &table.Rewrite{Target: "/$2", Regex: true}
+			})},
 		{name: "a group in the target makes it a regex", ann: m("rewrite-target", "/x/$1"),
-			want: def(func(o *Options) { o.UseRegex, o.Policy.Rewrite = true, &Rewrite{Target: "/x/$1", Regex: true} })},
+			want: def(func(o *options) {
+				o.UseRegex, o.Policy.Rewrite = true, &table.Rewrite{Target: "/x/$1", Regex: true}
+			})},
 		{name: "bad rewrite", ann: m("rewrite-target", "v2"), want: def(nil), problems: []string{"InvalidAnnotation: metalgate.io/rewrite-target"}},
 		{name: "redirects", ann: m("permanent-redirect", "https://new.example/", "permanent-redirect-code", "308", "app-root", "/app", "force-ssl-redirect", "true"),
-			want: def(func(o *Options) {
-				o.Policy.Redirect, o.Policy.AppRoot, o.Policy.HTTPSRedirect = &Redirect{URL: "https://new.example/", Code: 308}, "/app", 308
+			want: def(func(o *options) {
+				o.Policy.Redirect, o.Policy.AppRoot, o.Policy.HTTPSRedirect = &table.Redirect{URL: "https://new.example/", Code: 308}, "/app", 308
 			})},
-		{name: "temporary redirect", ann: m("temporary-redirect", "/elsewhere"), want: def(func(o *Options) { o.Policy.Redirect = &Redirect{URL: "/elsewhere", Code: 302} })},
+		{name: "temporary redirect", ann: m("temporary-redirect", "/elsewhere"), want: def(func(o *options) { o.Policy.Redirect = &table.Redirect{URL: "/elsewhere", Code: 302} })},
 		{name: "redirect to a protocol-relative or scheme-less target", ann: m("permanent-redirect", "//evil.example", "temporary-redirect", "javascript:alert(1)"), want: def(nil),
 			problems: []string{"InvalidAnnotation: metalgate.io/permanent-redirect", "InvalidAnnotation: metalgate.io/temporary-redirect"}},
 		{name: "auth-signin refused: not an absolute http(s) URL with a host", nginx: true,
 			ann: m("auth-url", "http://auth", ng("auth-signin"), "javascript:alert(1)"),
-			want: def(func(o *Options) {
+			want: def(func(o *options) {
 				o.extAuth = &extAuthRef{key: PrefixMetalgate + "auth-url", url: "http://auth", method: "GET"}
 			}),
 			problems: []string{"InvalidAnnotation: nginx.ingress.kubernetes.io/auth-signin=\"javascript:alert(1)\" is invalid (want an absolute http:// or https:// URL"}},
 		{name: "auth-signin with variables", ann: m("auth-url", "http://auth", "auth-signin", "$scheme://$host/oauth2/start?rd=$escaped_request_uri"),
-			want: def(func(o *Options) {
+			want: def(func(o *options) {
 				o.extAuth = &extAuthRef{key: PrefixMetalgate + "auth-url", url: "http://auth", method: "GET", signin: "$scheme://$host/oauth2/start?rd=$escaped_request_uri"}
 			})},
 		{name: "bad redirect code", ann: m("permanent-redirect", "/x", "permanent-redirect-code", "200"),
-			want: def(func(o *Options) { o.Policy.Redirect = &Redirect{URL: "/x", Code: 301} }), problems: []string{"InvalidAnnotation: metalgate.io/permanent-redirect-code"}},
+			want: def(func(o *options) { o.Policy.Redirect = &table.Redirect{URL: "/x", Code: 301} }), problems: []string{"InvalidAnnotation: metalgate.io/permanent-redirect-code"}},
 		{name: "aliases, vhost, prefix", ann: m("server-alias", "a.example, www.a.example", "upstream-vhost", "internal.svc:8080", "x-forwarded-prefix", "/shop"),
-			want: def(func(o *Options) {
+			want: def(func(o *options) {
 				o.ServerAliases, o.Policy.UpstreamHost, o.Policy.ForwardedPrefix = []string{"a.example", "www.a.example"}, "internal.svc:8080", "/shop"
 			})},
 		{name: "bad alias", ann: m("server-alias", "a.example/x"), want: def(nil), problems: []string{"InvalidAnnotation: metalgate.io/server-alias"}},
 		{name: "header edits", ann: m("request-headers-set", "X-Tenant: one\nx-env:  prod", "request-headers-remove", "cookie, x-debug",
 			"response-headers-add", "Cache-Control: no-store", "response-headers-remove", "Server"),
-			want: def(func(o *Options) {
-				o.Policy.RequestHeaders = HeaderEdits{Set: []Header{{"X-Tenant", "one"}, {"X-Env", "prod"}}, Remove: []string{"Cookie", "X-Debug"}}
-				o.Policy.ResponseHeaders = HeaderEdits{Add: []Header{{"Cache-Control", "no-store"}}, Remove: []string{"Server"}}
+			want: def(func(o *options) {
+				o.Policy.RequestHeaders = table.HeaderEdits{Set: []table.Header{{Name: "X-Tenant", Value: "one"}, {Name: "X-Env", Value: "prod"}}, Remove: []string{"Cookie", "X-Debug"}}
+				o.Policy.ResponseHeaders = table.HeaderEdits{Add: []table.Header{{Name: "Cache-Control", Value: "no-store"}}, Remove: []string{"Server"}}
 			})},
 		{name: "the framing headers are not editable", ann: m("request-headers-set", "Host: evil", "response-headers-remove", "transfer-encoding"), want: def(nil),
 			problems: []string{"InvalidAnnotation: metalgate.io/request-headers-set", "InvalidAnnotation: metalgate.io/response-headers-remove"}},
 		{name: "header value with a control character", ann: m("request-headers-add", "X-A: b\x00c"), want: def(nil), problems: []string{"InvalidAnnotation: metalgate.io/request-headers-add"}},
 		{name: "source ranges", ann: m("allowlist-source-range", "10.0.0.0/8, 192.0.2.7", "denylist-source-range", "10.9.0.0/16"),
-			want: def(func(o *Options) {
+			want: def(func(o *options) {
 				o.Policy.Allow = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32")}
 				o.Policy.Deny = []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}
 			})},
-		{name: "bad range refuses all", ann: m("allowlist-source-range", "10.0.0.0/33"), want: def(func(o *Options) {
+		{name: "bad range refuses all", ann: m("allowlist-source-range", "10.0.0.0/33"), want: def(func(o *options) {
 			o.Policy.Refuse = `annotation metalgate.io/allowlist-source-range="10.0.0.0/33" is invalid (want CIDRs or addresses separated by commas); every request is refused (403) until it is fixed`
 		}), problems: []string{"InvalidAnnotation: metalgate.io/allowlist-source-range"}},
-		{name: "bad deny range refuses all", nginx: true, ann: m(ng("denylist-source-range"), "evil"), want: def(func(o *Options) {
+		{name: "bad deny range refuses all", nginx: true, ann: m(ng("denylist-source-range"), "evil"), want: def(func(o *options) {
 			o.Policy.Refuse = `annotation nginx.ingress.kubernetes.io/denylist-source-range="evil" is invalid (want CIDRs or addresses separated by commas); every request is refused (403) until it is fixed`
 		}), problems: []string{"InvalidAnnotation: nginx.ingress.kubernetes.io/denylist-source-range"}},
-		{name: "client-certificate auth refuses all", nginx: true, ann: m(ng("auth-tls-verify-client"), "on", ng("auth-tls-secret"), "ns/ca", ng("auth-tls-verify-depth"), "2"), want: def(func(o *Options) {
+		{name: "client-certificate auth refuses all", nginx: true, ann: m(ng("auth-tls-verify-client"), "on", ng("auth-tls-secret"), "ns/ca", ng("auth-tls-verify-depth"), "2"), want: def(func(o *options) {
 			o.Policy.Refuse = "annotation nginx.ingress.kubernetes.io/auth-tls-secret asks for client-certificate authentication (mTLS), which metalgate does not support; every request is refused (403) until it is removed"
 		}), problems: []string{
 			"UnsupportedAnnotation: nginx.ingress.kubernetes.io/auth-tls-secret asks for client-certificate authentication",
 			"UnsupportedAnnotation: nginx.ingress.kubernetes.io/auth-tls-verify-client asks for client-certificate authentication",
 			"UnsupportedAnnotation: nginx.ingress.kubernetes.io/auth-tls-verify-depth is not supported",
 		}},
-		{name: "optional client certificate refuses all", nginx: true, ann: m(ng("auth-tls-verify-client"), "Optional"), want: def(func(o *Options) {
+		{name: "optional client certificate refuses all", nginx: true, ann: m(ng("auth-tls-verify-client"), "Optional"), want: def(func(o *options) {
 			o.Policy.Refuse = "annotation nginx.ingress.kubernetes.io/auth-tls-verify-client asks for client-certificate authentication (mTLS), which metalgate does not support; every request is refused (403) until it is removed"
 		}), problems: []string{"UnsupportedAnnotation: nginx.ingress.kubernetes.io/auth-tls-verify-client asks"}},
 		{name: "client certificate off is only unsupported", nginx: true, ann: m(ng("auth-tls-verify-client"), "off"), want: def(nil),
 			problems: []string{"UnsupportedAnnotation: nginx.ingress.kubernetes.io/auth-tls-verify-client is not supported"}},
 		{name: "client-certificate auth unread without nginx annotations", ann: m(ng("auth-tls-secret"), "ns/ca"), want: def(nil)},
 		{name: "rate limits", ann: m("limit-rps", "10", "limit-burst", "15", "limit-connections", "4"),
-			want: def(func(o *Options) { o.Policy.RateLimit = &RateLimit{RPS: 10, Burst: 15, Connections: 4} })},
-		{name: "rate limit default burst", ann: m("limit-rpm", "120"), want: def(func(o *Options) { o.Policy.RateLimit = &RateLimit{RPS: 2, Burst: 10} })},
+			want: def(func(o *options) { o.Policy.RateLimit = &table.RateLimit{RPS: 10, Burst: 15, Connections: 4} })},
+		{name: "rate limit default burst", ann: m("limit-rpm", "120"), want: def(func(o *options) { o.Policy.RateLimit = &table.RateLimit{RPS: 2, Burst: 10} })},
 		{name: "bad rate", ann: m("limit-rps", "-1"), want: def(nil), problems: []string{"InvalidAnnotation: metalgate.io/limit-rps"}},
-		{name: "cors defaults", ann: m("enable-cors", "true"), want: def(func(o *Options) {
-			o.Policy.CORS = &CORS{AllowOrigins: []string{"*"}, AllowMethods: "GET, PUT, POST, DELETE, PATCH, OPTIONS",
+		{name: "cors defaults", ann: m("enable-cors", "true"), want: def(func(o *options) {
+			o.Policy.CORS = &table.CORS{AllowOrigins: []string{"*"}, AllowMethods: "GET, PUT, POST, DELETE, PATCH, OPTIONS",
 				AllowHeaders:     "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization",
 				AllowCredentials: true, MaxAge: 1728000}
 		})},
 		{name: "cors set", ann: m("enable-cors", "true", "cors-allow-origin", "https://a.example, https://b.example/", "cors-allow-credentials", "false", "cors-max-age", "60", "cors-allow-methods", "GET"),
-			want: def(func(o *Options) {
-				o.Policy.CORS = &CORS{AllowOrigins: []string{"https://a.example", "https://b.example"},
-					Origins:      []OriginPattern{{Scheme: "https", Host: "a.example", Port: 443}, {Scheme: "https", Host: "b.example", Port: 443}},
+			want: def(func(o *options) {
+				o.Policy.CORS = &table.CORS{AllowOrigins: []string{"https://a.example", "https://b.example"},
+					Origins:      []table.OriginPattern{{Scheme: "https", Host: "a.example", Port: 443}, {Scheme: "https", Host: "b.example", Port: 443}},
 					AllowMethods: "GET",
 					AllowHeaders: "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization", MaxAge: 60}
 			})},
 		{name: "cors wildcard origin", ann: m("enable-cors", "true", "cors-allow-origin", "https://*.example.org"),
-			want: def(func(o *Options) {
-				o.Policy.CORS = &CORS{AllowOrigins: []string{"https://*.example.org"}, Origins: []OriginPattern{{Scheme: "https", Host: ".example.org", Wildcard: true, Port: 443}},
+			want: def(func(o *options) {
+				o.Policy.CORS = &table.CORS{AllowOrigins: []string{"https://*.example.org"}, Origins: []table.OriginPattern{{Scheme: "https", Host: ".example.org", Wildcard: true, Port: 443}},
 					AllowMethods: "GET, PUT, POST, DELETE, PATCH, OPTIONS", AllowHeaders: "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization",
 					AllowCredentials: true, MaxAge: 1728000}
 			})},
 		{name: "cors invalid origin allows none, never *", ann: m("enable-cors", "true", "cors-allow-origin", "https://a.example, evil"),
-			want: def(func(o *Options) {
-				o.Policy.CORS = &CORS{AllowOrigins: []string{}, AllowMethods: "GET, PUT, POST, DELETE, PATCH, OPTIONS",
+			want: def(func(o *options) {
+				o.Policy.CORS = &table.CORS{AllowOrigins: []string{}, AllowMethods: "GET, PUT, POST, DELETE, PATCH, OPTIONS",
 					AllowHeaders:     "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization",
 					AllowCredentials: true, MaxAge: 1728000}
 			}), problems: []string{"InvalidAnnotation: metalgate.io/cors-allow-origin"}},
 		{name: "cors options without enable-cors do nothing", ann: m("cors-allow-origin", "https://a.example"), want: def(nil)},
 		{name: "timeouts", ann: m("proxy-connect-timeout", "3", "proxy-read-timeout", "500ms", "proxy-send-timeout", "2m"),
-			want: def(func(o *Options) {
-				o.Policy.Timeouts = Timeouts{Connect: 3 * time.Second, Read: 500 * time.Millisecond, Send: 2 * time.Minute}
+			want: def(func(o *options) {
+				o.Policy.Timeouts = table.Timeouts{Connect: 3 * time.Second, Read: 500 * time.Millisecond, Send: 2 * time.Minute}
 			})},
 		{name: "bad timeout", ann: m("proxy-read-timeout", "0"), want: def(nil), problems: []string{"InvalidAnnotation: metalgate.io/proxy-read-timeout"}},
 
@@ -183,21 +195,21 @@ func TestAnnotations(t *testing.T) {
 			ng("whitelist-source-range"), "10.0.0.0/8", ng("limit-rps"), "5", ng("limit-burst-multiplier"), "3", ng("load-balance"), "round_robin",
 			ng("upstream-hash-by"), "$http_x_user", ng("affinity"), "cookie", ng("session-cookie-name"), "route", ng("temporal-redirect"), "https://t.example",
 			ng("proxy-read-timeout"), "120"),
-			want: def(func(o *Options) {
-				o.Protocol, o.UseRegex = ProtocolH2C, true
-				o.Balance = Balance{Algorithm: RoundRobin, AffinityCookie: "route"}
-				o.Policy.Rewrite = &Rewrite{Target: "/$2", Regex: true}
+			want: def(func(o *options) {
+				o.Protocol, o.UseRegex = table.ProtocolH2C, true
+				o.Balance = table.Balance{Algorithm: table.RoundRobin, AffinityCookie: "route"}
+				o.Policy.Rewrite = &table.Rewrite{Target: "/$2", Regex: true}
 				o.Policy.HTTPSRedirect, o.Policy.HTTPSOnlyTLS = 308, true
 				o.Policy.Allow = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
-				o.Policy.RateLimit = &RateLimit{RPS: 5, Burst: 15}
-				o.Policy.Redirect = &Redirect{URL: "https://t.example", Code: 302}
+				o.Policy.RateLimit = &table.RateLimit{RPS: 5, Burst: 15}
+				o.Policy.Redirect = &table.Redirect{URL: "https://t.example", Code: 302}
 				o.Policy.Timeouts.Read = 120 * time.Second
 			})},
-		{name: "nginx hash by a variable", nginx: true, ann: m(ng("upstream-hash-by"), "$remote_addr"), want: def(func(o *Options) { o.Balance = Balance{Algorithm: Hash, HashBy: HashByClientIP} })},
+		{name: "nginx hash by a variable", nginx: true, ann: m(ng("upstream-hash-by"), "$remote_addr"), want: def(func(o *options) { o.Balance = table.Balance{Algorithm: table.Hash, HashBy: table.HashByClientIP} })},
 		{name: "nginx hash by something metalgate cannot", nginx: true, ann: m(ng("upstream-hash-by"), "$request_uri"), want: def(nil),
 			problems: []string{"InvalidAnnotation: nginx.ingress.kubernetes.io/upstream-hash-by"}},
 		{name: "the metalgate.io form wins", nginx: true, ann: m("proxy-body-size", "1k", ng("proxy-body-size"), "1m"),
-			want: def(func(o *Options) { o.MaxBodyBytes = 1 << 10 })},
+			want: def(func(o *options) { o.MaxBodyBytes = 1 << 10 })},
 		{name: "snippets refused, unknown reported", nginx: true, ann: m(ng("configuration-snippet"), "more_set_headers x", ng("server-snippet"), "location /x {}",
 			ng("session-cookie-samesite"), "Strict", ng("enable-opentelemetry"), "true"),
 			want: def(nil), problems: []string{
@@ -209,7 +221,7 @@ func TestAnnotations(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, problems := parseOptions(tc.ann, tc.nginx)
-			if diff := cmp.Diff(tc.want, got, cmpopts.EquateComparable(netip.Prefix{}), cmp.AllowUnexported(Options{}, authRef{}, backendTLSRef{}, extAuthRef{})); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateComparable(netip.Prefix{}), cmp.AllowUnexported(options{}, authRef{}, extAuthRef{})); diff != "" {
 				t.Errorf("options (-want +got):\n%s", diff)
 			}
 			if len(problems) != len(tc.problems) {
@@ -270,7 +282,7 @@ func TestSigninValidated(t *testing.T) {
 	}
 }
 
-// TestRegexAndAliasRoutes: use-regex paths match as ingress-nginx's (anchored, any case,
+// TestRegexAndAliasRoutes: use-regex paths match as ingress-nginx's (Anchored, any case,
 // before prefixes, longest first); a path that is not RE2 is refused with a problem and the
 // rest works; server-alias hosts serve the Ingress's rules, and an alias another namespace
 // owns is refused like any other host.
@@ -287,7 +299,7 @@ func TestRegexAndAliasRoutes(t *testing.T) {
 		Services: []*corev1.Service{svc("regex"), svc("longer"), svc("prefix"), svc("aliased"), svc("bad")}})
 	var reasons []string
 	for _, p := range problems {
-		if p.Reason != ReasonMissingService { // the Services of the other namespace are not given
+		if p.Reason != table.ReasonMissingService { // the Services of the other namespace are not given
 			reasons = append(reasons, p.Object.Name+" "+p.Reason)
 		}
 	}
@@ -299,7 +311,7 @@ func TestRegexAndAliasRoutes(t *testing.T) {
 		{"r.com", "/API/V7/x", "regex"},          // any case
 		{"r.com", "/api/v1/special/x", "longer"}, // the longest pattern first
 		{"r.com", "/api/vx", "prefix"},           // no regex matches: the prefix
-		{"r.com", "/x/api/v1/y", ""},             // anchored at the start
+		{"r.com", "/x/api/v1/y", ""},             // Anchored at the start
 		{"www.a.com", "/anything", "aliased"},    // an alias
 		{"taken.com", "/", "theirs"},             // another namespace's host stays theirs
 	} {
@@ -329,7 +341,7 @@ func TestAnnotationCatalog(t *testing.T) {
 			}
 			_, problems := parseOptions(ann, true)
 			for _, p := range problems {
-				if p.reason == ReasonUnsupportedAnnotation {
+				if p.reason == table.ReasonUnsupportedAnnotation {
 					t.Errorf("catalog entry %s/%s: %s", a.Name, a.Nginx, p.msg)
 				}
 			}
@@ -354,7 +366,7 @@ func TestCanaryAttachment(t *testing.T) {
 		Services: []*corev1.Service{svc("stable"), svc("canary")}})
 	var got []string
 	for _, p := range problems {
-		if p.Reason != ReasonMissingService {
+		if p.Reason != table.ReasonMissingService {
 			got = append(got, p.Object.Name+" "+p.Reason)
 		}
 	}
@@ -416,7 +428,7 @@ func TestBasicAuthSecrets(t *testing.T) {
 				Services: []*corev1.Service{svc("s")}, Secrets: secrets})
 			var msgs []string
 			for _, p := range problems {
-				if p.Reason != ReasonRefusedEndpoint {
+				if p.Reason != table.ReasonRefusedEndpoint {
 					msgs = append(msgs, p.Message)
 				}
 			}
@@ -493,12 +505,12 @@ func TestProtectionCatalog(t *testing.T) {
 				t.Errorf("unsupported, but in Annotations")
 			}
 			o, problems := parseOptions(map[string]string{PrefixNginx + p.Nginx: "on"}, true)
-			if o.Policy.Refuse == "" || len(problems) != 1 || problems[0].reason != ReasonUnsupportedAnnotation || !strings.Contains(problems[0].msg, "refused (403)") {
+			if o.Policy.Refuse == "" || len(problems) != 1 || problems[0].reason != table.ReasonUnsupportedAnnotation || !strings.Contains(problems[0].msg, "refused (403)") {
 				t.Errorf("value on: Refuse %q, problems %v; want every request refused and one Warning", o.Policy.Refuse, problems)
 			}
 			for _, v := range p.Inert {
 				o, problems := parseOptions(map[string]string{PrefixNginx + p.Nginx: v}, true)
-				if o.Policy.Refuse != "" || len(problems) != 1 || problems[0].reason != ReasonUnsupportedAnnotation {
+				if o.Policy.Refuse != "" || len(problems) != 1 || problems[0].reason != table.ReasonUnsupportedAnnotation {
 					t.Errorf("inert value %q: Refuse %q, problems %v", v, o.Policy.Refuse, problems)
 				}
 			}

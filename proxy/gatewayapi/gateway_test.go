@@ -1,4 +1,4 @@
-package table
+package gatewayapi
 
 import (
 	"fmt"
@@ -9,11 +9,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // The Gateway every test serves: infra/gw. Namespace app has label team=a, other has none.
@@ -121,7 +122,7 @@ func gatewayWorld(routes []*gatewayv1.HTTPRoute, grants ...*gatewayv1beta1.Refer
 			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}})
 		in.Slices = append(in.Slices, &discoveryv1.EndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-1", Labels: map[string]string{
-				discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: EndpointSliceController}},
+				discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: table.EndpointSliceController}},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}},
@@ -140,7 +141,7 @@ type probe struct {
 	want       string // "ns/svc" served with endpoints, "503 ns/svc" without, "500 ns/svc" unresolved, "" no route
 }
 
-func (p probe) check(t *testing.T, tab *Table) {
+func (p probe) check(t *testing.T, tab *table.Table) {
 	t.Helper()
 	req := httptest.NewRequest("GET", "http://"+p.host+p.path, nil)
 	r := tab.Match(p.port, req)
@@ -160,7 +161,7 @@ func (p probe) check(t *testing.T, tab *Table) {
 }
 
 // condition returns status/reason of a condition type of the subject route's parent i.
-func condition(st *GatewayStatus, route types.NamespacedName, i int, typ gatewayv1.RouteConditionType) string {
+func condition(st *table.GatewayStatus, route types.NamespacedName, i int, typ gatewayv1.RouteConditionType) string {
 	for _, rs := range st.Routes {
 		if rs.Route != route || i >= len(rs.Parents) {
 			continue
@@ -287,7 +288,7 @@ func TestGatewayAttachment(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tab, _ := Build(gatewayWorld([]*gatewayv1.HTTPRoute{tc.route}, tc.grants...))
+			tab, _ := build(gatewayWorld([]*gatewayv1.HTTPRoute{tc.route}, tc.grants...))
 			id := types.NamespacedName{Namespace: tc.route.Namespace, Name: tc.route.Name}
 			if got := condition(tab.Gateway, id, 0, gatewayv1.RouteConditionAccepted); got != tc.wantAccepted {
 				t.Errorf("Accepted = %s, want %s (status %+v)", got, tc.wantAccepted, tab.Gateway.Routes)
@@ -297,7 +298,7 @@ func TestGatewayAttachment(t *testing.T) {
 			}
 			for _, rs := range tab.Gateway.Routes {
 				for _, ps := range rs.Parents {
-					if ps.ControllerName != GatewayController {
+					if ps.ControllerName != ControllerName {
 						t.Errorf("controllerName = %s", ps.ControllerName)
 					}
 					for _, c := range ps.Conditions {
@@ -349,7 +350,7 @@ func TestGatewayHostnames(t *testing.T) {
 		// Attached to wild with hostname foo.example.com: listener foo answers for that host.
 		httpRoute("other", "steal", 3, []parent{onGW("wild")}, []string{"foo.example.com"}, toBackend("", "web")),
 	}
-	tab, _ := Build(gatewayWorld(routes))
+	tab, _ := build(gatewayWorld(routes))
 	for _, p := range []probe{
 		{8083, "foo.example.com", "/", "app/web"},
 		{8083, "FOO.example.com:8083", "/", "app/web"},
@@ -399,7 +400,7 @@ func TestGatewayMatches(t *testing.T) {
 			match(gatewayv1.HTTPRouteMatch{Path: path(prefix, "/")}, "web"),
 		),
 	}
-	tab, _ := Build(gatewayWorld(routes))
+	tab, _ := build(gatewayWorld(routes))
 	for _, tc := range []struct {
 		method, target string
 		header         map[string]string
@@ -457,7 +458,7 @@ func TestGatewayFilters(t *testing.T) {
 		name    string
 		rule    gatewayv1.HTTPRouteRule
 		refused bool
-		check   func(t *testing.T, r *Route)
+		check   func(t *testing.T, r *table.Route)
 	}{
 		{name: "request header modifier cannot set Host", refused: true, rule: rule(gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier,
 			RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "Host", Value: "internal"}}}})},
@@ -470,7 +471,7 @@ func TestGatewayFilters(t *testing.T) {
 		{name: "redirect: scheme, host, port, full path", rule: rule(gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterRequestRedirect,
 			RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Scheme: ptr("https"), Hostname: ptr(gatewayv1.PreciseHostname("B.Example")), Port: ptr(int32(8443)),
 				Path: &gatewayv1.HTTPPathModifier{Type: gatewayv1.FullPathHTTPPathModifier, ReplaceFullPath: ptr("/x")}, StatusCode: ptr(301)}}),
-			check: func(t *testing.T, r *Route) {
+			check: func(t *testing.T, r *table.Route) {
 				rr := r.Options.Policy.RequestRedirect
 				if rr == nil || rr.Scheme != "https" || rr.Host != "b.example" || rr.Port != 8443 || rr.FullPath == nil || *rr.FullPath != "/x" || rr.PrefixPath != nil || rr.Code != 301 {
 					t.Errorf("RequestRedirect = %+v", rr)
@@ -478,15 +479,15 @@ func TestGatewayFilters(t *testing.T) {
 			}},
 		{name: "redirect: prefix path", rule: rule(gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterRequestRedirect,
 			RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Path: &gatewayv1.HTTPPathModifier{Type: gatewayv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: ptr("/new")}}}),
-			check: func(t *testing.T, r *Route) {
+			check: func(t *testing.T, r *table.Route) {
 				if rr := r.Options.Policy.RequestRedirect; rr == nil || rr.PrefixPath == nil || *rr.PrefixPath != "/new" || rr.Scheme != "" || rr.Code != 302 {
 					t.Errorf("RequestRedirect = %+v", rr)
 				}
 			}},
 		{name: "request header modifier", rule: rule(gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: headers}),
-			check: func(t *testing.T, r *Route) {
+			check: func(t *testing.T, r *table.Route) {
 				e := r.Options.Policy.RequestHeaders
-				if len(e.Set) != 1 || e.Set[0] != (Header{"X-A", "1"}) || len(e.Add) != 1 || e.Add[0] != (Header{"X-B", "2"}) || len(e.Remove) != 1 || e.Remove[0] != "X-C" {
+				if len(e.Set) != 1 || e.Set[0] != (table.Header{Name: "X-A", Value: "1"}) || len(e.Add) != 1 || e.Add[0] != (table.Header{Name: "X-B", Value: "2"}) || len(e.Remove) != 1 || e.Remove[0] != "X-C" {
 					t.Errorf("RequestHeaders = %+v", e)
 				}
 				if !r.Options.Policy.ResponseHeaders.Empty() {
@@ -494,39 +495,39 @@ func TestGatewayFilters(t *testing.T) {
 				}
 			}},
 		{name: "response header modifier", rule: rule(gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterResponseHeaderModifier, ResponseHeaderModifier: headers}),
-			check: func(t *testing.T, r *Route) {
+			check: func(t *testing.T, r *table.Route) {
 				if e := r.Options.Policy.ResponseHeaders; len(e.Set) != 1 || len(e.Add) != 1 || len(e.Remove) != 1 {
 					t.Errorf("ResponseHeaders = %+v", e)
 				}
 			}},
 		{name: "redirect to https, default 302", rule: gatewayv1.HTTPRouteRule{Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestRedirect,
 			RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Scheme: ptr("https")}}}},
-			check: func(t *testing.T, r *Route) {
+			check: func(t *testing.T, r *table.Route) {
 				if rr := r.Options.Policy.RequestRedirect; rr == nil || rr.Scheme != "https" || rr.Code != 302 || r.Options.Policy.HTTPSRedirect != 0 {
 					t.Errorf("RequestRedirect = %+v, HTTPSRedirect %d", rr, r.Options.Policy.HTTPSRedirect)
 				}
 			}},
 		{name: "redirect to https, 301", rule: gatewayv1.HTTPRouteRule{Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestRedirect,
 			RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Scheme: ptr("https"), StatusCode: ptr(301)}}}},
-			check: func(t *testing.T, r *Route) {
+			check: func(t *testing.T, r *table.Route) {
 				if rr := r.Options.Policy.RequestRedirect; rr == nil || rr.Code != 301 {
 					t.Errorf("RequestRedirect = %+v", rr)
 				}
 			}},
 		{name: "rewrite hostname", rule: rule(rewrite(nil, "internal.example")),
-			check: func(t *testing.T, r *Route) {
+			check: func(t *testing.T, r *table.Route) {
 				if r.Options.Policy.UpstreamHost != "internal.example" || r.Options.Policy.Rewrite != nil {
 					t.Errorf("UpstreamHost %q, Rewrite %+v", r.Options.Policy.UpstreamHost, r.Options.Policy.Rewrite)
 				}
 			}},
 		{name: "rewrite prefix", rule: rule(rewrite(&gatewayv1.HTTPPathModifier{Type: gatewayv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: ptr("/new")}, "")),
-			check: func(t *testing.T, r *Route) {
+			check: func(t *testing.T, r *table.Route) {
 				if rw := r.Options.Policy.Rewrite; rw == nil || rw.Target != "/new" || rw.Regex || r.Regex != nil {
 					t.Errorf("Rewrite %+v, Regex %v", rw, r.Regex)
 				}
 			}},
 		{name: "rewrite full path on a prefix route", rule: rule(rewrite(&gatewayv1.HTTPPathModifier{Type: gatewayv1.FullPathHTTPPathModifier, ReplaceFullPath: ptr("/all/$1")}, "")),
-			check: func(t *testing.T, r *Route) {
+			check: func(t *testing.T, r *table.Route) {
 				rw := r.Options.Policy.Rewrite
 				if rw == nil || !rw.Regex || r.Regex == nil {
 					t.Fatalf("Rewrite %+v, Regex %v", rw, r.Regex)
@@ -540,7 +541,7 @@ func TestGatewayFilters(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tab, _ := Build(gatewayWorld([]*gatewayv1.HTTPRoute{httpRoute("infra", "r", 0, []parent{onGW("http")}, nil, tc.rule)}))
+			tab, _ := build(gatewayWorld([]*gatewayv1.HTTPRoute{httpRoute("infra", "r", 0, []parent{onGW("http")}, nil, tc.rule)}))
 			id := types.NamespacedName{Namespace: "infra", Name: "r"}
 			acc := condition(tab.Gateway, id, 0, gatewayv1.RouteConditionAccepted)
 			r := tab.Match(80, httptest.NewRequest("GET", "http://x/", nil))
@@ -553,7 +554,7 @@ func TestGatewayFilters(t *testing.T) {
 			if acc != "True/Accepted" || r == nil {
 				t.Fatalf("Accepted = %s, route %v", acc, r)
 			}
-			if want := (SourceRef{Kind: KindHTTPRoute, NamespacedName: id}); r.Source != want {
+			if want := (table.SourceRef{Kind: table.KindHTTPRoute, NamespacedName: id}); r.Source != want {
 				t.Errorf("route of %v, want %v", r.Source, want)
 			}
 			tc.check(t, r)
@@ -577,7 +578,7 @@ func TestGatewayWeights(t *testing.T) {
 			"app/web", "", 0, 0, "app/web:5 app/v2:3 500:2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tab, _ := Build(gatewayWorld([]*gatewayv1.HTTPRoute{httpRoute("app", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{BackendRefs: tc.refs})}))
+			tab, _ := build(gatewayWorld([]*gatewayv1.HTTPRoute{httpRoute("app", "r", 0, []parent{onGW("http")}, nil, gatewayv1.HTTPRouteRule{BackendRefs: tc.refs})}))
 			r := tab.Match(80, httptest.NewRequest("GET", "http://x/", nil))
 			if r == nil || r.Backend.Service.String() != tc.main {
 				t.Fatalf("route %+v, want backend %s", r, tc.main)
@@ -603,23 +604,17 @@ func TestGatewayWeights(t *testing.T) {
 	}
 }
 
-// A Gateway table serves only its Gateway's routes: Ingresses (and their host ownership)
-// are not read, and an Ingress table has no Gateway routes.
-func TestGatewayTableIgnoresIngresses(t *testing.T) {
-	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "ing"}, Spec: networkingv1.IngressSpec{
-		IngressClassName: ptr("metalgate"),
-		Rules: []networkingv1.IngressRule{{Host: "a.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
-			Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptr(networkingv1.PathTypePrefix),
-				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}}}}
+// A Gateway table serves only its Gateway's routes (an Ingress cannot even be given to
+// Translate), its Problems are its routes', and without a Gateway it routes nothing.
+func TestGatewayTableOnlyItsRoutes(t *testing.T) {
 	in := gatewayWorld([]*gatewayv1.HTTPRoute{httpRoute("infra", "r", 0, []parent{onGW("same")}, []string{"a.example.com"}, toBackend("", "web"))})
-	in.Ingresses, in.Classes = []*networkingv1.Ingress{ing}, []*networkingv1.IngressClass{{ObjectMeta: metav1.ObjectMeta{Name: "metalgate"}, Spec: networkingv1.IngressClassSpec{Controller: ControllerName}}}
-	tab, problems := Build(in)
+	tab, problems := build(in)
 	if tab.Ingresses != 0 || tab.Lookup("a.example.com", "/") != nil {
-		t.Errorf("Gateway table read the Ingress: %d, %v", tab.Ingresses, tab.Lookup("a.example.com", "/"))
+		t.Errorf("Gateway table has Ingress routes: %d, %v", tab.Ingresses, tab.Lookup("a.example.com", "/"))
 	}
 	probe{8080, "a.example.com", "/", "infra/web"}.check(t, tab)
 	for _, p := range problems {
-		if p.Object.Kind != KindHTTPRoute {
+		if p.Object.Kind != table.KindHTTPRoute {
 			t.Errorf("problem %+v not of an HTTPRoute", p)
 		}
 	}
@@ -627,12 +622,10 @@ func TestGatewayTableIgnoresIngresses(t *testing.T) {
 		t.Errorf("Routes() = %v", tab.Routes())
 	}
 	in.Gateway = nil
-	tab, _ = Build(in)
-	if tab.Gateway != nil || tab.Match(8080, httptest.NewRequest("GET", "http://a.example.com/", nil)) != nil || tab.Lookup("a.example.com", "/") == nil {
-		t.Errorf("Ingress table: Gateway %v", tab.Gateway)
-	}
-	if !strings.Contains(tab.Lookup("a.example.com", "/").Backend.Key, "other/web") {
-		t.Errorf("Ingress route to %s", tab.Lookup("a.example.com", "/").Backend.Key)
+	res := Translate(in)
+	if res.Table.Gateway != nil || res.Status != nil || len(res.Table.Routes()) != 0 ||
+		res.Table.Match(8080, httptest.NewRequest("GET", "http://a.example.com/", nil)) != nil {
+		t.Errorf("no Gateway: status %v, routes %v", res.Status, res.Table.Routes())
 	}
 }
 
@@ -641,7 +634,7 @@ func TestGatewayTableIgnoresIngresses(t *testing.T) {
 func TestGatewayRouteParents(t *testing.T) {
 	r := httpRoute("infra", "r", 0, []parent{{ns: "infra", name: "other-gw", section: "http"}, onGW("http"), onGW("nope"), {ns: "infra", name: "gw", port: 80}},
 		nil, toBackend("", "web"))
-	tab, _ := Build(gatewayWorld([]*gatewayv1.HTTPRoute{r}))
+	tab, _ := build(gatewayWorld([]*gatewayv1.HTTPRoute{r}))
 	if len(tab.Gateway.Routes) != 1 || len(tab.Gateway.Routes[0].Parents) != 3 {
 		t.Fatalf("route statuses = %+v, want one route with 3 parents", tab.Gateway.Routes)
 	}

@@ -1,4 +1,4 @@
-package table
+package gatewayapi
 
 import (
 	"net/http/httptest"
@@ -6,10 +6,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // TestGatewayRegularExpressions: HTTPRoute RegularExpression matches of path, header and
-// query parameter (RE2, each anchored over the whole value); a RegularExpression path ranks
+// query parameter (RE2, each Anchored over the whole value); a RegularExpression path ranks
 // after Exact and before every prefix, the longer expression first; hostile near misses
 // first.
 func TestGatewayRegularExpressions(t *testing.T) {
@@ -27,8 +29,8 @@ func TestGatewayRegularExpressions(t *testing.T) {
 		match(gatewayv1.HTTPRouteMatch{Path: &gatewayv1.HTTPPathMatch{Type: ptr(gatewayv1.PathMatchExact), Value: ptr("/api/v1/users")}}, "web"),
 		hdr, query,
 	)
-	tab, _ := Build(gatewayWorld([]*gatewayv1.HTTPRoute{hr}))
-	if got := routeCondition(tab.Gateway, KindHTTPRoute, types.NamespacedName{Namespace: "app", Name: "r"}, 0, gatewayv1.RouteConditionAccepted); got != "True/Accepted" {
+	tab, _ := build(gatewayWorld([]*gatewayv1.HTTPRoute{hr}))
+	if got := routeCondition(tab.Gateway, table.KindHTTPRoute, types.NamespacedName{Namespace: "app", Name: "r"}, 0, gatewayv1.RouteConditionAccepted); got != "True/Accepted" {
 		t.Fatalf("Accepted = %s", got)
 	}
 	for _, tc := range []struct {
@@ -39,8 +41,8 @@ func TestGatewayRegularExpressions(t *testing.T) {
 		// Hostile first: an expression covers the whole path or value, never a part.
 		{"/x/api/v2/users", nil, "app/web"},                      // not /api/… at the start: the catch-all
 		{"/api/v2/users/1", nil, "app/gone"},                     // /api/.*: the longer expression does not match all of it
-		{"/h", map[string]string{"X-Version": "v1x"}, "app/web"}, // header regex anchored: catch-all
-		{"/q?id=abcd1", nil, "app/web"},                          // query regex anchored
+		{"/h", map[string]string{"X-Version": "v1x"}, "app/web"}, // header regex Anchored: catch-all
+		{"/q?id=abcd1", nil, "app/web"},                          // query regex Anchored
 		{"/api/v1/users", nil, "app/web"},                        // Exact before any expression
 		{"/api/v22/users", nil, "app/v2"},                        // the longer expression first
 		{"/api/other", nil, "app/gone"},
@@ -71,8 +73,8 @@ func TestGatewayRegularExpressions(t *testing.T) {
 	badQuery := match(gatewayv1.HTTPRouteMatch{QueryParams: []gatewayv1.HTTPQueryParamMatch{{Type: ptr(gatewayv1.QueryParamMatchRegularExpression), Name: "q", Value: "[z-a]"}}}, "web")
 	for name, rule := range map[string]gatewayv1.HTTPRouteRule{"prefix rewrite": prefixRewrite, "prefix redirect": prefixRedirect,
 		"header expression": badHeader, "query expression": badQuery} {
-		tab, _ := Build(gatewayWorld([]*gatewayv1.HTTPRoute{httpRoute("app", "bad", 0, []parent{onGW("http")}, nil, rule)}))
-		if got := routeCondition(tab.Gateway, KindHTTPRoute, types.NamespacedName{Namespace: "app", Name: "bad"}, 0, gatewayv1.RouteConditionAccepted); got != "False/UnsupportedValue" {
+		tab, _ := build(gatewayWorld([]*gatewayv1.HTTPRoute{httpRoute("app", "bad", 0, []parent{onGW("http")}, nil, rule)}))
+		if got := routeCondition(tab.Gateway, table.KindHTTPRoute, types.NamespacedName{Namespace: "app", Name: "bad"}, 0, gatewayv1.RouteConditionAccepted); got != "False/UnsupportedValue" {
 			t.Errorf("%s: Accepted = %s, want False/UnsupportedValue", name, got)
 		}
 	}
@@ -81,7 +83,7 @@ func TestGatewayRegularExpressions(t *testing.T) {
 	full := re(`/old/.*`, "web")
 	full.Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterURLRewrite, URLRewrite: &gatewayv1.HTTPURLRewriteFilter{
 		Path: &gatewayv1.HTTPPathModifier{Type: gatewayv1.FullPathHTTPPathModifier, ReplaceFullPath: ptr("/new$1")}}}}
-	tab, _ = Build(gatewayWorld([]*gatewayv1.HTTPRoute{httpRoute("app", "full", 0, []parent{onGW("http")}, nil, full)}))
+	tab, _ = build(gatewayWorld([]*gatewayv1.HTTPRoute{httpRoute("app", "full", 0, []parent{onGW("http")}, nil, full)}))
 	r := tab.Match(80, httptest.NewRequest("GET", "http://x/old/thing", nil))
 	if r == nil || r.Options.Policy.Rewrite == nil || !r.Options.Policy.Rewrite.Regex || r.Options.Policy.Rewrite.Target != "/new$$1" || r.Regex.String() != `^(?:/old/.*)$` {
 		t.Fatalf("full-path rewrite route %+v", r)

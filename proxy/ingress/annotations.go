@@ -1,17 +1,18 @@
-package table
+package ingress
 
 import (
 	"fmt"
 	"math"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // Annotation prefixes. Every metalgate.io/NAME below has the ingress-nginx form
@@ -32,89 +33,16 @@ const (
 	AnnotationAffinity        = PrefixMetalgate + "affinity"
 )
 
-// Protocol is how the proxy speaks to a backend.
-type Protocol string
-
-const (
-	// ProtocolHTTP is HTTP/1.1 to the backend (the default); Upgrade (WebSocket) works over it.
-	ProtocolHTTP Protocol = "http"
-	// ProtocolH2C is HTTP/2 without TLS (prior knowledge) to the backend; gRPC needs it.
-	ProtocolH2C Protocol = "h2c"
-	// ProtocolHTTPS is HTTP/1.1 over TLS to the backend (Backend.TLS says how).
-	ProtocolHTTPS Protocol = "https"
-	// ProtocolGRPCS is HTTP/2 over TLS (ALPN h2) to the backend, for gRPC over TLS.
-	ProtocolGRPCS Protocol = "grpcs"
-)
-
-// Algorithm names a load-balancing algorithm.
-type Algorithm string
-
-const (
-	RoundRobin   Algorithm = "round-robin"
-	LeastRequest Algorithm = "least-request"
-	EWMA         Algorithm = "ewma"
-	Hash         Algorithm = "hash"
-)
-
-// HashSource says what a hash-balanced backend hashes.
-type HashSource string
-
-const (
-	HashByNone     HashSource = ""
-	HashByHeader   HashSource = "header"
-	HashByCookie   HashSource = "cookie"
-	HashByClientIP HashSource = "client-ip"
-)
-
-// DefaultAffinityCookie is the cookie name of cookie affinity unless the Ingress names one.
-const DefaultAffinityCookie = "metalgate-affinity"
-
-// Balance is a backend's load-balancing policy.
-type Balance struct {
-	Algorithm Algorithm
-	// HashBy and HashKey (header or cookie name) apply when Algorithm is Hash.
-	HashBy  HashSource
-	HashKey string
-	// AffinityCookie, when not empty, pins a client to the endpoint named in this cookie; the
-	// first pick uses Algorithm.
-	AffinityCookie string
-}
-
-func (b Balance) String() string {
-	s := string(b.Algorithm)
-	if b.HashBy != HashByNone {
-		s += "/" + string(b.HashBy) + ":" + b.HashKey
-	}
-	if b.AffinityCookie != "" {
-		s += "/affinity:" + b.AffinityCookie
-	}
-	return s
-}
-
-// Options are the per-Ingress settings taken from its annotations.
-type Options struct {
-	Protocol Protocol
-	Balance  Balance
-	// MaxBodyBytes limits request bodies; 0 means the server's default, -1 unlimited.
-	MaxBodyBytes int64
-	// SSLPassthrough passes the TLS connections for the Ingress's hosts, undecrypted, to the
-	// backend of each rule's first path (Table.Passthrough).
-	SSLPassthrough bool
-	// UseRegex makes the Ingress's Prefix and ImplementationSpecific paths regular
-	// expressions (anchored at the start, case-insensitive), as ingress-nginx's use-regex.
-	UseRegex bool
-	// ServerAliases are more hosts that the Ingress's rules serve.
-	ServerAliases []string
-	// Canary, when set, makes the Ingress a canary of the routes with its hosts and paths:
-	// it claims no host and routes only the requests the rule selects.
-	Canary *CanaryRule
-	Policy Policy
+// options are an Ingress's settings read from its annotations: the route's table.Options,
+// and what Build resolves from other objects (Secrets, Services) before it places the routes.
+type options struct {
+	table.Options
 	// auth is the basic-auth Secret to read at build time (Policy.BasicAuth comes from it).
 	auth *authRef
 	// extAuth is the external authentication to resolve at build time.
 	extAuth *extAuthRef
 	// backendTLS is the proxy-ssl-* annotations, resolved at build time (Backend.TLS).
-	backendTLS *backendTLSRef
+	backendTLS *table.BackendTLSRef
 }
 
 // extAuthRef is auth-url and its companions as written.
@@ -187,7 +115,7 @@ func (a *annotationReader) nginxOnly(name string) (key, val string, ok bool) {
 }
 
 func (a *annotationReader) bad(key, val, want string) {
-	a.problems = append(a.problems, problemText{ReasonInvalidAnnotation,
+	a.problems = append(a.problems, problemText{table.ReasonInvalidAnnotation,
 		fmt.Sprintf("annotation %s=%q is invalid (want %s); using the default", key, val, want)})
 }
 
@@ -215,9 +143,9 @@ var snippets = map[string]bool{
 
 // parseOptions reads an Ingress's annotations (with nginx: their ingress-nginx forms too).
 // Invalid values fall back to the default; every problem is returned with its reason.
-func parseOptions(ann map[string]string, nginx bool) (Options, []problemText) {
+func parseOptions(ann map[string]string, nginx bool) (options, []problemText) {
 	a := &annotationReader{ann: ann, nginx: nginx, read: map[string]bool{}}
-	o := Options{Protocol: ProtocolHTTP, Balance: Balance{Algorithm: RoundRobin}}
+	o := options{Options: table.DefaultOptions()}
 	a.protocol(&o)
 	a.backendTLS(&o)
 	a.balance(&o)
@@ -249,32 +177,32 @@ func parseOptions(ann map[string]string, nginx bool) (Options, []problemText) {
 	return o, a.problems
 }
 
-func (a *annotationReader) protocol(o *Options) {
+func (a *annotationReader) protocol(o *options) {
 	key, v, ok := a.get("backend-protocol")
 	if !ok {
 		return
 	}
 	switch strings.ToLower(v) {
 	case "http", "http1", "":
-		o.Protocol = ProtocolHTTP
+		o.Protocol = table.ProtocolHTTP
 	case "h2c", "grpc":
-		o.Protocol = ProtocolH2C
+		o.Protocol = table.ProtocolH2C
 	case "https":
-		o.Protocol = ProtocolHTTPS
+		o.Protocol = table.ProtocolHTTPS
 	case "grpcs":
-		o.Protocol = ProtocolGRPCS
+		o.Protocol = table.ProtocolGRPCS
 	default:
 		a.bad(key, v, "http, https, h2c, grpc or grpcs")
 	}
 }
 
-func (a *annotationReader) balance(o *Options) {
+func (a *annotationReader) balance(o *options) {
 	if key, v, ok := a.get("load-balance"); ok {
-		switch alg := Algorithm(strings.ReplaceAll(strings.ToLower(v), "_", "-")); alg {
-		case RoundRobin, LeastRequest, EWMA, Hash:
+		switch alg := table.Algorithm(strings.ReplaceAll(strings.ToLower(v), "_", "-")); alg {
+		case table.RoundRobin, table.LeastRequest, table.EWMA, table.Hash:
 			o.Balance.Algorithm = alg
 		case "peak-ewma":
-			o.Balance.Algorithm = EWMA
+			o.Balance.Algorithm = table.EWMA
 		default:
 			a.bad(key, v, "round-robin, least-request, ewma or hash")
 		}
@@ -282,15 +210,15 @@ func (a *annotationReader) balance(o *Options) {
 	lbSet := a.ann[PrefixMetalgate+"load-balance"] != "" || a.nginx && a.ann[PrefixNginx+"load-balance"] != ""
 	if key, v, ok := a.getAs("hash-by", ""); ok {
 		src, name, _ := strings.Cut(v, ":")
-		switch HashSource(strings.ToLower(src)) {
-		case HashByHeader, HashByCookie:
+		switch table.HashSource(strings.ToLower(src)) {
+		case table.HashByHeader, table.HashByCookie:
 			if name == "" {
 				a.bad(key, v, "header:NAME, cookie:NAME or client-ip")
 				break
 			}
-			o.Balance.HashBy, o.Balance.HashKey = HashSource(strings.ToLower(src)), name
-		case HashByClientIP:
-			o.Balance.HashBy = HashByClientIP
+			o.Balance.HashBy, o.Balance.HashKey = table.HashSource(strings.ToLower(src)), name
+		case table.HashByClientIP:
+			o.Balance.HashBy = table.HashByClientIP
 		default:
 			a.bad(key, v, "header:NAME, cookie:NAME or client-ip")
 		}
@@ -298,29 +226,29 @@ func (a *annotationReader) balance(o *Options) {
 		// ingress-nginx hashes an nginx variable: the ones that name a request part map.
 		switch {
 		case v == "$remote_addr" || v == "$binary_remote_addr":
-			o.Balance.HashBy = HashByClientIP
+			o.Balance.HashBy = table.HashByClientIP
 		case strings.HasPrefix(v, "$http_") && len(v) > 6:
-			o.Balance.HashBy, o.Balance.HashKey = HashByHeader, strings.ReplaceAll(v[6:], "_", "-")
+			o.Balance.HashBy, o.Balance.HashKey = table.HashByHeader, strings.ReplaceAll(v[6:], "_", "-")
 		case strings.HasPrefix(v, "$cookie_") && len(v) > 8:
-			o.Balance.HashBy, o.Balance.HashKey = HashByCookie, v[8:]
+			o.Balance.HashBy, o.Balance.HashKey = table.HashByCookie, v[8:]
 		default:
 			a.bad(key, v, "$remote_addr, $http_NAME or $cookie_NAME (other nginx variables do not exist here)")
 		}
 	}
-	if o.Balance.HashBy != HashByNone && !lbSet {
-		o.Balance.Algorithm = Hash // hash-by alone implies hashing
+	if o.Balance.HashBy != table.HashByNone && !lbSet {
+		o.Balance.Algorithm = table.Hash // hash-by alone implies hashing
 	}
-	if o.Balance.Algorithm == Hash && o.Balance.HashBy == HashByNone {
-		o.Balance.HashBy = HashByClientIP
+	if o.Balance.Algorithm == table.Hash && o.Balance.HashBy == table.HashByNone {
+		o.Balance.HashBy = table.HashByClientIP
 	}
-	if o.Balance.Algorithm != Hash {
-		o.Balance.HashBy, o.Balance.HashKey = HashByNone, ""
+	if o.Balance.Algorithm != table.Hash {
+		o.Balance.HashBy, o.Balance.HashKey = table.HashByNone, ""
 	}
 	_, cookieName, _ := a.getAs("affinity-cookie-name", "session-cookie-name") // read: alone it does nothing
 	if key, v, ok := a.get("affinity"); ok {
 		switch strings.ToLower(v) {
 		case "cookie":
-			o.Balance.AffinityCookie = DefaultAffinityCookie
+			o.Balance.AffinityCookie = table.DefaultAffinityCookie
 			if cookieName != "" {
 				o.Balance.AffinityCookie = cookieName
 			}
@@ -332,7 +260,7 @@ func (a *annotationReader) balance(o *Options) {
 }
 
 // paths reads use-regex, rewrite-target and server-alias.
-func (a *annotationReader) paths(o *Options) {
+func (a *annotationReader) paths(o *options) {
 	useRegex, _, _ := a.boolean("use-regex")
 	o.UseRegex = useRegex
 	if key, v, ok := a.get("rewrite-target"); ok {
@@ -343,9 +271,9 @@ func (a *annotationReader) paths(o *Options) {
 			// ingress-nginx: rewrite-target makes the paths regular expressions and replaces
 			// the whole path; groups are $1…$9.
 			o.UseRegex = true
-			o.Policy.Rewrite = &Rewrite{Target: v, Regex: true}
+			o.Policy.Rewrite = &table.Rewrite{Target: v, Regex: true}
 		default:
-			o.Policy.Rewrite = &Rewrite{Target: v, Regex: o.UseRegex}
+			o.Policy.Rewrite = &table.Rewrite{Target: v, Regex: o.UseRegex}
 		}
 	}
 	if key, v, ok := a.get("server-alias"); ok {
@@ -362,7 +290,7 @@ func (a *annotationReader) paths(o *Options) {
 }
 
 // redirects reads ssl-redirect, force-ssl-redirect, app-root and the fixed redirects.
-func (a *annotationReader) redirects(o *Options) {
+func (a *annotationReader) redirects(o *options) {
 	if b, key, ok := a.boolean("ssl-redirect"); ok && b {
 		o.Policy.HTTPSRedirect = 308
 		// ingress-nginx redirects only hosts with TLS; metalgate's own annotation always.
@@ -388,7 +316,7 @@ func (a *annotationReader) redirects(o *Options) {
 			a.bad(key, v, "an absolute URL (https://host/path) or a path starting with /")
 			return
 		}
-		r := &Redirect{URL: v, Code: def}
+		r := &table.Redirect{URL: v, Code: def}
 		if cok {
 			n, err := strconv.Atoi(cv)
 			if err != nil || !contains(codes, n) {
@@ -405,96 +333,6 @@ func (a *annotationReader) redirects(o *Options) {
 	fixed("temporary-redirect", "temporal-redirect", "temporary-redirect-code", "temporal-redirect-code", 302, 302, 303, 307)
 }
 
-// The variables an auth-signin URL may hold (ingress-nginx's nginx variables of these names).
-// The data plane fills them in, each escaped for where it stands in the URL.
-const (
-	SigninScheme            = "$scheme"              // http or https, as the client came
-	SigninHost              = "$host"                // the request's host (the redirect policy's)
-	SigninBestHTTPHost      = "$best_http_host"      // the same
-	SigninRequestURI        = "$request_uri"         // the request's path and query
-	SigninEscapedRequestURI = "$escaped_request_uri" // the same, query-escaped
-)
-
-func signinVariables() []string {
-	return []string{SigninEscapedRequestURI, SigninBestHTTPHost, SigninRequestURI, SigninScheme, SigninHost}
-}
-
-// SigninVariableAt returns the auth-signin variable s starts with, or "" (a '$' that starts
-// none, or one that goes on with more name characters, is literal).
-func SigninVariableAt(s string) string {
-	if s == "" || s[0] != '$' {
-		return ""
-	}
-	for _, v := range signinVariables() {
-		if strings.HasPrefix(s, v) && (len(s) == len(v) || !nameByte(s[len(v)])) {
-			return v
-		}
-	}
-	return ""
-}
-
-func nameByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
-}
-
-// validSignin reports whether v, its variables filled in with sample values, is an absolute
-// http:// or https:// URL with a host and no user part. A 401 sends the client there, so
-// anything else (javascript:, a protocol-relative or relative URL, a user@ host that reads
-// as another host) is refused.
-func validSignin(v string) bool {
-	var b strings.Builder
-	for i := 0; i < len(v); {
-		c := v[i]
-		if c <= ' ' || c == 0x7f || c == '\\' {
-			return false
-		}
-		name := SigninVariableAt(v[i:])
-		switch name {
-		case "":
-			b.WriteByte(c)
-			i++
-			continue
-		case SigninScheme:
-			b.WriteString("https")
-		case SigninHost, SigninBestHTTPHost:
-			b.WriteString("host.example")
-		case SigninRequestURI:
-			b.WriteString("/p?q=1")
-		case SigninEscapedRequestURI:
-			b.WriteString("%2Fp%3Fq%3D1")
-		}
-		i += len(name)
-	}
-	u, err := url.Parse(b.String())
-	if err != nil || u.User != nil || u.Opaque != "" || !strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https") {
-		return false
-	}
-	h := u.Hostname()
-	if _, err := netip.ParseAddr(h); err == nil {
-		return true
-	}
-	return ValidHostname(h)
-}
-
-// ValidHostname reports whether h is a DNS host name: dot-separated labels of letters,
-// digits and '-' (not at either end of a label), at most 63 bytes each and 253 in all.
-func ValidHostname(h string) bool {
-	if h == "" || len(h) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(h, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			if c := label[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 func validRedirectTarget(v string) bool {
 	if v == "" || strings.ContainsAny(v, " \t\r\n") {
 		return false
@@ -503,22 +341,22 @@ func validRedirectTarget(v string) bool {
 }
 
 // forwarding reads upstream-vhost, x-forwarded-prefix and the header edits.
-func (a *annotationReader) forwarding(o *Options) {
+func (a *annotationReader) forwarding(o *options) {
 	if key, v, ok := a.get("upstream-vhost"); ok {
-		if v == "" || !validHeaderValue(v) || strings.ContainsAny(v, " /") {
+		if v == "" || !table.ValidHeaderValue(v) || strings.ContainsAny(v, " /") {
 			a.bad(key, v, "a host name, with an optional :port")
 		} else {
 			o.Policy.UpstreamHost = v
 		}
 	}
 	if key, v, ok := a.get("x-forwarded-prefix"); ok {
-		if v == "" || !validHeaderValue(v) {
+		if v == "" || !table.ValidHeaderValue(v) {
 			a.bad(key, v, "a path prefix such as /app")
 		} else {
 			o.Policy.ForwardedPrefix = v
 		}
 	}
-	edits := func(e *HeaderEdits, kind string) {
+	edits := func(e *table.HeaderEdits, kind string) {
 		if key, v, ok := a.getAs(kind+"-headers-set", ""); ok {
 			e.Set = a.headerLines(key, v)
 		}
@@ -527,12 +365,12 @@ func (a *annotationReader) forwarding(o *Options) {
 		}
 		if key, v, ok := a.getAs(kind+"-headers-remove", ""); ok {
 			for _, n := range splitList(v) {
-				if !validHeaderName(n) || protectedHeader(n) {
+				if !table.ValidHeaderName(n) || table.ProtectedHeader(n) {
 					a.bad(key, v, "header names separated by commas (not the framing or hop-by-hop ones)")
 					e.Remove = nil
 					break
 				}
-				e.Remove = append(e.Remove, canonicalHeader(n))
+				e.Remove = append(e.Remove, table.CanonicalHeader(n))
 			}
 		}
 	}
@@ -541,8 +379,8 @@ func (a *annotationReader) forwarding(o *Options) {
 }
 
 // headerLines parses "Name: value" lines (one a line).
-func (a *annotationReader) headerLines(key, v string) []Header {
-	var out []Header
+func (a *annotationReader) headerLines(key, v string) []table.Header {
+	var out []table.Header
 	for _, line := range strings.Split(v, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" {
@@ -550,17 +388,17 @@ func (a *annotationReader) headerLines(key, v string) []Header {
 		}
 		name, value, ok := strings.Cut(line, ":")
 		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
-		if !ok || !validHeaderName(name) || protectedHeader(name) || !validHeaderValue(value) {
+		if !ok || !table.ValidHeaderName(name) || table.ProtectedHeader(name) || !table.ValidHeaderValue(value) {
 			a.bad(key, v, `"Name: value" lines (not the framing or hop-by-hop headers)`)
 			return nil
 		}
-		out = append(out, Header{Name: canonicalHeader(name), Value: value})
+		out = append(out, table.Header{Name: table.CanonicalHeader(name), Value: value})
 	}
 	return out
 }
 
 // access reads the address lists and the rate limits.
-func (a *annotationReader) access(o *Options) {
+func (a *annotationReader) access(o *options) {
 	cidrs := func(name, nginxName string) []netip.Prefix {
 		key, v, ok := a.getAs(name, nginxName)
 		if !ok && nginxName == "allowlist-source-range" {
@@ -588,7 +426,7 @@ func (a *annotationReader) access(o *Options) {
 	o.Policy.Allow = cidrs("allowlist-source-range", "allowlist-source-range")
 	o.Policy.Deny = cidrs("denylist-source-range", "denylist-source-range")
 
-	rl := &RateLimit{}
+	rl := &table.RateLimit{}
 	if key, v, ok := a.get("limit-rps"); ok {
 		if f, err := strconv.ParseFloat(v, 64); err != nil || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
 			a.bad(key, v, "requests a second, more than 0")
@@ -632,7 +470,7 @@ func (a *annotationReader) access(o *Options) {
 	}
 }
 
-func (a *annotationReader) cors(o *Options) {
+func (a *annotationReader) cors(o *options) {
 	on, _, _ := a.boolean("enable-cors")
 	if !on {
 		for _, n := range []string{"cors-allow-origin", "cors-allow-methods", "cors-allow-headers", "cors-expose-headers", "cors-allow-credentials", "cors-max-age"} {
@@ -641,7 +479,7 @@ func (a *annotationReader) cors(o *Options) {
 		return
 	}
 	// ingress-nginx's defaults.
-	c := &CORS{AllowOrigins: []string{"*"}, AllowMethods: "GET, PUT, POST, DELETE, PATCH, OPTIONS",
+	c := &table.CORS{AllowOrigins: []string{"*"}, AllowMethods: "GET, PUT, POST, DELETE, PATCH, OPTIONS",
 		AllowHeaders:     "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization",
 		AllowCredentials: true, MaxAge: 1728000}
 	if key, v, ok := a.get("cors-allow-origin"); ok {
@@ -652,10 +490,10 @@ func (a *annotationReader) cors(o *Options) {
 				c.AllowOrigins, c.Origins = []string{"*"}, nil
 				break
 			}
-			p, ok := parseOriginPattern(origin)
+			p, ok := table.ParseOriginPattern(origin)
 			if !ok {
 				// Never "*" in its place: that would widen the policy the Ingress asked for.
-				a.problems = append(a.problems, problemText{ReasonInvalidAnnotation, fmt.Sprintf(
+				a.problems = append(a.problems, problemText{table.ReasonInvalidAnnotation, fmt.Sprintf(
 					"annotation %s=%q is invalid (want * or origins such as https://app.example.com or https://*.example.com, separated by commas); no origin is allowed until it is fixed", key, v)})
 				c.AllowOrigins, c.Origins = []string{}, nil
 				break
@@ -665,7 +503,7 @@ func (a *annotationReader) cors(o *Options) {
 	}
 	str := func(name string, dst *string) {
 		if key, v, ok := a.get(name); ok {
-			if !validHeaderValue(v) {
+			if !table.ValidHeaderValue(v) {
 				a.bad(key, v, "a header value")
 				return
 			}
@@ -688,7 +526,7 @@ func (a *annotationReader) cors(o *Options) {
 	o.Policy.CORS = c
 }
 
-func (a *annotationReader) timeouts(o *Options) {
+func (a *annotationReader) timeouts(o *options) {
 	d := func(name string, dst *time.Duration) {
 		key, v, ok := a.get(name)
 		if !ok {
@@ -711,7 +549,7 @@ func (a *annotationReader) timeouts(o *Options) {
 }
 
 // basicAuth reads auth-type basic with auth-secret, auth-secret-type and auth-realm.
-func (a *annotationReader) basicAuth(o *Options) {
+func (a *annotationReader) basicAuth(o *options) {
 	_, secret, _ := a.get("auth-secret")
 	stkey, stype, _ := a.get("auth-secret-type")
 	_, realm, _ := a.get("auth-realm")
@@ -746,14 +584,14 @@ func (a *annotationReader) basicAuth(o *Options) {
 
 // externalAuth reads auth-url, auth-signin, auth-method, auth-response-headers and
 // auth-request-redirect.
-func (a *annotationReader) externalAuth(o *Options) {
+func (a *annotationReader) externalAuth(o *options) {
 	ref := &extAuthRef{method: http.MethodGet}
 	if key, v, ok := a.get("auth-signin"); ok {
-		if validSignin(v) {
+		if table.ValidSignin(v) {
 			ref.signin = v
 		} else {
 			a.bad(key, v, "an absolute http:// or https:// URL with a host and no user, no spaces or backslashes; variables "+
-				strings.Join(signinVariables(), ", ")+" may stand for parts of it")
+				strings.Join(table.SigninVariables(), ", ")+" may stand for parts of it")
 		}
 	}
 	if key, v, ok := a.get("auth-method"); ok {
@@ -766,12 +604,12 @@ func (a *annotationReader) externalAuth(o *Options) {
 	}
 	if key, v, ok := a.get("auth-response-headers"); ok {
 		for _, n := range splitList(v) {
-			if !validHeaderName(n) || protectedHeader(n) {
+			if !table.ValidHeaderName(n) || table.ProtectedHeader(n) {
 				a.bad(key, v, "header names separated by commas")
 				ref.responseHeaders = nil
 				break
 			}
-			ref.responseHeaders = append(ref.responseHeaders, canonicalHeader(n))
+			ref.responseHeaders = append(ref.responseHeaders, table.CanonicalHeader(n))
 		}
 	}
 	_, ref.requestRedirect, _ = a.get("auth-request-redirect")
@@ -784,8 +622,8 @@ func (a *annotationReader) externalAuth(o *Options) {
 }
 
 // canary reads canary and its rules (ingress-nginx's canary-* annotations).
-func (a *annotationReader) canary(o *Options) {
-	c := &CanaryRule{WeightTotal: 100}
+func (a *annotationReader) canary(o *options) {
+	c := &table.CanaryRule{WeightTotal: 100}
 	_, c.Header, _ = a.get("canary-by-header")
 	_, c.HeaderValue, _ = a.get("canary-by-header-value")
 	if key, v, ok := a.get("canary-by-header-pattern"); ok {
@@ -811,7 +649,7 @@ func (a *annotationReader) canary(o *Options) {
 			c.Weight = n
 		}
 	}
-	if c.Header != "" && !validHeaderName(c.Header) {
+	if c.Header != "" && !table.ValidHeaderName(c.Header) {
 		a.bad(PrefixMetalgate+"canary-by-header", c.Header, "a header name")
 		c.Header = ""
 	}
@@ -821,8 +659,8 @@ func (a *annotationReader) canary(o *Options) {
 }
 
 // refuse makes every request to the Ingress refused (Policy.Refuse) and reports why.
-func (a *annotationReader) refuse(o *Options, msg string) {
-	a.problems = append(a.problems, problemText{ReasonInvalidAnnotation, msg})
+func (a *annotationReader) refuse(o *options, msg string) {
+	a.problems = append(a.problems, problemText{table.ReasonInvalidAnnotation, msg})
 	if o.Policy.Refuse == "" {
 		o.Policy.Refuse = msg
 	}
@@ -830,7 +668,7 @@ func (a *annotationReader) refuse(o *Options, msg string) {
 
 // protections refuses an Ingress that asks for a protection the proxy does not enforce
 // (Protections, Supported false): serving it would let in every client it keeps out.
-func (a *annotationReader) protections(o *Options) {
+func (a *annotationReader) protections(o *options) {
 	if !a.nginx {
 		return
 	}
@@ -844,7 +682,7 @@ func (a *annotationReader) protections(o *Options) {
 		}
 		a.read[PrefixNginx+p.Nginx] = true
 		msg := fmt.Sprintf("annotation %s%s asks for %s, which metalgate does not support; every request is refused (403) until it is removed", PrefixNginx, p.Nginx, p.Protects)
-		a.problems = append(a.problems, problemText{ReasonUnsupportedAnnotation, msg})
+		a.problems = append(a.problems, problemText{table.ReasonUnsupportedAnnotation, msg})
 		if o.Policy.Refuse == "" {
 			o.Policy.Refuse = msg
 		}
@@ -867,11 +705,11 @@ func (a *annotationReader) unread() {
 	for _, k := range keys {
 		name := strings.TrimPrefix(k, PrefixNginx)
 		if snippets[name] {
-			a.problems = append(a.problems, problemText{ReasonRefusedAnnotation, fmt.Sprintf(
+			a.problems = append(a.problems, problemText{table.ReasonRefusedAnnotation, fmt.Sprintf(
 				"annotation %s is refused: snippets paste configuration text into the proxy, the way ingress-nginx got its remote-code-execution CVEs; use metalgate.io/request-headers-set, response-headers-set and the other annotations instead", k)})
 			continue
 		}
-		a.problems = append(a.problems, problemText{ReasonUnsupportedAnnotation, fmt.Sprintf(
+		a.problems = append(a.problems, problemText{table.ReasonUnsupportedAnnotation, fmt.Sprintf(
 			"annotation %s is not supported by metalgate and has no effect (kubectl metalgate migrate lists what maps)", k)})
 	}
 }
@@ -888,42 +726,6 @@ func contains(xs []int, x int) bool {
 		}
 	}
 	return false
-}
-
-var headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-
-func validHeaderName(n string) bool { return headerNameRE.MatchString(n) }
-
-func validHeaderValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// protectedHeader: the framing and hop-by-hop headers, which only the proxy sets.
-func protectedHeader(n string) bool {
-	switch canonicalHeader(n) {
-	case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Upgrade", "Te", "Trailer",
-		"Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization":
-		return true
-	}
-	return false
-}
-
-// canonicalHeader is textproto's canonical form for valid names ("x-user" → "X-User").
-func canonicalHeader(n string) string {
-	b := []byte(strings.ToLower(n))
-	upper := true
-	for i, c := range b {
-		if upper && c >= 'a' && c <= 'z' {
-			b[i] = c - 'a' + 'A'
-		}
-		upper = c == '-'
-	}
-	return string(b)
 }
 
 // parseSize parses "1024", "512k", "8m", "1g" (powers of 1024, case-insensitive).

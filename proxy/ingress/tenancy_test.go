@@ -1,4 +1,4 @@
-package table
+package ingress
 
 import (
 	"crypto/x509"
@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/metalgate/metalgate/internal/testenv"
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // Invariant 10, "Tenants are walls", for the routing table: a host belongs to one namespace,
@@ -517,9 +518,11 @@ func TestEndpointSliceTrust(t *testing.T) {
 	}
 	const ctrl, mirror = "endpointslice-controller.k8s.io", "endpointslicemirroring-controller.k8s.io"
 	v4, v6, fqdn := discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6, discoveryv1.AddressTypeFQDN
-	ok := func(addr string) EndpointState { return EndpointState{Addr: addr, Ready: true, Serving: true} }
-	refused := func(addr, why string) EndpointState {
-		return EndpointState{Addr: addr, Ready: true, Serving: true, Refused: why}
+	ok := func(addr string) table.EndpointState {
+		return table.EndpointState{Addr: addr, Ready: true, Serving: true}
+	}
+	refused := func(addr, why string) table.EndpointState {
+		return table.EndpointState{Addr: addr, Ready: true, Serving: true, Refused: why}
 	}
 	problem := func(msg string) []string { return []string{"ns/web RefusedEndpoint: " + msg} }
 	for _, tc := range []struct {
@@ -528,77 +531,77 @@ func TestEndpointSliceTrust(t *testing.T) {
 		allowUnmanaged bool
 		allowLoopback  bool
 		endpoints      []string
-		states         []EndpointState
+		states         []table.EndpointState
 		problems       []string
 	}{
 		{
 			name:     "FQDN slice",
 			slices:   []*discoveryv1.EndpointSlice{mk("web-1", fqdn, ctrl, "metadata.google.internal")},
-			states:   []EndpointState{refused("metadata.google.internal:8080", "EndpointSlice ns/web-1 has addressType FQDN (only IPv4 and IPv6 are served)")},
+			states:   []table.EndpointState{refused("metadata.google.internal:8080", "EndpointSlice ns/web-1 has addressType FQDN (only IPv4 and IPv6 are served)")},
 			problems: problem(`Service ns/web port 80: 1 of 1 endpoint addresses refused: EndpointSlice ns/web-1 has addressType FQDN (only IPv4 and IPv6 are served)`),
 		},
 		{
 			name:      "IPv4 loopback",
 			slices:    []*discoveryv1.EndpointSlice{mk("web-1", v4, ctrl, "10.0.0.1", "127.0.0.1")},
 			endpoints: []string{"10.0.0.1:8080"},
-			states:    []EndpointState{ok("10.0.0.1:8080"), refused("127.0.0.1:8080", "loopback address")},
+			states:    []table.EndpointState{ok("10.0.0.1:8080"), refused("127.0.0.1:8080", "loopback address")},
 			problems:  problem(`Service ns/web port 80: 1 of 2 endpoint addresses refused: EndpointSlice ns/web-1 endpoints[1].addresses[0] "127.0.0.1": loopback address`),
 		},
 		{
 			name:     "IPv6 loopback",
 			slices:   []*discoveryv1.EndpointSlice{mk("web-1", v6, ctrl, "::1")},
-			states:   []EndpointState{refused("[::1]:8080", "loopback address")},
+			states:   []table.EndpointState{refused("[::1]:8080", "loopback address")},
 			problems: problem(`Service ns/web port 80: 1 of 1 endpoint addresses refused: EndpointSlice ns/web-1 endpoints[0].addresses[0] "::1": loopback address`),
 		},
 		{
 			name:     "IPv4 link-local (cloud metadata)",
 			slices:   []*discoveryv1.EndpointSlice{mk("web-1", v4, ctrl, "169.254.169.254")},
-			states:   []EndpointState{refused("169.254.169.254:8080", "link-local address")},
+			states:   []table.EndpointState{refused("169.254.169.254:8080", "link-local address")},
 			problems: problem(`Service ns/web port 80: 1 of 1 endpoint addresses refused: EndpointSlice ns/web-1 endpoints[0].addresses[0] "169.254.169.254": link-local address`),
 		},
 		{
 			name:     "IPv6 link-local",
 			slices:   []*discoveryv1.EndpointSlice{mk("web-1", v6, ctrl, "fe80::1")},
-			states:   []EndpointState{refused("[fe80::1]:8080", "link-local address")},
+			states:   []table.EndpointState{refused("[fe80::1]:8080", "link-local address")},
 			problems: problem(`Service ns/web port 80: 1 of 1 endpoint addresses refused: EndpointSlice ns/web-1 endpoints[0].addresses[0] "fe80::1": link-local address`),
 		},
 		{
 			name:     "unspecified",
 			slices:   []*discoveryv1.EndpointSlice{mk("web-1", v4, ctrl, "0.0.0.0"), mk("web-2", v6, ctrl, "::")},
-			states:   []EndpointState{refused("0.0.0.0:8080", "unspecified address"), refused("[::]:8080", "unspecified address")},
+			states:   []table.EndpointState{refused("0.0.0.0:8080", "unspecified address"), refused("[::]:8080", "unspecified address")},
 			problems: problem(`Service ns/web port 80: 2 of 2 endpoint addresses refused: EndpointSlice ns/web-1 endpoints[0].addresses[0] "0.0.0.0": unspecified address; EndpointSlice ns/web-2 endpoints[0].addresses[0] "::": unspecified address`),
 		},
 		{
 			name:   "multicast and broadcast",
 			slices: []*discoveryv1.EndpointSlice{mk("web-1", v4, ctrl, "224.0.0.1", "239.1.2.3", "255.255.255.255"), mk("web-2", v6, ctrl, "ff02::1")},
-			states: []EndpointState{refused("224.0.0.1:8080", "multicast address"), refused("239.1.2.3:8080", "multicast address"),
+			states: []table.EndpointState{refused("224.0.0.1:8080", "multicast address"), refused("239.1.2.3:8080", "multicast address"),
 				refused("255.255.255.255:8080", "broadcast address"), refused("[ff02::1]:8080", "multicast address")},
 			problems: problem(`Service ns/web port 80: 4 of 4 endpoint addresses refused: EndpointSlice ns/web-1 endpoints[0].addresses[0] "224.0.0.1": multicast address; EndpointSlice ns/web-1 endpoints[1].addresses[0] "239.1.2.3": multicast address; EndpointSlice ns/web-1 endpoints[2].addresses[0] "255.255.255.255": broadcast address; and 1 more`),
 		},
 		{
 			name:   "address family does not match the slice's addressType",
 			slices: []*discoveryv1.EndpointSlice{mk("web-1", v4, ctrl, "2001:db8::1"), mk("web-2", v6, ctrl, "10.0.0.1", "::ffff:10.0.0.2")},
-			states: []EndpointState{refused("10.0.0.1:8080", "IPv4 address in an IPv6 EndpointSlice"), refused("[2001:db8::1]:8080", "IPv6 address in an IPv4 EndpointSlice"),
+			states: []table.EndpointState{refused("10.0.0.1:8080", "IPv4 address in an IPv6 EndpointSlice"), refused("[2001:db8::1]:8080", "IPv6 address in an IPv4 EndpointSlice"),
 				refused("[::ffff:10.0.0.2]:8080", "IPv4 address in an IPv6 EndpointSlice")},
 			problems: problem(`Service ns/web port 80: 3 of 3 endpoint addresses refused: EndpointSlice ns/web-1 endpoints[0].addresses[0] "2001:db8::1": IPv6 address in an IPv4 EndpointSlice; EndpointSlice ns/web-2 endpoints[0].addresses[0] "10.0.0.1": IPv4 address in an IPv6 EndpointSlice; EndpointSlice ns/web-2 endpoints[1].addresses[0] "::ffff:10.0.0.2": IPv4 address in an IPv6 EndpointSlice`),
 		},
 		{
 			name:     "not an IP address",
 			slices:   []*discoveryv1.EndpointSlice{mk("web-1", v4, ctrl, "kubernetes.default.svc", "010.0.0.1")},
-			states:   []EndpointState{refused("010.0.0.1:8080", "not an IP address"), refused("kubernetes.default.svc:8080", "not an IP address")},
+			states:   []table.EndpointState{refused("010.0.0.1:8080", "not an IP address"), refused("kubernetes.default.svc:8080", "not an IP address")},
 			problems: problem(`Service ns/web port 80: 2 of 2 endpoint addresses refused: EndpointSlice ns/web-1 endpoints[0].addresses[0] "kubernetes.default.svc": not an IP address; EndpointSlice ns/web-1 endpoints[1].addresses[0] "010.0.0.1": not an IP address`),
 		},
 		{
 			name:      "unmanaged slice",
 			slices:    []*discoveryv1.EndpointSlice{mk("web-1", v4, ctrl, "10.0.0.1"), mk("web-hand", v4, "", "10.96.0.1")},
 			endpoints: []string{"10.0.0.1:8080"},
-			states:    []EndpointState{ok("10.0.0.1:8080"), refused("10.96.0.1:8080", `EndpointSlice ns/web-hand is not managed by endpointslice-controller.k8s.io (no label endpointslice.kubernetes.io/managed-by)`)},
+			states:    []table.EndpointState{ok("10.0.0.1:8080"), refused("10.96.0.1:8080", `EndpointSlice ns/web-hand is not managed by endpointslice-controller.k8s.io (no label endpointslice.kubernetes.io/managed-by)`)},
 			problems:  problem(`Service ns/web port 80: 1 of 2 endpoint addresses refused: EndpointSlice ns/web-hand is not managed by endpointslice-controller.k8s.io (no label endpointslice.kubernetes.io/managed-by)`),
 		},
 		{
 			name:     "slice mirrored from a hand-written Endpoints object",
 			slices:   []*discoveryv1.EndpointSlice{mk("web-m", v4, mirror, "10.0.0.1")},
-			states:   []EndpointState{refused("10.0.0.1:8080", `EndpointSlice ns/web-m is not managed by endpointslice-controller.k8s.io (managed-by "endpointslicemirroring-controller.k8s.io")`)},
+			states:   []table.EndpointState{refused("10.0.0.1:8080", `EndpointSlice ns/web-m is not managed by endpointslice-controller.k8s.io (managed-by "endpointslicemirroring-controller.k8s.io")`)},
 			problems: problem(`Service ns/web port 80: 1 of 1 endpoint addresses refused: EndpointSlice ns/web-m is not managed by endpointslice-controller.k8s.io (managed-by "endpointslicemirroring-controller.k8s.io")`),
 		},
 		{
@@ -606,7 +609,7 @@ func TestEndpointSliceTrust(t *testing.T) {
 			slices:         []*discoveryv1.EndpointSlice{mk("web-hand", v4, "", "10.96.0.1", "127.0.0.1"), mk("web-m", v4, mirror, "10.0.0.2")},
 			allowUnmanaged: true,
 			endpoints:      []string{"10.0.0.2:8080", "10.96.0.1:8080"},
-			states:         []EndpointState{ok("10.0.0.2:8080"), ok("10.96.0.1:8080"), refused("127.0.0.1:8080", "loopback address")},
+			states:         []table.EndpointState{ok("10.0.0.2:8080"), ok("10.96.0.1:8080"), refused("127.0.0.1:8080", "loopback address")},
 			problems:       problem(`Service ns/web port 80: 1 of 3 endpoint addresses refused: EndpointSlice ns/web-hand endpoints[1].addresses[0] "127.0.0.1": loopback address`),
 		},
 		{
@@ -614,21 +617,21 @@ func TestEndpointSliceTrust(t *testing.T) {
 			slices:        []*discoveryv1.EndpointSlice{mk("web-1", v4, ctrl, "127.0.0.1", "169.254.169.254"), mk("web-2", v6, ctrl, "::1")},
 			allowLoopback: true,
 			endpoints:     []string{"127.0.0.1:8080", "[::1]:8080"},
-			states:        []EndpointState{ok("127.0.0.1:8080"), refused("169.254.169.254:8080", "link-local address"), ok("[::1]:8080")},
+			states:        []table.EndpointState{ok("127.0.0.1:8080"), refused("169.254.169.254:8080", "link-local address"), ok("[::1]:8080")},
 			problems:      problem(`Service ns/web port 80: 1 of 3 endpoint addresses refused: EndpointSlice ns/web-1 endpoints[1].addresses[0] "169.254.169.254": link-local address`),
 		},
 		{
 			name:      "an address refused in one slice and served by a managed one is served",
 			slices:    []*discoveryv1.EndpointSlice{mk("web-hand", v4, "", "10.0.0.1"), mk("web-1", v4, ctrl, "10.0.0.1", "2001:db8::1")},
 			endpoints: []string{"10.0.0.1:8080"},
-			states:    []EndpointState{ok("10.0.0.1:8080"), refused("[2001:db8::1]:8080", "IPv6 address in an IPv4 EndpointSlice")},
+			states:    []table.EndpointState{ok("10.0.0.1:8080"), refused("[2001:db8::1]:8080", "IPv6 address in an IPv4 EndpointSlice")},
 			problems:  problem(`Service ns/web port 80: 2 of 3 endpoint addresses refused: EndpointSlice ns/web-hand is not managed by endpointslice-controller.k8s.io (no label endpointslice.kubernetes.io/managed-by); EndpointSlice ns/web-1 endpoints[1].addresses[0] "2001:db8::1": IPv6 address in an IPv4 EndpointSlice`),
 		},
 		{
 			name:      "managed pod IPs",
 			slices:    []*discoveryv1.EndpointSlice{mk("web-1", v4, ctrl, "10.0.0.1"), mk("web-2", v6, ctrl, "2001:DB8::1")},
 			endpoints: []string{"10.0.0.1:8080", "[2001:db8::1]:8080"},
-			states:    []EndpointState{ok("10.0.0.1:8080"), ok("[2001:db8::1]:8080")},
+			states:    []table.EndpointState{ok("10.0.0.1:8080"), ok("[2001:db8::1]:8080")},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

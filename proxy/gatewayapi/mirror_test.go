@@ -1,4 +1,4 @@
-package table
+package gatewayapi
 
 import (
 	"net/http/httptest"
@@ -7,6 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // TestGatewayRequestMirror: a RequestMirror filter becomes a Mirror of the route's Policy,
@@ -77,7 +79,7 @@ func TestGatewayRequestMirror(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			hr := httpRoute(tc.ns, "r", 0, []parent{{ns: "infra", name: "gw"}}, nil, tc.rule)
-			tab, _ := Build(gatewayWorld([]*gatewayv1.HTTPRoute{hr}, tc.grants...))
+			tab, _ := build(gatewayWorld([]*gatewayv1.HTTPRoute{hr}, tc.grants...))
 			id := types.NamespacedName{Namespace: tc.ns, Name: "r"}
 			if got := condition(tab.Gateway, id, 0, gatewayv1.RouteConditionAccepted); got != tc.accepted {
 				t.Errorf("Accepted = %s, want %s", got, tc.accepted)
@@ -119,7 +121,7 @@ func TestGatewayRequestMirror(t *testing.T) {
 	}
 }
 
-func containsBackend(bs []*Backend, be *Backend) bool {
+func containsBackend(bs []*table.Backend, be *table.Backend) bool {
 	for _, b := range bs {
 		if b == be {
 			return true

@@ -1,17 +1,13 @@
-package table
+package gatewayapi
 
 import (
 	"fmt"
 	"slices"
 
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-)
 
-// Filters on a backendRef (Gateway API: HTTPRouteBackendRequestHeaderModification, and the
-// same on GRPCRoute backendRefs): request and response header modifiers that apply only to
-// the requests sent to that backend. The rule's own modifiers apply first, then the
-// backendRef's; the table merges the two into one HeaderEdits per backend of the rule's split
-// (Weighted.Edits), so the data plane applies one set of edits, as for any route.
+	"github.com/metalgate/metalgate/proxy/table"
+)
 
 // refFilter is one filter of a backendRef, of either route kind (both spell header modifiers
 // as HTTPHeaderFilter).
@@ -29,7 +25,7 @@ type ruleRef struct {
 // ruleTarget compiles a rule's backendRefs (field names the rule) into what its routes send
 // to: ruleBackends' backend, canary or split. An unresolved ref is added to refsReason (the
 // first reason) and refProblems; why names an unsupported value, as a field path.
-func (b *builder) ruleTarget(from SourceRef, field string, refs []ruleRef, opts Options, refsReason *gatewayv1.RouteConditionReason, refProblems *[]string) (be *Backend, canary *Canary, split []Weighted, why string) {
+func (b *builder) ruleTarget(from table.SourceRef, field string, refs []ruleRef, opts table.Options, refsReason *gatewayv1.RouteConditionReason, refProblems *[]string) (be *table.Backend, canary *table.Canary, split []table.Weighted, why string) {
 	plain := make([]gatewayv1.BackendRef, len(refs))
 	per := make([]refEdits, len(refs))
 	for i, r := range refs {
@@ -54,7 +50,7 @@ func (b *builder) ruleTarget(from SourceRef, field string, refs []ruleRef, opts 
 
 // refEdits are the header edits of one backendRef's filters.
 type refEdits struct {
-	req, resp HeaderEdits
+	req, resp table.HeaderEdits
 	set       bool // the backendRef has filters
 }
 
@@ -80,19 +76,19 @@ func backendRefEdits(fs []refFilter) (refEdits, string) {
 	return e, ""
 }
 
-// then returns the edits of a followed by b, as one HeaderEdits: a header b removes or sets
+// thenEdits returns the edits of a followed by b, as one HeaderEdits: a header b removes or sets
 // loses every value a gave it.
-func (a HeaderEdits) then(b HeaderEdits) HeaderEdits {
+func thenEdits(a, b table.HeaderEdits) table.HeaderEdits {
 	if a.Empty() {
 		return b
 	}
 	if b.Empty() {
 		return a
 	}
-	replaced := func(h Header) bool {
-		return slices.Contains(b.Remove, h.Name) || slices.ContainsFunc(b.Set, func(s Header) bool { return s.Name == h.Name })
+	replaced := func(h table.Header) bool {
+		return slices.Contains(b.Remove, h.Name) || slices.ContainsFunc(b.Set, func(s table.Header) bool { return s.Name == h.Name })
 	}
-	out := HeaderEdits{Remove: append(slices.Clone(a.Remove), b.Remove...)}
+	out := table.HeaderEdits{Remove: append(slices.Clone(a.Remove), b.Remove...)}
 	out.Set = append(slices.DeleteFunc(slices.Clone(a.Set), replaced), b.Set...)
 	out.Add = append(slices.DeleteFunc(slices.Clone(a.Add), replaced), b.Add...)
 	return out

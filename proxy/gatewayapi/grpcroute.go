@@ -1,4 +1,4 @@
-package table
+package gatewayapi
 
 import (
 	"fmt"
@@ -6,33 +6,18 @@ import (
 	"strings"
 
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/metalgate/metalgate/proxy/table"
 )
-
-// A GRPCRoute is served as the HTTP requests gRPC makes: a call of method M of service S is
-// a POST of path /S/M over HTTP/2, its metadata HTTP headers. So a GRPCRoute compiles into
-// the same Routes as an HTTPRoute — one route model, one table, one matcher — with:
-//   - service and method: Exact of both is the exact path /S/M; of the service alone the
-//     path prefix /S (whole elements, as PathPrefix); of the method alone, or a
-//     RegularExpression of either, a regular expression over the whole path;
-//   - headers: exact header matches (RegularExpression is not supported);
-//   - filters: the request and response header modifiers of HTTPRoute;
-//   - backends: HTTP/2 without TLS (h2c), which gRPC needs, whatever the Service says.
-//
-// A call no route takes gets 404, which gRPC clients report as Unimplemented.
-
-// grpcMethodRegex marks the routes whose Path is matched by Route.Regex (a method match other
-// than an exact service, with or without an exact method). They rank with path prefixes (a
-// service prefix before any of them), unlike an HTTPRoute's RegularExpression paths.
-const grpcMethodRegex = "GRPCMethod"
 
 // compileGRPCRoute compiles a GRPCRoute's rules into routes without a host, as
 // compileHTTPRoute does for HTTPRoutes; its backends are h2c.
-func (b *builder) compileGRPCRoute(gr *gatewayv1.GRPCRoute, from SourceRef) (rules []gatewayRule, unsupported string, refsReason gatewayv1.RouteConditionReason, refsMsg string) {
+func (b *builder) compileGRPCRoute(gr *gatewayv1.GRPCRoute, from table.SourceRef) (rules []gatewayRule, unsupported string, refsReason gatewayv1.RouteConditionReason, refsMsg string) {
 	var refProblems []string
 	for ri, rule := range gr.Spec.Rules {
 		field := fmt.Sprintf("spec.rules[%d]", ri)
-		opts, _ := parseOptions(nil, false)
-		opts.Protocol = ProtocolH2C
+		opts := table.DefaultOptions()
+		opts.Protocol = table.ProtocolH2C
 		if rule.SessionPersistence != nil {
 			return nil, field + ".sessionPersistence: not supported", "", ""
 		}
@@ -82,8 +67,8 @@ func (b *builder) compileGRPCRoute(gr *gatewayv1.GRPCRoute, from SourceRef) (rul
 
 // grpcMatchRoute makes the route of one GRPCRoute match: the path its method match selects,
 // and its headers.
-func grpcMatchRoute(m gatewayv1.GRPCRouteMatch) (*Route, string) {
-	r := &Route{Path: "/", PathType: "Prefix", Match: &RequestMatch{}}
+func grpcMatchRoute(m gatewayv1.GRPCRouteMatch) (*table.Route, string) {
+	r := &table.Route{Path: "/", PathType: "Prefix", Match: &table.RequestMatch{}}
 	if mm := m.Method; mm != nil {
 		svc, method := "", ""
 		if mm.Service != nil {
@@ -121,17 +106,17 @@ func grpcMatchRoute(m gatewayv1.GRPCRouteMatch) (*Route, string) {
 			if err != nil {
 				return nil, fmt.Sprintf("method: not a regular expression (RE2 syntax): %v", err)
 			}
-			r.PathType, r.Regex = grpcMethodRegex, re
+			r.PathType, r.Regex = table.GRPCMethodRegex, re
 		}
 	}
 	for i, h := range m.Headers {
 		if h.Type != nil && *h.Type != gatewayv1.GRPCHeaderMatchExact {
 			return nil, fmt.Sprintf("headers[%d].type %s is not supported (Exact is)", i, *h.Type)
 		}
-		if !validHeaderName(string(h.Name)) {
+		if !table.ValidHeaderName(string(h.Name)) {
 			return nil, fmt.Sprintf("headers[%d].name %q is not a header name", i, h.Name)
 		}
-		r.Match.Headers = append(r.Match.Headers, ValueMatch{Name: canonicalHeader(string(h.Name)), Value: h.Value})
+		r.Match.Headers = append(r.Match.Headers, table.ValueMatch{Name: table.CanonicalHeader(string(h.Name)), Value: h.Value})
 	}
 	return r, ""
 }

@@ -1,4 +1,4 @@
-package table
+package ingress
 
 import (
 	"fmt"
@@ -11,9 +11,9 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/metalgate/metalgate/internal/testenv"
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // The endpoint-only fast path must be a build: whenever PatchEndpoints accepts a change, its
@@ -117,55 +117,6 @@ func patchIngressWorld(rng *rand.Rand, certPEM, keyPEM []byte) Input {
 	return in
 }
 
-// patchGatewayWorld makes a random Gateway input: routes on the test Gateway's listeners
-// with one backend, two weighted ones (a canary) or three (a split), some in other namespaces, some missing,
-// half of the rules with a mirror; and up to two GRPCRoutes.
-func patchGatewayWorld(rng *rand.Rand) Input {
-	var routes []*gatewayv1.HTTPRoute
-	sections := []string{"http", "same", "sel", "foo", "wild", ""}
-	hosts := [][]string{nil, {"foo.example.com"}, {"*.example.com"}, {"a.example.com", "b.example.com"}}
-	svcs := append(patchServices[:len(patchServices):len(patchServices)], "gone")
-	for i, n := 0, 2+rng.Intn(6); i < n; i++ {
-		ns := patchNamespaces[rng.Intn(len(patchNamespaces))]
-		var rules []gatewayv1.HTTPRouteRule
-		for j, m := 0, 1+rng.Intn(2); j < m; j++ {
-			rule := gatewayv1.HTTPRouteRule{Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{
-				Type: ptr(gatewayv1.PathMatchPathPrefix), Value: ptr(fmt.Sprintf("/p%d", j))}}}}
-			for k, o := 0, 1+rng.Intn(3); k < o; k++ {
-				rule.BackendRefs = append(rule.BackendRefs, backendRef("", svcs[rng.Intn(len(svcs))], 80, int32(1+rng.Intn(3))))
-			}
-			if rng.Intn(2) == 0 { // a mirror: its backend is patched like the others
-				rule.Filters = append(rule.Filters, gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterRequestMirror,
-					RequestMirror: &gatewayv1.HTTPRequestMirrorFilter{BackendRef: backendRef("", svcs[rng.Intn(len(svcs))], 80, -1).BackendObjectReference}})
-			}
-			rules = append(rules, rule)
-		}
-		routes = append(routes, httpRoute(ns, fmt.Sprintf("r%d", i), rng.Intn(5), []parent{{ns: "a", name: "gw", section: sections[rng.Intn(len(sections))]}},
-			hosts[rng.Intn(len(hosts))], rules...))
-	}
-	var grpcRoutes []*gatewayv1.GRPCRoute
-	for i, n := 0, rng.Intn(3); i < n; i++ { // GRPCRoutes: h2c backends of the same Services
-		var refs []gatewayv1.GRPCBackendRef
-		for k, o := 0, 1+rng.Intn(3); k < o; k++ {
-			refs = append(refs, grpcBackend("", svcs[rng.Intn(len(svcs))], int32(1+rng.Intn(3))))
-		}
-		ns := patchNamespaces[rng.Intn(len(patchNamespaces))]
-		grpcRoutes = append(grpcRoutes, grpcRoute(ns, fmt.Sprintf("g%d", i), rng.Intn(5), []parent{{ns: "a", name: "gw", section: sections[rng.Intn(len(sections))]}},
-			hosts[rng.Intn(len(hosts))], gatewayv1.GRPCRouteRule{Matches: []gatewayv1.GRPCRouteMatch{{Method: &gatewayv1.GRPCMethodMatch{Service: ptr(fmt.Sprintf("s%d", i))}}}, BackendRefs: refs}))
-	}
-	in := Input{Gateway: testGateway(), HTTPRoutes: routes, GRPCRoutes: grpcRoutes}
-	in.Gateway.Namespace = "a"
-	for _, ns := range patchNamespaces {
-		in.Namespaces = append(in.Namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"team": ns}}})
-		for _, name := range patchServices {
-			in.Services = append(in.Services, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-				Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}})
-			in.Slices = append(in.Slices, patchSlices(rng, ns, name, 0)...)
-		}
-	}
-	return in
-}
-
 // changeEndpoints replaces the slices of 1–2 random Services (one of them sometimes a
 // Service no route names) and returns the new input and the argument of PatchEndpoints.
 func changeEndpoints(rng *rand.Rand, in Input, gen int) (Input, map[types.NamespacedName][]*discoveryv1.EndpointSlice) {
@@ -199,8 +150,8 @@ func changeEndpoints(rng *rand.Rand, in Input, gen int) (Input, map[types.Namesp
 // backendsReachable returns every *Backend reachable from v, following every pointer, map,
 // slice and struct field (unexported ones too): an audit of the table that needs no list of
 // where backends are kept.
-func backendsReachable(v any) map[*Backend]bool {
-	out := map[*Backend]bool{}
+func backendsReachable(v any) map[*table.Backend]bool {
+	out := map[*table.Backend]bool{}
 	seen := map[uintptr]bool{}
 	var walk func(reflect.Value)
 	walk = func(v reflect.Value) {
@@ -210,8 +161,8 @@ func backendsReachable(v any) map[*Backend]bool {
 				return
 			}
 			seen[v.Pointer()] = true
-			if v.Type() == reflect.TypeOf((*Backend)(nil)) {
-				out[(*Backend)(v.UnsafePointer())] = true
+			if v.Type() == reflect.TypeOf((*table.Backend)(nil)) {
+				out[(*table.Backend)(v.UnsafePointer())] = true
 			}
 			walk(v.Elem())
 		case reflect.Interface:
@@ -241,9 +192,9 @@ func backendsReachable(v any) map[*Backend]bool {
 // checkBackendsListed fails unless every backend reachable in tab is one of tab.Backends
 // (or an unresolved Gateway backendRef, which has no endpoints): a route leading to a
 // backend the list does not hold would be served from a stale pool, or none.
-func checkBackendsListed(t *testing.T, what string, tab *Table) {
+func checkBackendsListed(t *testing.T, what string, tab *table.Table) {
 	t.Helper()
-	listed := map[*Backend]bool{}
+	listed := map[*table.Backend]bool{}
 	for _, be := range tab.Backends {
 		listed[be] = true
 	}
@@ -261,7 +212,6 @@ func TestPatchEndpointsEqualsBuild(t *testing.T) {
 		make func(*rand.Rand) Input
 	}{
 		{"ingress", func(rng *rand.Rand) Input { return patchIngressWorld(rng, certPEM, keyPEM) }},
-		{"gateway", patchGatewayWorld},
 	}
 	for _, w := range worlds {
 		t.Run(w.name, func(t *testing.T) {
@@ -280,7 +230,7 @@ func TestPatchEndpointsEqualsBuild(t *testing.T) {
 				for step := 1; step <= 4; step++ {
 					after, changed := changeEndpoints(rng, in, step)
 					want, wantProblems := Build(after)
-					got, ok := PatchEndpoints(prev, changed)
+					got, ok := table.PatchEndpoints(prev, changed)
 					if again, _ := Build(in); !reflect.DeepEqual(prev, again) {
 						t.Fatalf("seed %d step %d: PatchEndpoints changed the table it patched", seed, step)
 					}
@@ -305,7 +255,7 @@ func TestPatchEndpointsEqualsBuild(t *testing.T) {
 						t.Fatalf("seed %d step %d: patch accepted, but the Problems change:\nbefore %v\nafter  %v", seed, step, prevProblems, wantProblems)
 					}
 					checkBackendsListed(t, fmt.Sprintf("seed %d step %d: patch", seed, step), got)
-					old := map[*Backend]bool{}
+					old := map[*table.Backend]bool{}
 					for _, be := range prev.Backends {
 						old[be] = true
 					}
@@ -329,13 +279,13 @@ func TestPatchEndpointsEqualsBuild(t *testing.T) {
 }
 
 // tierChanged reports whether a backend of the same key ranks differently (tier) in a and b.
-func tierChanged(a, b *Table) bool {
+func tierChanged(a, b *table.Table) bool {
 	tiers := map[string]int{}
 	for _, be := range a.Backends {
-		tiers[be.Key] = be.tier()
+		tiers[be.Key] = be.Tier()
 	}
 	for _, be := range b.Backends {
-		if t, ok := tiers[be.Key]; ok && t != be.tier() {
+		if t, ok := tiers[be.Key]; ok && t != be.Tier() {
 			return true
 		}
 	}
@@ -352,7 +302,7 @@ func keys(m map[types.NamespacedName][]*discoveryv1.EndpointSlice) []string {
 
 // diffBackends describes the first backend whose endpoints differ between got and want,
 // or the first route whose backend's endpoints do.
-func diffBackends(got, want *Table) string {
+func diffBackends(got, want *table.Table) string {
 	for i := range min(len(got.Backends), len(want.Backends)) {
 		g, w := got.Backends[i], want.Backends[i]
 		if !reflect.DeepEqual(g, w) {
@@ -415,7 +365,7 @@ func TestPatchEndpointsRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			prev, _ := Build(in(base...))
-			got, ok := PatchEndpoints(prev, map[types.NamespacedName][]*discoveryv1.EndpointSlice{tc.svc: tc.slices})
+			got, ok := table.PatchEndpoints(prev, map[types.NamespacedName][]*discoveryv1.EndpointSlice{tc.svc: tc.slices})
 			if ok != tc.ok {
 				t.Fatalf("PatchEndpoints ok = %v, want %v", ok, tc.ok)
 			}
@@ -439,7 +389,7 @@ func TestPatchEndpointsRefuses(t *testing.T) {
 			Ingresses: []*networkingv1.Ingress{withDefault(nsIngress("ns", "only", 1), "d1")},
 			Services:  []*corev1.Service{svc("d1")}, Slices: []*discoveryv1.EndpointSlice{slice("d1", "d1", 8080, ready("10.0.1.1"))}}
 		prev, _ := Build(lone)
-		got, ok := PatchEndpoints(prev, map[types.NamespacedName][]*discoveryv1.EndpointSlice{id("ns", "d1"): nil})
+		got, ok := table.PatchEndpoints(prev, map[types.NamespacedName][]*discoveryv1.EndpointSlice{id("ns", "d1"): nil})
 		lone.Slices = nil
 		if want, _ := Build(lone); !ok || !reflect.DeepEqual(got, want) {
 			t.Fatalf("PatchEndpoints ok = %v (want true), equal to Build: %v", ok, reflect.DeepEqual(got, want))

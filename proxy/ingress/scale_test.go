@@ -1,4 +1,4 @@
-package table
+package ingress
 
 import (
 	"bufio"
@@ -16,6 +16,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // scaleInput makes n Ingresses (one host, two paths each), each with its own Service and
@@ -36,7 +38,7 @@ func scaleInput(n, perSvc int) Input {
 		in.Ingresses = append(in.Ingresses, ing)
 		in.Services = append(in.Services, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}})
-		s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-x", Labels: map[string]string{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: EndpointSliceController}},
+		s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-x", Labels: map[string]string{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: table.EndpointSliceController}},
 			AddressType: discoveryv1.AddressTypeIPv4, Ports: []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080)), Protocol: ptr(corev1.ProtocolTCP)}}}
 		for j := 0; j < perSvc; j++ {
 			k := i*perSvc + j
@@ -79,7 +81,7 @@ func TestScale10kIngresses(t *testing.T) {
 	// An endpoint-only change of one Service (the fast path): one endpoint of app5000 moves.
 	id, changed := scaleEndpointChange(in, 5000)
 	start = time.Now()
-	tab3, ok := PatchEndpoints(tab2, changed)
+	tab3, ok := table.PatchEndpoints(tab2, changed)
 	tookPatch := time.Since(start)
 	if !ok || tab3 == tab2 {
 		t.Fatalf("PatchEndpoints refused or changed nothing: ok=%v", ok)
@@ -122,7 +124,7 @@ func BenchmarkPatchVsBuild10k(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			_, changed := scaleEndpointChange(in, 5000)
-			if _, ok := PatchEndpoints(tab, changed); !ok {
+			if _, ok := table.PatchEndpoints(tab, changed); !ok {
 				b.Fatal("patch refused")
 			}
 		}

@@ -1,4 +1,4 @@
-package table
+package gatewayapi
 
 import (
 	"net/http/httptest"
@@ -8,6 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // corsFilter is the HTTPRoute filter of type CORS with f's settings.
@@ -84,12 +86,12 @@ func TestGatewayCORSOrigins(t *testing.T) {
 
 // TestGatewayCORSPreflightChecks: the methods and headers a preflight may ask for.
 func TestGatewayCORSPreflightChecks(t *testing.T) {
-	listed := &GatewayCORS{Methods: []string{"PUT", "OPTIONS"}, Headers: []string{"x-header-1", "X-Header-2"}}
-	any := &GatewayCORS{AnyMethod: true, AnyHeader: true}
-	none := &GatewayCORS{}
+	listed := &table.GatewayCORS{Methods: []string{"PUT", "OPTIONS"}, Headers: []string{"x-header-1", "X-Header-2"}}
+	any := &table.GatewayCORS{AnyMethod: true, AnyHeader: true}
+	none := &table.GatewayCORS{}
 	for _, tc := range []struct {
 		name    string
-		g       *GatewayCORS
+		g       *table.GatewayCORS
 		method  string
 		allowed bool
 	}{
@@ -109,7 +111,7 @@ func TestGatewayCORSPreflightChecks(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		g       *GatewayCORS
+		g       *table.GatewayCORS
 		values  []string
 		names   []string
 		allowed bool
@@ -131,7 +133,7 @@ func TestGatewayCORSPreflightChecks(t *testing.T) {
 }
 
 // acceptedMessage is the message of the Accepted condition of route's first parent.
-func acceptedMessage(st *GatewayStatus, route types.NamespacedName) string {
+func acceptedMessage(st *table.GatewayStatus, route types.NamespacedName) string {
 	for _, rs := range st.Routes {
 		if rs.Route == route && len(rs.Parents) > 0 {
 			for _, c := range rs.Parents[0].Conditions {
@@ -153,7 +155,7 @@ func TestGatewayCORSFilter(t *testing.T) {
 		name    string
 		filters []gatewayv1.HTTPRouteFilter
 		refused string // the start of the Accepted message when refused
-		want    *CORS
+		want    *table.CORS
 	}{
 		{name: "an origin with a path", filters: []gatewayv1.HTTPRouteFilter{
 			{Type: gatewayv1.HTTPRouteFilterResponseHeaderModifier, ResponseHeaderModifier: &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "x", Value: "1"}}}},
@@ -191,26 +193,26 @@ func TestGatewayCORSFilter(t *testing.T) {
 			AllowOrigins: origins("https://www.foo.com", "https://*.bar.com"), AllowMethods: []gatewayv1.HTTPMethodWithWildcard{"GET", "OPTIONS"},
 			AllowHeaders: []gatewayv1.HTTPHeaderName{"x-header-1", "x-header-2"}, ExposeHeaders: []gatewayv1.HTTPHeaderName{"x-header-3", "x-header-4"},
 			AllowCredentials: &yes, MaxAge: 3600})},
-			want: &CORS{AllowOrigins: []string{"https://www.foo.com", "https://*.bar.com"}, AllowMethods: "GET, OPTIONS", AllowHeaders: "x-header-1, x-header-2",
-				ExposeHeaders: "x-header-3, x-header-4", AllowCredentials: true, MaxAge: 3600, Gateway: &GatewayCORS{
-					Origins: []OriginPattern{{Scheme: "https", Host: "www.foo.com", Port: 443}, {Scheme: "https", Host: ".bar.com", Wildcard: true, Port: 443}},
+			want: &table.CORS{AllowOrigins: []string{"https://www.foo.com", "https://*.bar.com"}, AllowMethods: "GET, OPTIONS", AllowHeaders: "x-header-1, x-header-2",
+				ExposeHeaders: "x-header-3, x-header-4", AllowCredentials: true, MaxAge: 3600, Gateway: &table.GatewayCORS{
+					Origins: []table.OriginPattern{{Scheme: "https", Host: "www.foo.com", Port: 443}, {Scheme: "https", Host: ".bar.com", Wildcard: true, Port: 443}},
 					Methods: []string{"GET", "OPTIONS"}, Headers: []string{"x-header-1", "x-header-2"}}}},
 		{name: "wildcards; maxAge unset is 5", filters: []gatewayv1.HTTPRouteFilter{corsFilter(&gatewayv1.HTTPCORSFilter{
 			AllowOrigins: origins("*"), AllowMethods: []gatewayv1.HTTPMethodWithWildcard{"*"}, AllowHeaders: []gatewayv1.HTTPHeaderName{"*"},
 			ExposeHeaders: []gatewayv1.HTTPHeaderName{"x-a", "*"}})},
-			want: &CORS{AllowOrigins: []string{"*"}, MaxAge: 5, Gateway: &GatewayCORS{AnyOrigin: true, AnyMethod: true, AnyHeader: true, AnyExpose: true}}},
+			want: &table.CORS{AllowOrigins: []string{"*"}, MaxAge: 5, Gateway: &table.GatewayCORS{AnyOrigin: true, AnyMethod: true, AnyHeader: true, AnyExpose: true}}},
 		{name: "nothing set: no origin allowed", filters: []gatewayv1.HTTPRouteFilter{corsFilter(&gatewayv1.HTTPCORSFilter{})},
-			want: &CORS{MaxAge: 5, Gateway: &GatewayCORS{}}},
+			want: &table.CORS{MaxAge: 5, Gateway: &table.GatewayCORS{}}},
 		{name: "origins with ports and upper case", filters: []gatewayv1.HTTPRouteFilter{corsFilter(&gatewayv1.HTTPCORSFilter{
 			AllowOrigins: origins("http://App.Example:8080", "https://*:8443", "http://*")})},
-			want: &CORS{AllowOrigins: []string{"http://App.Example:8080", "https://*:8443", "http://*"}, MaxAge: 5, Gateway: &GatewayCORS{
-				Origins: []OriginPattern{{Scheme: "http", Host: "app.example", Port: 8080}, {Scheme: "https", Wildcard: true, Port: 8443}, {Scheme: "http", Wildcard: true, Port: 80}}}}},
+			want: &table.CORS{AllowOrigins: []string{"http://App.Example:8080", "https://*:8443", "http://*"}, MaxAge: 5, Gateway: &table.GatewayCORS{
+				Origins: []table.OriginPattern{{Scheme: "http", Host: "app.example", Port: 8080}, {Scheme: "https", Wildcard: true, Port: 8443}, {Scheme: "http", Wildcard: true, Port: 80}}}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rule := toBackend("", "web")
 			rule.Filters = tc.filters
-			tab, _ := Build(gatewayWorld([]*gatewayv1.HTTPRoute{httpRoute("infra", "r", 0, []parent{onGW("http")}, nil, rule)}))
+			tab, _ := build(gatewayWorld([]*gatewayv1.HTTPRoute{httpRoute("infra", "r", 0, []parent{onGW("http")}, nil, rule)}))
 			id := types.NamespacedName{Namespace: "infra", Name: "r"}
 			acc := condition(tab.Gateway, id, 0, gatewayv1.RouteConditionAccepted)
 			r := tab.Match(80, httptest.NewRequest("GET", "http://x/", nil))

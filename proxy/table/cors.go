@@ -1,38 +1,10 @@
 package table
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
-
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
-
-// Gateway API's CORS filter (HTTPCORSFilter, conformance feature HTTPRouteCORS) compiles into
-// Policy.CORS with Gateway set. Its semantics differ from ingress-nginx's enable-cors
-// annotations, which keep theirs (CORS.Gateway nil):
-//
-//   - Origins are compared by scheme, host (case-insensitive) and port, the scheme's
-//     well-known port when none is written (https://a.example is https://a.example:443). A
-//     host whose leftmost label is "*" stands for one or more labels: https://*.example.com
-//     allows https://a.b.example.com, never https://example.com, https://evilexample.com or
-//     https://example.com.evil.test. "*" alone allows every origin but "null" (an opaque
-//     origin: sandboxed documents and file:// pages, which must never be told they may read
-//     a credentialed answer).
-//   - An allowed origin is answered with itself, never "*", so the answer is right for
-//     credentialed requests too; the methods and headers a preflight asks for are echoed for
-//     "*" in the same way (the spec requires it when allowCredentials is true and allows it
-//     otherwise). Expose-Headers "*" is sent as "*" without credentials; with them, as the
-//     response's own header names.
-//   - A preflight (OPTIONS with Origin and Access-Control-Request-Method) is answered by the
-//     proxy, 204. It carries CORS headers only when the origin, the method (GET, HEAD and
-//     POST always, as the Fetch standard safelists them) and every header asked for are
-//     allowed; anything else gets a 204 without them, which the browser refuses.
-//   - The filter alone speaks CORS for its route: the backend's own Access-Control-*
-//     response headers are removed, so a backend cannot widen (or narrow) the route's
-//     policy, and a response to an origin the route does not allow carries none.
-//   - Access-Control-Max-Age is always sent on an allowed preflight: maxAge, 5 when unset.
 
 // GatewayCORS is what Gateway API's CORS filter adds to CORS. CORS.AllowMethods,
 // AllowHeaders and ExposeHeaders hold the lists as sent (empty for "*" or unset),
@@ -62,86 +34,10 @@ type OriginPattern struct {
 	Port     int
 }
 
-// DefaultCORSMaxAge is Access-Control-Max-Age when maxAge is unset (the spec's default).
-const DefaultCORSMaxAge = 5
-
-// corsMethods are the methods allowMethods takes (HTTPMethodWithWildcard's enum).
-var corsMethods = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "DELETE": true,
-	"CONNECT": true, "OPTIONS": true, "TRACE": true, "PATCH": true}
-
-// gatewayCORS maps an HTTPRoute CORS filter onto Policy.CORS. why, when not "", names the
-// field refused and the reason ("cors.allowOrigins[2]: …").
-func gatewayCORS(f *gatewayv1.HTTPCORSFilter) (*CORS, string) {
-	if f == nil {
-		return nil, "cors: the filter's settings are missing"
-	}
-	g := &GatewayCORS{}
-	c := &CORS{Gateway: g, AllowCredentials: f.AllowCredentials != nil && *f.AllowCredentials, MaxAge: int(f.MaxAge)}
-	switch {
-	case f.MaxAge < 0:
-		return nil, fmt.Sprintf("cors.maxAge: %d is not a number of seconds, at least 1", f.MaxAge)
-	case f.MaxAge == 0:
-		c.MaxAge = DefaultCORSMaxAge
-	}
-	for i, o := range f.AllowOrigins {
-		field := fmt.Sprintf("cors.allowOrigins[%d]", i)
-		c.AllowOrigins = append(c.AllowOrigins, string(o))
-		if o == "*" {
-			if len(f.AllowOrigins) > 1 {
-				return nil, field + ": * cannot be listed with other origins"
-			}
-			g.AnyOrigin = true
-			continue
-		}
-		p, ok := parseOriginPattern(string(o))
-		if !ok {
-			return nil, fmt.Sprintf("%s: %q is not an origin: http:// or https://, a host whose leftmost label may be *, an optional port", field, o)
-		}
-		g.Origins = append(g.Origins, p)
-	}
-	var why string
-	if g.Methods, g.AnyMethod, why = corsList("cors.allowMethods", f.AllowMethods, true,
-		func(m string) bool { return corsMethods[m] }, "a method (GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE, PATCH or *)"); why != "" {
-		return nil, why
-	}
-	if g.Headers, g.AnyHeader, why = corsList("cors.allowHeaders", f.AllowHeaders, true, validHeaderName, "a header name"); why != "" {
-		return nil, why
-	}
-	// "*" among exposeHeaders exposes every header: the names listed beside it add nothing.
-	expose, anyExpose, why := corsList("cors.exposeHeaders", f.ExposeHeaders, false, validHeaderName, "a header name")
-	if why != "" {
-		return nil, why
-	}
-	g.AnyExpose = anyExpose
-	c.AllowMethods, c.AllowHeaders = strings.Join(g.Methods, ", "), strings.Join(g.Headers, ", ")
-	if !g.AnyExpose {
-		c.ExposeHeaders = strings.Join(expose, ", ")
-	}
-	return c, ""
-}
-
-// corsList checks the entries of a CORS list field: "*" sets wildcard (and must stand alone
-// when alone is set), every other entry must be valid (what says what it must be).
-func corsList[T ~string](field string, values []T, alone bool, valid func(string) bool, what string) (list []string, wildcard bool, why string) {
-	for i, v := range values {
-		switch {
-		case v == "*" && alone && len(values) > 1:
-			return nil, false, fmt.Sprintf("%s[%d]: * cannot be listed with other values", field, i)
-		case v == "*":
-			wildcard = true
-		case !valid(string(v)):
-			return nil, false, fmt.Sprintf("%s[%d]: %q is not %s", field, i, v, what)
-		default:
-			list = append(list, string(v))
-		}
-	}
-	return list, wildcard, ""
-}
-
-// parseOriginPattern parses an allowOrigins entry other than "*": http or https, a host of
+// ParseOriginPattern parses an allowOrigins entry other than "*": http or https, a host of
 // DNS labels (letters, digits, '-') whose leftmost label may be "*" (or a host of "*"
 // alone), and an optional port.
-func parseOriginPattern(s string) (OriginPattern, bool) {
+func ParseOriginPattern(s string) (OriginPattern, bool) {
 	scheme, host, port, ok := splitOrigin(s)
 	if !ok || scheme != "http" && scheme != "https" {
 		return OriginPattern{}, false
@@ -258,7 +154,7 @@ func matchOrigin(any bool, patterns []OriginPattern, origin string) bool {
 // AllowsMethod reports whether a preflight's Access-Control-Request-Method is allowed: the
 // CORS-safelisted GET, HEAD and POST always (Fetch standard §2.2.1), others when listed.
 func (g *GatewayCORS) AllowsMethod(m string) bool {
-	if !validHeaderName(m) { // a method is a token (RFC 9110 §9.1), as a header name is
+	if !ValidHeaderName(m) { // a method is a token (RFC 9110 §9.1), as a header name is
 		return false
 	}
 	switch m {
@@ -278,7 +174,7 @@ func (g *GatewayCORS) AllowsHeaders(values []string) ([]string, bool) {
 			if n = strings.TrimSpace(n); n == "" {
 				continue
 			}
-			if !validHeaderName(n) || !g.AnyHeader && !slices.ContainsFunc(g.Headers, func(h string) bool { return strings.EqualFold(h, n) }) {
+			if !ValidHeaderName(n) || !g.AnyHeader && !slices.ContainsFunc(g.Headers, func(h string) bool { return strings.EqualFold(h, n) }) {
 				return nil, false
 			}
 			names = append(names, n)

@@ -1,4 +1,4 @@
-package table
+package gatewayapi
 
 import (
 	"crypto/x509"
@@ -12,6 +12,7 @@ import (
 	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/metalgate/metalgate/internal/testenv"
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // TestGatewayCertificates: an HTTPS listener's certificate comes from its certificateRefs, a
@@ -61,7 +62,7 @@ func TestGatewayCertificates(t *testing.T) {
 		secret("infra", "opaque", "opaque", corev1.SecretTypeOpaque),
 		broken,
 	}}
-	tab, _ := Build(in)
+	tab, _ := build(in)
 
 	for _, c := range []struct {
 		port int32
@@ -95,8 +96,8 @@ func TestGatewayCertificates(t *testing.T) {
 	}
 	for listener, want := range map[string]string{
 		"missing":   "Secret infra/missing not found",
-		"elsewhere": "Secret app/a is in another namespace and no ReferenceGrant there allows it",
-		"kind":      "not a core Secret",
+		"elsewhere": "Secret app/a is in another namespace and no ReferenceGrant there lets Gateways of namespace infra refer to it",
+		"kind":      "only core Secrets are supported",
 		"opaque":    `of type "Opaque"`,
 		"broken":    "Secret infra/broken:",
 	} {
@@ -109,7 +110,7 @@ func TestGatewayCertificates(t *testing.T) {
 			t.Errorf("listener %s: problem %q, want none", served, p)
 		}
 	}
-	if (&Table{}).GatewayCertificate(443, "a.example") != nil {
+	if (&table.Table{}).GatewayCertificate(443, "a.example") != nil {
 		t.Error("an Ingress table has Gateway certificates")
 	}
 }
@@ -157,13 +158,13 @@ func TestGatewayCertificateReferenceGrant(t *testing.T) {
 			if tc.grant != nil {
 				in.ReferenceGrants = []*gatewayv1beta1.ReferenceGrant{tc.grant}
 			}
-			tab, _ := Build(in)
+			tab, _ := build(in)
 			served := tab.GatewayCertificate(443, "shared.example") != nil
 			problem := tab.Gateway.CertificateProblems["https"]
 			if served != tc.want {
 				t.Fatalf("certificate served = %v, want %v (problem %q)", served, tc.want, problem)
 			}
-			if !tc.want && !strings.Contains(problem, "Secret certs/shared is in another namespace and no ReferenceGrant there allows it") {
+			if !tc.want && !strings.Contains(problem, "Secret certs/shared is in another namespace and no ReferenceGrant there lets Gateways of namespace infra refer to it") {
 				t.Errorf("problem %q, want it to name the Secret and the missing grant", problem)
 			}
 			want := tc.want

@@ -1,4 +1,4 @@
-package table
+package ingress
 
 // AnnotationInfo describes one Ingress annotation the proxy reads: for docs, for kubectl
 // metalgate migrate, and for a test that keeps the list true to the parser.
@@ -29,7 +29,7 @@ func Annotations() []AnnotationInfo {
 		{"", "upstream-hash-by", "$remote_addr, $binary_remote_addr, $http_NAME, $cookie_NAME", "", "other nginx variables are refused (InvalidAnnotation)"},
 		{"affinity", "affinity", "cookie", "none", "the cookie is an HMAC of the endpoint under a key per install"},
 		{"affinity-cookie-name", "session-cookie-name", "cookie name", "metalgate-affinity", ""},
-		{"use-regex", "use-regex", "true, false: paths are RE2 regular expressions, anchored, any case", "false", "RE2, not PCRE: no look-around or back references"},
+		{"use-regex", "use-regex", "true, false: paths are RE2 regular expressions, Anchored, any case", "false", "RE2, not PCRE: no look-around or back references"},
 		{"rewrite-target", "rewrite-target", "a path; with use-regex (or $N in it) the whole path becomes it with $1…$9 from the groups, else the matched prefix is replaced", "none", "the nginx form always works as a regex, as in ingress-nginx"},
 		{"app-root", "app-root", "a path: / is redirected there (302)", "none", ""},
 		{"permanent-redirect", "permanent-redirect", "an absolute URL or a path", "none", ""},

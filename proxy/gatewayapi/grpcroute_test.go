@@ -1,4 +1,4 @@
-package table
+package gatewayapi
 
 import (
 	"net/http/httptest"
@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 func grpcRoute(ns, name string, age int, parents []parent, hosts []string, rules ...gatewayv1.GRPCRouteRule) *gatewayv1.GRPCRoute {
@@ -41,7 +43,7 @@ func grpcMethod(svc, method string, typ gatewayv1.GRPCMethodMatchType, to string
 }
 
 // routeCondition is status/reason of condition typ of parent i of route kind/id, or "none".
-func routeCondition(st *GatewayStatus, kind string, id types.NamespacedName, i int, typ gatewayv1.RouteConditionType) string {
+func routeCondition(st *table.GatewayStatus, kind string, id types.NamespacedName, i int, typ gatewayv1.RouteConditionType) string {
 	for _, rs := range st.Routes {
 		if rs.Kind != kind || rs.Route != id || i >= len(rs.Parents) {
 			continue
@@ -73,8 +75,8 @@ func TestGRPCRouteMatching(t *testing.T) {
 	)
 	in := gatewayWorld(nil)
 	in.GRPCRoutes = []*gatewayv1.GRPCRoute{gr}
-	tab, _ := Build(in)
-	if got := routeCondition(tab.Gateway, KindGRPCRoute, types.NamespacedName{Namespace: "app", Name: "calls"}, 0, gatewayv1.RouteConditionAccepted); got != "True/Accepted" {
+	tab, _ := build(in)
+	if got := routeCondition(tab.Gateway, table.KindGRPCRoute, types.NamespacedName{Namespace: "app", Name: "calls"}, 0, gatewayv1.RouteConditionAccepted); got != "True/Accepted" {
 		t.Fatalf("Accepted = %s, want True/Accepted", got)
 	}
 	for _, tc := range []struct {
@@ -85,7 +87,7 @@ func TestGRPCRouteMatching(t *testing.T) {
 		// Hostile first: near misses take nothing.
 		{"/pkg.SX/A", nil, ""},     // a service prefix is by whole element
 		{"/pkg.T/Dee", nil, ""},    // the method expression covers the whole method
-		{"/pkgxT/Cool", nil, ""},   // the service expression is anchored, "." escaped
+		{"/pkgxT/Cool", nil, ""},   // the service expression is Anchored, "." escaped
 		{"/a/pkg.T/Cool", nil, ""}, // and covers the whole service
 		{"/x.Y/BB", nil, ""},       // method-only is exact
 		{"/x.Y/Z", map[string]string{"Color": "blue"}, ""},
@@ -105,10 +107,10 @@ func TestGRPCRouteMatching(t *testing.T) {
 		got := ""
 		if r != nil {
 			got = r.Backend.Service.String()
-			if r.Source != (SourceRef{Kind: KindGRPCRoute, NamespacedName: types.NamespacedName{Namespace: "app", Name: "calls"}}) {
+			if r.Source != (table.SourceRef{Kind: table.KindGRPCRoute, NamespacedName: types.NamespacedName{Namespace: "app", Name: "calls"}}) {
 				t.Errorf("%s: route of %s, want GRPCRoute app/calls", tc.path, r.Source)
 			}
-			if r.Backend.Protocol != ProtocolH2C {
+			if r.Backend.Protocol != table.ProtocolH2C {
 				t.Errorf("%s: backend protocol %s, want h2c", tc.path, r.Backend.Protocol)
 			}
 		}
@@ -123,7 +125,7 @@ func TestGRPCRouteMatching(t *testing.T) {
 // name, and both count on the listener.
 func TestGRPCRouteStatus(t *testing.T) {
 	grpcGrant := func(g *gatewayv1beta1.ReferenceGrant) *gatewayv1beta1.ReferenceGrant {
-		g.Spec.From[0].Kind = KindGRPCRoute
+		g.Spec.From[0].Kind = table.KindGRPCRoute
 		return g
 	}
 	headerRegex := gatewayv1.GRPCHeaderMatch{Type: ptr(gatewayv1.GRPCHeaderMatchRegularExpression), Name: "color", Value: "r.*"}
@@ -170,11 +172,11 @@ func TestGRPCRouteStatus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := gatewayWorld(nil, tc.grants...)
 			in.GRPCRoutes = []*gatewayv1.GRPCRoute{grpcRoute("app", "r", 0, []parent{tc.parent}, nil, tc.rule)}
-			tab, _ := Build(in)
-			if got := routeCondition(tab.Gateway, KindGRPCRoute, id, 0, gatewayv1.RouteConditionAccepted); got != tc.accepted {
+			tab, _ := build(in)
+			if got := routeCondition(tab.Gateway, table.KindGRPCRoute, id, 0, gatewayv1.RouteConditionAccepted); got != tc.accepted {
 				t.Errorf("Accepted = %s, want %s", got, tc.accepted)
 			}
-			if got := routeCondition(tab.Gateway, KindGRPCRoute, id, 0, gatewayv1.RouteConditionResolvedRefs); got != tc.refs {
+			if got := routeCondition(tab.Gateway, table.KindGRPCRoute, id, 0, gatewayv1.RouteConditionResolvedRefs); got != tc.refs {
 				t.Errorf("ResolvedRefs = %s, want %s", got, tc.refs)
 			}
 			for _, rs := range tab.Gateway.Routes {
@@ -191,18 +193,18 @@ func TestGRPCRouteStatus(t *testing.T) {
 		in := gatewayWorld([]*gatewayv1.HTTPRoute{httpRoute("app", "r", 0, []parent{onGW("http")}, nil, toBackend("", "web"))})
 		in.GRPCRoutes = []*gatewayv1.GRPCRoute{grpcRoute("app", "r", 0, []parent{onGW("http")}, nil, grpcMethod("", "", "", "gone"))}
 		httpOnly := testListener("http-only", 8090, "", gatewayv1.NamespacesFromAll)
-		httpOnly.AllowedRoutes.Kinds = []gatewayv1.RouteGroupKind{{Kind: KindHTTPRoute}}
+		httpOnly.AllowedRoutes.Kinds = []gatewayv1.RouteGroupKind{{Kind: table.KindHTTPRoute}}
 		in.Gateway.Spec.Listeners = append(in.Gateway.Spec.Listeners, httpOnly)
 		in.GRPCRoutes = append(in.GRPCRoutes, grpcRoute("app", "to-http-only", 0, []parent{onGW("http-only")}, nil, grpcMethod("pkg.S", "", "", "web")))
-		tab, _ := Build(in)
+		tab, _ := build(in)
 		st := tab.Gateway
-		if got := routeCondition(st, KindHTTPRoute, id, 0, gatewayv1.RouteConditionResolvedRefs); got != "True/ResolvedRefs" {
+		if got := routeCondition(st, table.KindHTTPRoute, id, 0, gatewayv1.RouteConditionResolvedRefs); got != "True/ResolvedRefs" {
 			t.Errorf("HTTPRoute ResolvedRefs = %s, want True (the GRPCRoute's missing Service is not its)", got)
 		}
-		if got := routeCondition(st, KindGRPCRoute, id, 0, gatewayv1.RouteConditionResolvedRefs); got != "False/BackendNotFound" {
+		if got := routeCondition(st, table.KindGRPCRoute, id, 0, gatewayv1.RouteConditionResolvedRefs); got != "False/BackendNotFound" {
 			t.Errorf("GRPCRoute ResolvedRefs = %s, want False/BackendNotFound", got)
 		}
-		if got := routeCondition(st, KindGRPCRoute, types.NamespacedName{Namespace: "app", Name: "to-http-only"}, 0, gatewayv1.RouteConditionAccepted); got != "False/NotAllowedByListeners" {
+		if got := routeCondition(st, table.KindGRPCRoute, types.NamespacedName{Namespace: "app", Name: "to-http-only"}, 0, gatewayv1.RouteConditionAccepted); got != "False/NotAllowedByListeners" {
 			t.Errorf("GRPCRoute on an HTTPRoute-only listener: Accepted = %s, want False/NotAllowedByListeners", got)
 		}
 		if n := st.AttachedRoutes["http"]; n != 2 {
@@ -213,7 +215,7 @@ func TestGRPCRouteStatus(t *testing.T) {
 		}
 		// Two catch-alls of the same age and name: ordered by kind, GRPCRoute first.
 		r := tab.Match(80, httptest.NewRequest("POST", "http://h/pkg.S/A", nil))
-		if r == nil || r.Source.Kind != KindGRPCRoute {
+		if r == nil || r.Source.Kind != table.KindGRPCRoute {
 			t.Errorf("Match = %+v, want the GRPCRoute (same age and name: by kind)", r)
 		}
 	})
@@ -223,13 +225,13 @@ func TestGRPCRouteStatus(t *testing.T) {
 		in := gatewayWorld(nil)
 		in.GRPCRoutes = []*gatewayv1.GRPCRoute{grpcRoute("app", "r", 0, []parent{onGW("http")}, nil, rule)}
 		in.GRPCRoutes[0].CreationTimestamp = metav1.NewTime(time.Unix(1_700_000_000, 0))
-		tab, _ := Build(in)
+		tab, _ := build(in)
 		r := tab.Match(80, httptest.NewRequest("POST", "http://h/pkg.S/A", nil))
 		if r == nil || r.Canary == nil || r.Backend.Service.Name != "web" || r.Canary.Backend.Service.Name != "v2" ||
 			r.Canary.Weight != 30 || r.Canary.WeightTotal != 100 {
 			t.Fatalf("route %+v, want web 70 / v2 30", r)
 		}
-		if got := routeCondition(tab.Gateway, KindGRPCRoute, id, 0, gatewayv1.RouteConditionResolvedRefs); got != "False/BackendNotFound" {
+		if got := routeCondition(tab.Gateway, table.KindGRPCRoute, id, 0, gatewayv1.RouteConditionResolvedRefs); got != "False/BackendNotFound" {
 			t.Errorf("ResolvedRefs = %s, want False/BackendNotFound (the weight-0 ref names no Service)", got)
 		}
 	})
@@ -250,8 +252,8 @@ func TestHTTPRouteH2CBackend(t *testing.T) {
 			svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "h2c", Port: 81, AppProtocol: ptr(AppProtocolH2C)})
 		}
 	}
-	tab, _ := Build(in)
-	for path, want := range map[string]Protocol{"/h2c": ProtocolH2C, "/h1": ProtocolHTTP} {
+	tab, _ := build(in)
+	for path, want := range map[string]table.Protocol{"/h2c": table.ProtocolH2C, "/h1": table.ProtocolHTTP} {
 		r := tab.Match(80, httptest.NewRequest("GET", "http://h"+path, nil))
 		if r == nil || r.Backend.Protocol != want {
 			t.Errorf("%s: route %+v, want a backend of protocol %s", path, r, want)
