@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -159,6 +160,44 @@ func gwPathMatches(r *Route, path string) bool {
 		return r.Regex.MatchString(path)
 	}
 	return prefixMatch(r.Path, path)
+}
+
+// ListenerRoute is a route of a Gateway table with where it is served: the listener's port
+// and name.
+type ListenerRoute struct {
+	Port     int32
+	Listener string
+	Route    *Route
+}
+
+// ListenerRoutes lists a Gateway table's routes where Match finds them, for debugging and
+// tests: by port, then listener in the order Match tries them (most specific hostname first),
+// then effective host, then precedence. An Ingress table has none.
+func (t *Table) ListenerRoutes() []ListenerRoute {
+	if t.gateway == nil {
+		return nil
+	}
+	ports := make([]int32, 0, len(t.gateway.ports))
+	for p := range t.gateway.ports {
+		ports = append(ports, p)
+	}
+	slices.Sort(ports)
+	var out []ListenerRoute
+	for _, p := range ports {
+		for _, l := range t.gateway.ports[p] {
+			hosts := make([]string, 0, len(l.hosts))
+			for h := range l.hosts {
+				hosts = append(hosts, h)
+			}
+			slices.Sort(hosts)
+			for _, h := range hosts {
+				for _, e := range l.hosts[h] {
+					out = append(out, ListenerRoute{Port: p, Listener: l.name, Route: e.r})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // GatewayCertificate returns the certificate of a Gateway table's HTTPS listener on local port
