@@ -76,6 +76,8 @@ M = [
  ("M22d unknown users answered without hashing", "proxy/dataplane/auth.go", [("\t\t_ = c.compare(ba.Decoy, pass)\n", "")], "TestBasicAuthUnknownUserHashed"),
  ("M22e no bcrypt cost cap", "proxy/table/htpasswd.go", [("if cost > MaxBcryptCost {", "if false {")], "TestParseHtpasswd|TestBasicAuthSecrets", [], "./proxy/table/"),
  ("M22f one cache of checked passwords for every namespace", "proxy/dataplane/auth.go", [("c.ok[ns]", "c.ok[\"\"]")], "TestBasicAuthCachePerNamespace"),
+ ("M27sa routes attach to listeners the verdict refused", "proxy/gatewayapi/translate.go", [("\t\tif !b.accepted[i] {\n", "\t\tif false {\n")], "TestRoutesAttachOnlyToAcceptedListeners|TestTranslateGolden", [], "./proxy/gatewayapi/"),
+ ("M27sb routes attach to an HTTPS listener without a certificate", "proxy/gatewayapi/translate.go", [("\t\t\t\tb.accepted[i] = false // no certificate", "\t\t\t\t_ = i // no certificate")], "TestRoutesAttachOnlyToAcceptedListeners", [], "./proxy/gatewayapi/"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -151,7 +151,8 @@ func Translate(in Input) Result {
 type builder struct {
 	in Input
 	tb *table.Builder
-	// accepted says, per listener in spec order, whether Listeners let it be served.
+	// accepted says, per listener in spec order, whether it takes routes: Listeners let it be
+	// served and, for HTTPS, its certificateRefs gave a certificate.
 	accepted []bool
 }
 
@@ -194,9 +195,10 @@ func (b *builder) translate() *table.GatewayStatus {
 
 // listeners adds gw's listeners to the table in spec order (so a listener's index in the table
 // is its index in spec.listeners), with their certificates; every listener starts with 0
-// routes.
+// routes. An HTTPS listener without a usable certificate is not accepted (b.accepted) either:
+// it could not complete a handshake, so it takes no route.
 func (b *builder) listeners(gw *gatewayv1.Gateway, st *table.GatewayStatus) {
-	for _, l := range gw.Spec.Listeners {
+	for i, l := range gw.Spec.Listeners {
 		st.AttachedRoutes[string(l.Name)] = 0
 		h := ""
 		if l.Hostname != nil {
@@ -208,6 +210,7 @@ func (b *builder) listeners(gw *gatewayv1.Gateway, st *table.GatewayStatus) {
 			var problem string
 			if cert, problem = b.listenerCertificate(gw, l); problem != "" {
 				st.CertificateProblems[string(l.Name)] = problem
+				b.accepted[i] = false // no certificate: no TLS handshake, no route served
 			}
 		}
 		b.tb.AddListener(int32(l.Port), string(l.Name), h, https, cert)
@@ -336,7 +339,9 @@ func (b *builder) namesGateway(pr gatewayv1.ParentReference, routeNS string) boo
 }
 
 // attach finds the listeners a parentRef of the route attaches to, with the hostnames the
-// route serves on each (by listener index), or the reason it attaches nowhere.
+// route serves on each (by listener index), or the reason it attaches nowhere. Only listeners
+// the verdict accepted (b.accepted) take routes: one the parentRef selects but the verdict
+// refused counts as not allowing the route (NotAllowedByListeners when no other does).
 func (b *builder) attach(gw *gatewayv1.Gateway, ro gwRoute, pr gatewayv1.ParentReference, nsLabels map[string]labels.Set) (gatewayv1.RouteConditionReason, string, map[int][]string) {
 	var selected []int
 	for i, l := range gw.Spec.Listeners {
@@ -352,6 +357,12 @@ func (b *builder) attach(gw *gatewayv1.Gateway, ro gwRoute, pr gatewayv1.ParentR
 	var why []string
 	for _, i := range selected {
 		l := &gw.Spec.Listeners[i]
+		if !b.accepted[i] {
+			// The listener verdict (Listeners) refused it: a conflicted listener, or an HTTPS
+			// one whose certificateRefs may not be used, serves no route and counts none.
+			why = append(why, fmt.Sprintf("listener %s: not served (see its conditions)", l.Name))
+			continue
+		}
 		if w := routeRefused(l, gw.Namespace, ro.meta.Namespace, ro.kind, nsLabels); w != "" {
 			why = append(why, fmt.Sprintf("listener %s: %s", l.Name, w))
 			continue
