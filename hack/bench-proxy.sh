@@ -671,7 +671,7 @@ else
 		echo "!! no kube-apiserver in $KUBEBUILDER_ASSETS (run 'make kube-bin'): endpoint update latency not measured" >&2
 	fi
 	echo ">> table of 10,000 Ingresses and 100,000 endpoints (in-process: build time, heap, peak RSS)"
-	scale=$(METALGATE_SCALE_TEST=1 go test -count=1 -run '^TestScale10kIngresses$' -v ./proxy/table/ | grep '^SCALE')
+	scale=$(METALGATE_SCALE_TEST=1 go test -count=1 -run '^TestScale10kIngresses$' -v ./proxy/ingress/ | grep '^SCALE')
 	echo "   $scale"
 	rss10k=$(echo "$scale" | sed -n 's/.*rss_hwm_mib=\([0-9.]*\).*/\1/p')
 fi

@@ -44,7 +44,7 @@ M = [
  ("M20 a client body's deadline touched after the handler returned", "proxy/dataplane/handler.go", [("\t\tst.a.body.finish()\n", "")], "TestBodyReadAfterTheAnswer|TestGatewayGRPCRoute", ["-race", "-count=5"]),
  ("M21a backend TLS ID without the Service's name or namespace", "proxy/table/backendtls.go", [("bt.ID = backendTLSID(svc.Namespace, bt, secret)", "bt.ID = backendTLSID(\"\", &BackendTLS{SNI: bt.SNI, Verify: bt.Verify, Refuse: bt.Refuse}, secret)")], "TestBackendTLSIdentity"),
  ("M21b backend TLS ID without the Secret's content", "proxy/table/backendtls.go", [('#%x", sec.Namespace, sec.Name, sec.UID, sec.ResourceVersion, h.Sum(nil))', '", sec.Namespace, sec.Name, sec.UID, sec.ResourceVersion)')], "TestBackendTLSSecretRotation"),
- ("M21c backend TLS ID without the namespace", "proxy/table/backendtls.go", [("bt.ID = backendTLSID(svc.Namespace, bt, secret)", "bt.ID = backendTLSID(\"\", bt, secret)")], "TestBackendTLSID", [], "./proxy/table/"),
+ ("M21c backend TLS ID without the namespace", "proxy/table/backendtls.go", [("bt.ID = backendTLSID(svc.Namespace, bt, secret)", "bt.ID = backendTLSID(\"\", bt, secret)")], "TestBackendTLSID", [], "./proxy/ingress/"),
  ("M21c2 backend TLS ID without the namespace (data plane)", "proxy/table/backendtls.go", [("bt.ID = backendTLSID(svc.Namespace, bt, secret)", "bt.ID = backendTLSID(\"\", bt, secret)")], "TestBackendTLSIdentitySharedEndpoint"),
  ("M21d idle connections of dropped TLS settings kept", "proxy/dataplane/server.go", [('return s.refs[addr] > 0 && (tlsKey == "" || s.tls.has(tlsKey))', "return s.refs[addr] > 0")], "TestBackendTLSSecretRotation"),
  ("M21e HTTP/1.1 pool keyed by endpoint alone", "proxy/dataplane/h1transport.go", [("func poolKey(addr string, td *tlsDest) string {\n\tif td == nil {", "func poolKey(addr string, td *tlsDest) string {\n\tif true {")], "TestBackendTLSIdentitySharedEndpoint"),
@@ -53,8 +53,8 @@ M = [
  ("M21h rewritten '//host' sent with duplicate slashes kept", "proxy/dataplane/policy.go", [('if strings.HasPrefix(out, "//") {', "if false {")], "TestRewriteNormalised"),
  ("M24a client-certificate headers forwarded", "proxy/dataplane/headers.go", [("\treturn clientCertHeader(k)\n", "\treturn false\n")], "TestClientCertHeadersNeverForwarded"),
  ("M24b a refused route served", "proxy/dataplane/policy.go", [("\tif p.Refuse != \"\" {\n", "\tif false {\n")], "TestUnenforceableProtectionRefused"),
- ("M24c unsupported protections only warned", "proxy/table/annotations.go", [("\ta.protections(&o)\n", "")], "TestUnenforceableProtectionRefused"),
- ("M24d an unreadable address list falls back to none", "proxy/table/annotations.go", [("a.refuse(o, fmt.Sprintf(\"annotation %s=%q is invalid (want CIDRs", "a.bad(key, v, \"CIDRs\"); _ = (fmt.Sprintf(\"annotation %s=%q is invalid (want CIDRs")], "TestUnenforceableProtectionRefused"),
+ ("M24c unsupported protections only warned", "proxy/ingress/annotations.go", [("\ta.protections(&o)\n", "")], "TestUnenforceableProtectionRefused"),
+ ("M24d an unreadable address list falls back to none", "proxy/ingress/annotations.go", [("a.refuse(o, fmt.Sprintf(\"annotation %s=%q is invalid (want CIDRs", "a.bad(key, v, \"CIDRs\"); _ = (fmt.Sprintf(\"annotation %s=%q is invalid (want CIDRs")], "TestUnenforceableProtectionRefused"),
  ("M24e Ingress CORS origins compared exactly", "proxy/dataplane/policy.go", [("\tcase c.AllowsOrigin(origin):\n", "\tcase slices.ContainsFunc(c.AllowOrigins, func(o string) bool { return strings.EqualFold(o, origin) }):\n")], "TestPolicyCORSWildcard"),
  ("M24f migrate reports an unenforced protection as unsupported", "cmd/kubectl-metalgate/migrate_ingress.go", [("if what := unenforcedProtection(name, v); what != \"\" {", "if what := unenforcedProtection(name, v); false && what != \"\" {")], "TestMigrateFlags|TestMigrateGolden", [], "./cmd/kubectl-metalgate/"),
  ("M24g migrate --strict exits 0 on BREAKING", "cmd/kubectl-metalgate/migrate.go", [("if n := m.report.breaking(); o.strict && n > 0 {", "if n := m.report.breaking(); false && o.strict && n > 0 {")], "TestMigrateFlags|TestMigrateGolden", [], "./cmd/kubectl-metalgate/"),
@@ -69,7 +69,7 @@ M = [
  ("M23h redirects name whatever Host the client sent", "proxy/dataplane/redirect.go", [("	if rest != \"\" && (!validPort(rest) || rest == \":\") {", "	if true {\n		return hp, true\n	}\n	if rest != \"\" && (!validPort(rest) || rest == \":\") {")], "TestRedirectHostPolicy"),
  ("M23i auth-signin variables inserted unescaped in the query", "proxy/dataplane/redirect.go", [("		case inQuery:\n			v = url.QueryEscape(v)\n", "		case inQuery:\n")], "TestSigninEscapes"),
  ("M23j auth-signin variables inserted unescaped in the path", "proxy/dataplane/redirect.go", [('			v = strings.ReplaceAll(url.PathEscape(v), "%2F", "/")\n', "")], "TestSigninEscapes"),
- ("M23k auth-signin not validated", "proxy/table/annotations.go", [("		if validSignin(v) {", "		if true {")], "TestSigninValidated|TestAnnotations", [], "./proxy/table/"),
+ ("M23k auth-signin not validated", "proxy/ingress/annotations.go", [("		if table.ValidSignin(v) {", "		if true {")], "TestSigninValidated|TestAnnotations", [], "./proxy/ingress/"),
  ("M22a one namespace takes every auth slot", "proxy/dataplane/authslots.go", [("a.inUse < a.slots && tn.held < a.share && len(tn.waiting) == 0", "a.inUse < a.slots && len(tn.waiting) == 0"), ("len(tn.waiting) == 0 || tn.held >= a.share", "len(tn.waiting) == 0")], "TestAuthSlots$|TestBasicAuthFairness"),
  ("M22b auth slot wait unbounded", "proxy/dataplane/authslots.go", [("timer := time.NewTimer(a.wait)", "timer := time.NewTimer(time.Hour)")], "TestAuthSlotsWaitBounded|TestBasicAuthBusy/wait"),
  ("M22c auth queue unbounded", "proxy/dataplane/authslots.go", [("if len(tn.waiting) >= a.queue {", "if false {")], "TestAuthSlots$|TestBasicAuthBusy/queue"),
@@ -103,6 +103,8 @@ M = [
  ("M24ro an unrouted request's client logged with its port", "proxy/dataplane/accesslog.go", [("\t\t\ta.clientIP, a.trusted = s.client(r)\n", "")], "TestAccessLogUnrouted"),
  ("M24rp Gateway routes' identity not read", "proxy/dataplane/routemetrics.go", [("\tif r.RouteKind != \"\" {\n", "\tif false {\n")], "TestMetricsGatewayRoute"),
  ("M24rn all-zero trace IDs accepted", "proxy/dataplane/trace.go", [("return !allZero(v[3:35]) && !allZero(v[36:52])", "return true")], "TestTraceContext"),
+ ("M27sa routes attach to listeners the verdict refused", "proxy/gatewayapi/translate.go", [("\t\tif !b.accepted[i] {\n", "\t\tif false {\n")], "TestRoutesAttachOnlyToAcceptedListeners|TestTranslateGolden", [], "./proxy/gatewayapi/"),
+ ("M27sb routes attach to an HTTPS listener without a certificate", "proxy/gatewayapi/translate.go", [("\t\t\t\tb.accepted[i] = false // no certificate", "\t\t\t\t_ = i // no certificate")], "TestRoutesAttachOnlyToAcceptedListeners", [], "./proxy/gatewayapi/"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -20,6 +20,7 @@ import (
 
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/proxy/dataplane"
+	"github.com/metalgate/metalgate/proxy/gatewayapi"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -139,7 +140,7 @@ func TestBackendsHTTPRouteAgainstAPIServer(t *testing.T) {
 	// infra/web's proxy: a real data plane with the Gateway table of the objects above.
 	var routes gwv1.HTTPRouteList
 	must(c.List(ctx, &routes))
-	in := table.Input{Gateway: web, Services: []*corev1.Service{shop}, Slices: []*discoveryv1.EndpointSlice{slice},
+	in := gatewayapi.Input{Gateway: web, Services: []*corev1.Service{shop}, Slices: []*discoveryv1.EndpointSlice{slice},
 		Namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "app"}}}}
 	for i := range routes.Items {
 		in.HTTPRoutes = append(in.HTTPRoutes, &routes.Items[i])
@@ -149,7 +150,8 @@ func TestBackendsHTTPRouteAgainstAPIServer(t *testing.T) {
 	for i := range grpcRoutes.Items {
 		in.GRPCRoutes = append(in.GRPCRoutes, &grpcRoutes.Items[i])
 	}
-	tab, problems := table.Build(in)
+	res := gatewayapi.Translate(in)
+	tab, problems := res.Table, res.Problems
 	if len(problems) > 0 {
 		t.Fatalf("build: %v", problems)
 	}

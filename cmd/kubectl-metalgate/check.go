@@ -19,7 +19,7 @@ import (
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/proxy/controlplane"
-	"github.com/metalgate/metalgate/proxy/table"
+	"github.com/metalgate/metalgate/proxy/ingress"
 )
 
 // Severities of findings. Either makes check exit 1.
@@ -216,7 +216,7 @@ func classFindings(s clusterState) (classView, []finding) {
 	var out []finding
 	cv := classView{
 		classes:  map[string]*networkingv1.IngressClass{},
-		ours:     map[string]bool{table.ControllerName: true},
+		ours:     map[string]bool{ingress.ControllerName: true},
 		unserved: map[string]bool{},
 	}
 	for _, p := range s.proxies {

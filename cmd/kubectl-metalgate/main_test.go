@@ -33,6 +33,7 @@ import (
 	"github.com/metalgate/metalgate/internal/adminauth"
 	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/proxy/dataplane"
+	"github.com/metalgate/metalgate/proxy/ingress"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -188,14 +189,14 @@ func TestAgainstAPIServer(t *testing.T) {
 	// Ingresses: web is served and holds the proxy's VIP; rival holds a node IP; lost names a
 	// class that does not exist; t is of the tenant's class that no running proxy serves.
 	classes := []*networkingv1.IngressClass{
-		{ObjectMeta: metav1.ObjectMeta{Name: "metalgate"}, Spec: networkingv1.IngressClassSpec{Controller: table.ControllerName}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "metalgate"}, Spec: networkingv1.IngressClassSpec{Controller: ingress.ControllerName}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}, Spec: networkingv1.IngressClassSpec{Controller: "example.com/tenant"}},
 	}
 	for _, cl := range classes {
 		must(c.Create(ctx, cl))
 	}
 	prefix := networkingv1.PathTypePrefix
-	ingress := func(name, class, ip string) *networkingv1.Ingress {
+	newIngress := func(name, class, ip string) *networkingv1.Ingress {
 		t.Helper()
 		i := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name},
 			Spec: networkingv1.IngressSpec{IngressClassName: &class, Rules: []networkingv1.IngressRule{{Host: name + ".test",
@@ -212,10 +213,10 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 		return i
 	}
-	web := ingress("web", "metalgate", "100.64.0.2")
-	ingress("rival", "metalgate", "198.51.100.11")
-	ingress("lost", "nope", "")
-	ingress("t", "tenant", "")
+	web := newIngress("web", "metalgate", "100.64.0.2")
+	newIngress("rival", "metalgate", "198.51.100.11")
+	newIngress("lost", "nope", "")
+	newIngress("t", "tenant", "")
 	shopSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "shop"},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
 	must(c.Create(ctx, shopSvc))
@@ -267,11 +268,11 @@ func TestAgainstAPIServer(t *testing.T) {
 	dbg := dataplane.NewDebug(dp)
 	var ings networkingv1.IngressList
 	must(c.List(ctx, &ings))
-	in := table.Input{Classes: classes, Services: []*corev1.Service{shopSvc}, Slices: []*discoveryv1.EndpointSlice{slice}}
+	in := ingress.Input{Classes: classes, Services: []*corev1.Service{shopSvc}, Slices: []*discoveryv1.EndpointSlice{slice}}
 	for i := range ings.Items {
 		in.Ingresses = append(in.Ingresses, &ings.Items[i])
 	}
-	tab, _ := table.Build(in)
+	tab, _ := ingress.Build(in)
 	dbg.Swap(tab)
 	proxySrv := httptest.NewServer(dataplane.AdminHandler(prometheus.NewRegistry(), nil, dbg.Route()))
 	t.Cleanup(proxySrv.Close)

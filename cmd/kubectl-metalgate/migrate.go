@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/metalgate/metalgate/proxy/table"
+	"github.com/metalgate/metalgate/proxy/ingress"
 )
 
 // migrateOptions are the flags of kubectl metalgate migrate.
@@ -368,7 +368,7 @@ func otherKind(u *unstructured.Unstructured) string {
 // (what the build says of an auth-url, auth-type or auth-secret), into the annotation's key and
 // the rest; ("", message) when it names none.
 func problemKey(msg string) (key, detail string) {
-	if strings.HasPrefix(msg, table.PrefixMetalgate) || strings.HasPrefix(msg, table.PrefixNginx) {
+	if strings.HasPrefix(msg, ingress.PrefixMetalgate) || strings.HasPrefix(msg, ingress.PrefixNginx) {
 		if k, rest, ok := strings.Cut(msg, ": "); ok && !strings.ContainsAny(k, " =") {
 			return k, rest
 		}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/metalgate/metalgate/proxy/ingress"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -25,16 +26,16 @@ const nginxController = "k8s.io/ingress-nginx"
 // ingressMigrator migrates the ingress-nginx Ingresses of one run.
 type ingressMigrator struct {
 	s *migrateSettings
-	// byNginx is table.Annotations() by the nginx name of each annotation.
-	byNginx map[string]table.AnnotationInfo
+	// byNginx is ingress.Annotations() by the nginx name of each annotation.
+	byNginx map[string]ingress.AnnotationInfo
 	// probed caches, per nginx annotation, the problem the proxy reports for it alone
 	// (UnsupportedAnnotation or RefusedAnnotation), or a zero Problem.
 	probed map[string]table.Problem
 }
 
 func newIngressMigrator(s *migrateSettings) *ingressMigrator {
-	m := &ingressMigrator{s: s, byNginx: map[string]table.AnnotationInfo{}, probed: map[string]table.Problem{}}
-	for _, a := range table.Annotations() {
+	m := &ingressMigrator{s: s, byNginx: map[string]ingress.AnnotationInfo{}, probed: map[string]table.Problem{}}
+	for _, a := range ingress.Annotations() {
 		if a.Nginx != "" {
 			m.byNginx[a.Nginx] = a
 		}
@@ -46,7 +47,7 @@ func newIngressMigrator(s *migrateSettings) *ingressMigrator {
 func (m *ingressMigrator) classes() []*networkingv1.IngressClass {
 	return []*networkingv1.IngressClass{{
 		ObjectMeta: metav1.ObjectMeta{Name: m.s.ingressClass},
-		Spec:       networkingv1.IngressClassSpec{Controller: table.ControllerName},
+		Spec:       networkingv1.IngressClassSpec{Controller: ingress.ControllerName},
 	}}
 }
 
@@ -60,7 +61,7 @@ func (m *ingressMigrator) probe(key string) table.Problem {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "probe", Name: "probe", Annotations: map[string]string{key: ""}},
 		Spec:       networkingv1.IngressSpec{IngressClassName: &m.s.ingressClass},
 	}
-	_, problems := table.Build(table.Input{Ingresses: []*networkingv1.Ingress{ing}, Classes: m.classes(), NginxAnnotations: true})
+	_, problems := ingress.Build(ingress.Input{Ingresses: []*networkingv1.Ingress{ing}, Classes: m.classes(), NginxAnnotations: true})
 	var out table.Problem
 	for _, p := range problems {
 		if p.Reason == table.ReasonUnsupportedAnnotation || p.Reason == table.ReasonRefusedAnnotation {
@@ -132,7 +133,7 @@ func (m *ingressMigrator) migrateIngress(u *unstructured.Unstructured, origin, c
 	orig := u.GetAnnotations()
 	var keys []string
 	for k := range orig {
-		if strings.HasPrefix(k, table.PrefixNginx) {
+		if strings.HasPrefix(k, ingress.PrefixNginx) {
 			keys = append(keys, k)
 		}
 	}
@@ -149,7 +150,7 @@ func (m *ingressMigrator) migrateIngress(u *unstructured.Unstructured, origin, c
 	defaultSSLRedirect(res, u, orig)
 	defaultHSTS(res, u, orig)
 	if res.sslRedirect != "" {
-		ann[table.PrefixNginx+"ssl-redirect"] = res.sslRedirect
+		ann[ingress.PrefixNginx+"ssl-redirect"] = res.sslRedirect
 	}
 	if len(ann) > 0 {
 		res.out.SetAnnotations(ann)
@@ -196,7 +197,7 @@ func (m *ingressMigrator) newIngress(u *unstructured.Unstructured, origin, class
 // metalgate.io form.
 func (m *ingressMigrator) migrateAnnotation(res *ingressResult, ann, orig map[string]string, k string) (rewroteTarget bool) {
 	s, rep := m.s, res.rep
-	name, v := strings.TrimPrefix(k, table.PrefixNginx), orig[k]
+	name, v := strings.TrimPrefix(k, ingress.PrefixNginx), orig[k]
 	if what := unenforcedProtection(name, v); what != "" {
 		fate := "kept"
 		if s.dropUnsupported {
@@ -227,8 +228,8 @@ func (m *ingressMigrator) migrateAnnotation(res *ingressResult, ann, orig map[st
 		return false
 	}
 	if name == "ssl-redirect" {
-		if _, mine := orig[table.AnnotationSSLRedirect]; mine {
-			m.shadowed(rep, ann, k, table.AnnotationSSLRedirect, v, orig)
+		if _, mine := orig[ingress.AnnotationSSLRedirect]; mine {
+			m.shadowed(rep, ann, k, ingress.AnnotationSSLRedirect, v, orig)
 		} else {
 			res.sslRedirect = v // decided in finishSSLRedirect
 		}
@@ -242,7 +243,7 @@ func (m *ingressMigrator) migrateAnnotation(res *ingressResult, ann, orig map[st
 			return false
 		}
 	}
-	allow := table.PrefixNginx + "allowlist-source-range"
+	allow := ingress.PrefixNginx + "allowlist-source-range"
 	if _, both := orig[allow]; both && name == "whitelist-source-range" {
 		delete(ann, k)
 		rep.add(same, k, "left out: %s is set too, and wins in ingress-nginx as in metalgate", allow)
@@ -255,7 +256,7 @@ func (m *ingressMigrator) migrateAnnotation(res *ingressResult, ann, orig map[st
 	}
 	switch info, known := m.byNginx[name]; {
 	case known && info.Name != "":
-		target := table.PrefixMetalgate + info.Name
+		target := ingress.PrefixMetalgate + info.Name
 		if _, mine := orig[target]; mine {
 			m.shadowed(rep, ann, k, target, v, orig)
 			return false
@@ -281,13 +282,13 @@ func (m *ingressMigrator) migrateAnnotation(res *ingressResult, ann, orig map[st
 // expressions (the proxy reads its nginx form so); the metalgate.io form does that only with
 // use-regex.
 func useRegexForRewrite(rep *objectReport, ann map[string]string) {
-	if t := ann[table.PrefixMetalgate+"rewrite-target"]; strings.HasPrefix(t, "/") && ann[table.PrefixMetalgate+"use-regex"] != "true" {
-		before, had := ann[table.PrefixMetalgate+"use-regex"]
-		ann[table.PrefixMetalgate+"use-regex"] = "true"
+	if t := ann[ingress.PrefixMetalgate+"rewrite-target"]; strings.HasPrefix(t, "/") && ann[ingress.PrefixMetalgate+"use-regex"] != "true" {
+		before, had := ann[ingress.PrefixMetalgate+"use-regex"]
+		ann[ingress.PrefixMetalgate+"use-regex"] = "true"
 		if had {
-			rep.add(changed, table.PrefixMetalgate+"use-regex", "%q → \"true\": ingress-nginx treats the paths as regular expressions whenever rewrite-target is set, whatever use-regex says", before)
+			rep.add(changed, ingress.PrefixMetalgate+"use-regex", "%q → \"true\": ingress-nginx treats the paths as regular expressions whenever rewrite-target is set, whatever use-regex says", before)
 		} else {
-			rep.add(same, table.PrefixMetalgate+"use-regex", "\"true\" added: ingress-nginx treats the paths as regular expressions whenever rewrite-target is set")
+			rep.add(same, ingress.PrefixMetalgate+"use-regex", "\"true\" added: ingress-nginx treats the paths as regular expressions whenever rewrite-target is set")
 		}
 	}
 }
@@ -297,8 +298,8 @@ func useRegexForRewrite(rep *objectReport, ann map[string]string) {
 // annotation. The nginx form of ssl-redirect has ingress-nginx's meaning (only hosts with
 // TLS), so it keeps the behaviour exactly.
 func defaultSSLRedirect(res *ingressResult, u *unstructured.Unstructured, orig map[string]string) {
-	_, mine := orig[table.AnnotationSSLRedirect]
-	_, nginxSet := orig[table.PrefixNginx+"ssl-redirect"]
+	_, mine := orig[ingress.AnnotationSSLRedirect]
+	_, nginxSet := orig[ingress.PrefixNginx+"ssl-redirect"]
 	tls, _, _ := unstructured.NestedSlice(u.Object, "spec", "tls")
 	if !mine && !nginxSet && len(tls) > 0 && !forceSSL(orig) {
 		res.sslRedirect, res.sslAdded = "true", true
@@ -315,16 +316,16 @@ const hstsDefault = "Strict-Transport-Security: max-age=31536000; includeSubDoma
 // subdomain cannot be taken back once sent.
 func defaultHSTS(res *ingressResult, u *unstructured.Unstructured, orig map[string]string) {
 	tls, _, _ := unstructured.NestedSlice(u.Object, "spec", "tls")
-	if len(tls) == 0 || strings.Contains(strings.ToLower(orig[table.PrefixMetalgate+"response-headers-set"]+orig[table.PrefixMetalgate+"response-headers-add"]), "strict-transport-security") {
+	if len(tls) == 0 || strings.Contains(strings.ToLower(orig[ingress.PrefixMetalgate+"response-headers-set"]+orig[ingress.PrefixMetalgate+"response-headers-add"]), "strict-transport-security") {
 		return
 	}
 	res.rep.add(breaking, "spec.tls", "ingress-nginx sends %q on HTTPS answers by default (its ConfigMap's hsts), metalgate sends none: add metalgate.io/response-headers-set: %q, unless that ConfigMap turned hsts off (migrate does not read it)", hstsDefault, hstsDefault)
 }
 
 // unenforcedProtection says what the nginx annotation name, with value v, protects when the
-// proxy does not enforce it (table.Protections, Supported false, v not inert); "" otherwise.
+// proxy does not enforce it (ingress.Protections, Supported false, v not inert); "" otherwise.
 func unenforcedProtection(name, v string) string {
-	for _, p := range table.Protections() {
+	for _, p := range ingress.Protections() {
 		if p.Nginx == name && !p.Supported && !slices.Contains(p.Inert, strings.ToLower(strings.TrimSpace(v))) {
 			return p.Protects
 		}
@@ -332,10 +333,10 @@ func unenforcedProtection(name, v string) string {
 	return ""
 }
 
-// protects says whether annotation key (either prefix) is one of table.Protections.
+// protects says whether annotation key (either prefix) is one of ingress.Protections.
 func protects(key string) bool {
-	name := strings.TrimPrefix(strings.TrimPrefix(key, table.PrefixNginx), table.PrefixMetalgate)
-	return slices.ContainsFunc(table.Protections(), func(p table.Protection) bool { return p.Nginx == name })
+	name := strings.TrimPrefix(strings.TrimPrefix(key, ingress.PrefixNginx), ingress.PrefixMetalgate)
+	return slices.ContainsFunc(ingress.Protections(), func(p ingress.Protection) bool { return p.Nginx == name })
 }
 
 // finishSSLRedirect settles the ssl-redirect of a migrated Ingress once the proxy's table
@@ -345,7 +346,7 @@ func (m *ingressMigrator) finishSSLRedirect(res *ingressResult, routes []*table.
 	if res.sslRedirect == "" {
 		return
 	}
-	key := table.PrefixNginx + "ssl-redirect"
+	key := ingress.PrefixNginx + "ssl-redirect"
 	on, err := strconv.ParseBool(strings.TrimSpace(res.sslRedirect))
 	allTLS := len(routes) > 0
 	for _, r := range routes {
@@ -355,13 +356,13 @@ func (m *ingressMigrator) finishSSLRedirect(res *ingressResult, routes []*table.
 	form := key
 	if m.s.rewrite && (err != nil || !on || allTLS) {
 		delete(ann, key)
-		ann[table.AnnotationSSLRedirect] = res.sslRedirect
-		form = table.AnnotationSSLRedirect
+		ann[ingress.AnnotationSSLRedirect] = res.sslRedirect
+		form = ingress.AnnotationSSLRedirect
 		res.out.SetAnnotations(ann)
 	}
 	why := ""
 	if form == key && m.s.rewrite {
-		why = fmt.Sprintf(" (not %s: it would also redirect the Ingress's routes without TLS)", table.AnnotationSSLRedirect)
+		why = fmt.Sprintf(" (not %s: it would also redirect the Ingress's routes without TLS)", ingress.AnnotationSSLRedirect)
 	}
 	if res.sslAdded {
 		res.rep.add(changed, "spec.tls", "ingress-nginx redirects plain HTTP to HTTPS for hosts with TLS by default, metalgate only with the annotation: added %s: \"true\" to keep that%s", form, why)
@@ -376,9 +377,9 @@ func (m *ingressMigrator) finishSSLRedirect(res *ingressResult, routes []*table.
 
 // forceSSL says whether force-ssl-redirect (either form; the metalgate.io one wins) is true.
 func forceSSL(ann map[string]string) bool {
-	v, ok := ann[table.PrefixMetalgate+"force-ssl-redirect"]
+	v, ok := ann[ingress.PrefixMetalgate+"force-ssl-redirect"]
 	if !ok {
-		v = ann[table.PrefixNginx+"force-ssl-redirect"]
+		v = ann[ingress.PrefixNginx+"force-ssl-redirect"]
 	}
 	b, _ := strconv.ParseBool(strings.TrimSpace(v))
 	return b
@@ -389,14 +390,14 @@ func forceSSL(ann map[string]string) bool {
 func (m *ingressMigrator) metalgateForm(name string) string {
 	switch name {
 	case "whitelist-source-range":
-		return table.PrefixMetalgate + "allowlist-source-range"
+		return ingress.PrefixMetalgate + "allowlist-source-range"
 	case "upstream-hash-by":
-		return table.AnnotationHashBy
+		return ingress.AnnotationHashBy
 	case "limit-burst-multiplier":
-		return table.PrefixMetalgate + "limit-burst"
+		return ingress.PrefixMetalgate + "limit-burst"
 	}
 	if info, ok := m.byNginx[name]; ok && info.Name != "" {
-		return table.PrefixMetalgate + info.Name
+		return ingress.PrefixMetalgate + info.Name
 	}
 	return ""
 }
@@ -415,7 +416,7 @@ func (m *ingressMigrator) shadowed(rep *objectReport, ann map[string]string, k, 
 // rename moves nginx annotation k to metalgate.io/name unless the Ingress has that, which the
 // proxy reads first.
 func (m *ingressMigrator) rename(rep *objectReport, ann, orig map[string]string, k, v, name, why string) {
-	target := table.PrefixMetalgate + name
+	target := ingress.PrefixMetalgate + name
 	if _, mine := orig[target]; mine {
 		m.shadowed(rep, ann, k, target, v, orig)
 		return
@@ -428,7 +429,7 @@ func (m *ingressMigrator) rename(rep *objectReport, ann, orig map[string]string,
 // hashBy translates upstream-hash-by (an nginx variable) into metalgate.io/hash-by, as the
 // proxy's parser reads it; a variable that names no request part stays (the proxy reports it).
 func (m *ingressMigrator) hashBy(rep *objectReport, ann, orig map[string]string, k, v string) {
-	target := table.AnnotationHashBy
+	target := ingress.AnnotationHashBy
 	if _, mine := orig[target]; mine {
 		m.shadowed(rep, ann, k, target, v, orig)
 		return
@@ -454,15 +455,15 @@ func (m *ingressMigrator) hashBy(rep *objectReport, ann, orig map[string]string,
 // burst turns limit-burst-multiplier into metalgate.io/limit-burst: the rate times the
 // multiplier, rounded up, as the proxy computes it.
 func (m *ingressMigrator) burst(rep *objectReport, ann, orig map[string]string, k, v string) {
-	target := table.PrefixMetalgate + "limit-burst"
+	target := ingress.PrefixMetalgate + "limit-burst"
 	if _, mine := orig[target]; mine {
 		m.shadowed(rep, ann, k, target, v, orig)
 		return
 	}
 	rate := func(name string) float64 {
-		s, ok := orig[table.PrefixMetalgate+name]
+		s, ok := orig[ingress.PrefixMetalgate+name]
 		if !ok {
-			s = orig[table.PrefixNginx+name]
+			s = orig[ingress.PrefixNginx+name]
 		}
 		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 		if err != nil || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
@@ -471,8 +472,8 @@ func (m *ingressMigrator) burst(rep *objectReport, ann, orig map[string]string, 
 		return f
 	}
 	rps := rate("limit-rps")
-	if _, set := orig[table.PrefixMetalgate+"limit-rps"]; !set && rps == 0 {
-		if _, set := orig[table.PrefixNginx+"limit-rps"]; !set {
+	if _, set := orig[ingress.PrefixMetalgate+"limit-rps"]; !set && rps == 0 {
+		if _, set := orig[ingress.PrefixNginx+"limit-rps"]; !set {
 			rps = rate("limit-rpm") / 60
 		}
 	}
@@ -489,7 +490,7 @@ func (m *ingressMigrator) burst(rep *objectReport, ann, orig map[string]string, 
 
 // verdictOf is how an annotation of the catalog maps: one to one, or with the change the
 // catalog names.
-func verdictOf(info table.AnnotationInfo) verdict {
+func verdictOf(info ingress.AnnotationInfo) verdict {
 	if info.Change != "" {
 		return changed
 	}
@@ -501,7 +502,7 @@ func verdictOf(info table.AnnotationInfo) verdict {
 // are not read: an auth-secret of the Ingress's own namespace is assumed to exist and hold a
 // valid htpasswd, so only problems of the annotations themselves are reported.
 func (m *ingressMigrator) checkIngresses(results []*ingressResult) (map[types.NamespacedName][]*table.Route, map[types.NamespacedName][]table.Problem, error) {
-	in := table.Input{Classes: m.classes(), NginxAnnotations: true}
+	in := ingress.Input{Classes: m.classes(), NginxAnnotations: true}
 	for _, r := range results {
 		var ing networkingv1.Ingress
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(r.out.Object, &ing); err != nil {
@@ -510,18 +511,18 @@ func (m *ingressMigrator) checkIngresses(results []*ingressResult) (map[types.Na
 		in.Ingresses = append(in.Ingresses, &ing)
 		in.Secrets = append(in.Secrets, stubAuthSecret(&ing)...)
 	}
-	t, problems := table.Build(in)
+	t, problems := ingress.Build(in)
 	routes := map[types.NamespacedName][]*table.Route{}
 	for _, r := range t.Routes() {
-		routes[r.Ingress] = append(routes[r.Ingress], r)
+		routes[r.Source.NamespacedName] = append(routes[r.Source.NamespacedName], r)
 	}
 	for _, r := range t.Defaults() {
-		routes[r.Ingress] = append(routes[r.Ingress], r)
+		routes[r.Source.NamespacedName] = append(routes[r.Source.NamespacedName], r)
 	}
 	byIngress := map[types.NamespacedName][]table.Problem{}
 	for _, p := range problems {
 		if p.Reason == table.ReasonInvalidAnnotation {
-			byIngress[p.Ingress] = append(byIngress[p.Ingress], p)
+			byIngress[p.Object.NamespacedName] = append(byIngress[p.Object.NamespacedName], p)
 		}
 	}
 	return routes, byIngress, nil
@@ -533,10 +534,10 @@ const stubHtpasswd = "migrate:{SHA}2jmj7l5rSw0yVb/vlWAYkK/YBwk="
 // stubAuthSecret stands in for the basic-auth Secret an Ingress names in its own namespace.
 func stubAuthSecret(ing *networkingv1.Ingress) []*corev1.Secret {
 	get := func(name string) string {
-		if v, ok := ing.Annotations[table.PrefixMetalgate+name]; ok {
+		if v, ok := ing.Annotations[ingress.PrefixMetalgate+name]; ok {
 			return strings.TrimSpace(v)
 		}
-		return strings.TrimSpace(ing.Annotations[table.PrefixNginx+name])
+		return strings.TrimSpace(ing.Annotations[ingress.PrefixNginx+name])
 	}
 	name := get("auth-secret")
 	if ns, n, ok := strings.Cut(name, "/"); ok {

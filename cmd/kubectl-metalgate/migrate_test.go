@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/metalgate/metalgate/proxy/table"
+	proxyingress "github.com/metalgate/metalgate/proxy/ingress"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of the migrate tests")
@@ -51,8 +51,8 @@ func runMigrate(t *testing.T, stdin string, args ...string) (int, string, string
 // markers: the golden files then pin what migrate decides, and stay true while the proxy learns
 // more values. TestMigrateAnnotationCatalog checks the catalog's texts themselves.
 func catalogNeutral(s string) string {
-	var changes []table.AnnotationInfo
-	for _, a := range table.Annotations() {
+	var changes []proxyingress.AnnotationInfo
+	for _, a := range proxyingress.Annotations() {
 		if a.Change != "" {
 			changes = append(changes, a)
 		}
@@ -195,20 +195,20 @@ func TestMigrateNothingSilentlyDropped(t *testing.T) {
 			switch {
 			case in.GetKind() == "Ingress":
 				for k := range in.GetAnnotations() {
-					if !strings.HasPrefix(k, table.PrefixNginx) {
+					if !strings.HasPrefix(k, proxyingress.PrefixNginx) {
 						continue
 					}
 					if !mentioned(rep, k) {
 						t.Errorf("rewrite=%v: %s: annotation %s has no report line", rewrite, describe(src), k)
 					}
-					if name := strings.TrimPrefix(k, table.PrefixNginx); strings.HasSuffix(name, "-snippet") {
+					if name := strings.TrimPrefix(k, proxyingress.PrefixNginx); strings.HasSuffix(name, "-snippet") {
 						if !mentionedAs(rep, k, refused) {
 							t.Errorf("%s: snippet %s not reported as refused", describe(src), k)
 						}
 					}
 				}
 				for k := range out.GetAnnotations() {
-					if strings.HasPrefix(k, table.PrefixMetalgate) && strings.Contains(k, "snippet") {
+					if strings.HasPrefix(k, proxyingress.PrefixMetalgate) && strings.Contains(k, "snippet") {
 						t.Errorf("%s: a snippet became %s", describe(src), k)
 					}
 				}
@@ -268,11 +268,11 @@ func TestMigrateAnnotationCatalog(t *testing.T) {
 		return u
 	}
 	n := 0
-	for _, a := range table.Annotations() {
+	for _, a := range proxyingress.Annotations() {
 		if a.Nginx == "" {
 			continue
 		}
-		key := table.PrefixNginx + a.Nginx
+		key := proxyingress.PrefixNginx + a.Nginx
 		t.Run(a.Nginx, func(t *testing.T) {
 			n++
 			value := "v"
@@ -302,8 +302,8 @@ func TestMigrateAnnotationCatalog(t *testing.T) {
 			}
 			switch {
 			case a.Name != "":
-				if got := ann[table.PrefixMetalgate+a.Name]; got != value {
-					t.Errorf("%s%s = %q, want %q", table.PrefixMetalgate, a.Name, got, value)
+				if got := ann[proxyingress.PrefixMetalgate+a.Name]; got != value {
+					t.Errorf("%s%s = %q, want %q", proxyingress.PrefixMetalgate, a.Name, got, value)
 				}
 				if _, kept := ann[key]; kept {
 					t.Errorf("%s kept next to its metalgate.io form", key)
@@ -315,7 +315,7 @@ func TestMigrateAnnotationCatalog(t *testing.T) {
 					t.Errorf("report line %q does not say what differs: %q", e.detail, a.Change)
 				}
 			case a.Nginx == "upstream-hash-by":
-				if got := ann[table.AnnotationHashBy]; got != "client-ip" {
+				if got := ann[proxyingress.AnnotationHashBy]; got != "client-ip" {
 					t.Errorf("hash-by = %q, want client-ip", got)
 				}
 			default:
@@ -329,12 +329,12 @@ func TestMigrateAnnotationCatalog(t *testing.T) {
 		t.Errorf("only %d catalog annotations with an nginx form; did the catalog move?", n)
 	}
 	for _, snip := range []string{"configuration-snippet", "server-snippet", "auth-snippet", "stream-snippet"} {
-		r := m.migrateIngress(ingress(table.PrefixNginx+snip, "return 200;"), "", "nginx", "spec.ingressClassName")
-		if !mentionedAs(r.rep, table.PrefixNginx+snip, refused) {
+		r := m.migrateIngress(ingress(proxyingress.PrefixNginx+snip, "return 200;"), "", "nginx", "spec.ingressClassName")
+		if !mentionedAs(r.rep, proxyingress.PrefixNginx+snip, refused) {
 			t.Errorf("%s not refused: %+v", snip, r.rep.entries)
 		}
 		for k := range r.out.GetAnnotations() {
-			if strings.HasPrefix(k, table.PrefixMetalgate) {
+			if strings.HasPrefix(k, proxyingress.PrefixMetalgate) {
 				t.Errorf("%s became %s", snip, k)
 			}
 		}
@@ -632,7 +632,7 @@ func TestMigrateBurst(t *testing.T) {
 			ann := map[string]string{}
 			for k, v := range tc.ann {
 				if !strings.Contains(k, "/") {
-					k = table.PrefixNginx + k
+					k = proxyingress.PrefixNginx + k
 				}
 				ann[k] = v
 			}
@@ -643,10 +643,10 @@ func TestMigrateBurst(t *testing.T) {
 			u.SetName("in")
 			u.SetAnnotations(ann)
 			got := m.migrateIngress(u, "", "nginx", "spec.ingressClassName").out.GetAnnotations()
-			if b := got[table.PrefixMetalgate+"limit-burst"]; b != tc.wantBurst {
+			if b := got[proxyingress.PrefixMetalgate+"limit-burst"]; b != tc.wantBurst {
 				t.Errorf("metalgate.io/limit-burst = %q, want %q (annotations %v)", b, tc.wantBurst, got)
 			}
-			_, kept := got[table.PrefixNginx+"limit-burst-multiplier"]
+			_, kept := got[proxyingress.PrefixNginx+"limit-burst-multiplier"]
 			if kept != (tc.wantBurst == "") {
 				t.Errorf("limit-burst-multiplier kept = %v, want %v", kept, tc.wantBurst == "")
 			}

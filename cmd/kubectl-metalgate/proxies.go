@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metalgate/metalgate/api/contract"
-	"github.com/metalgate/metalgate/proxy/table"
+	"github.com/metalgate/metalgate/proxy/ingress"
 )
 
 // proxyLabels select metalgate ingress proxy pods (config/proxy/base), in any namespace.
@@ -81,7 +81,7 @@ func parseProxyPod(pod *corev1.Pod) (proxyPod, bool) {
 		if i < 0 {
 			continue
 		}
-		p := proxyPod{pod: pod, controller: table.ControllerName, adminPort: contract.ProxyAdminPort}
+		p := proxyPod{pod: pod, controller: ingress.ControllerName, adminPort: contract.ProxyAdminPort}
 		flags := args[i+1:]
 		for j := 0; j < len(flags); j++ {
 			name, value, hasValue := strings.Cut(strings.TrimLeft(flags[j], "-"), "=")

@@ -18,7 +18,7 @@ import (
 
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
-	"github.com/metalgate/metalgate/proxy/table"
+	proxyingress "github.com/metalgate/metalgate/proxy/ingress"
 )
 
 func lbService(ns, name string, ips ...string) corev1.Service {
@@ -152,12 +152,12 @@ func TestParseProxyPod(t *testing.T) {
 		want   proxyPod
 		wantOK bool
 	}{
-		{"defaults", pod("proxy", "--http-bind-address=:8080"), proxyPod{controller: table.ControllerName, adminPort: 10254}, true},
+		{"defaults", pod("proxy", "--http-bind-address=:8080"), proxyPod{controller: proxyingress.ControllerName, adminPort: 10254}, true},
 		{"namespaced, as config/proxy/namespaced", pod("proxy", "--admin-bind-address=:9000", "--watch-namespace=$(POD_NAMESPACE)"),
-			proxyPod{controller: table.ControllerName, namespaces: []string{"one"}, adminPort: 9000}, true},
+			proxyPod{controller: proxyingress.ControllerName, namespaces: []string{"one"}, adminPort: 9000}, true},
 		{"separate values, lists, bool flag", pod("proxy", "--controller-name", "example.com/$(X)", "-watch-namespace", "a, b", "--watch-namespace=c", "--watch-ingress-without-class", "--publish-service=one/lb"),
 			proxyPod{controller: "example.com/x", namespaces: []string{"a", "b", "c"}, classless: true, publish: "one/lb", adminPort: 10254}, true},
-		{"bool flag false", pod("proxy", "--watch-ingress-without-class=false"), proxyPod{controller: table.ControllerName, adminPort: 10254}, true},
+		{"bool flag false", pod("proxy", "--watch-ingress-without-class=false"), proxyPod{controller: proxyingress.ControllerName, adminPort: 10254}, true},
 		{"not a proxy", pod("speaker"), proxyPod{}, false},
 	}
 	for _, tc := range tests {
@@ -219,7 +219,7 @@ func TestFindings(t *testing.T) {
 	// announce puts a proxy's announcement on its Service, as its leader does.
 	announce := func(svc corev1.Service, namespaces string) corev1.Service {
 		svc.Labels = map[string]string{"metalgate.io/ingress-proxy": "true"}
-		svc.Annotations = map[string]string{"metalgate.io/proxy-controller": table.ControllerName, "metalgate.io/proxy-watch-namespaces": namespaces,
+		svc.Annotations = map[string]string{"metalgate.io/proxy-controller": proxyingress.ControllerName, "metalgate.io/proxy-watch-namespaces": namespaces,
 			"metalgate.io/proxy-watch-ingress-without-class": "false", "metalgate.io/proxy-field-manager": "metalgate-proxy." + svc.Namespace}
 		return svc
 	}
@@ -232,7 +232,7 @@ func TestFindings(t *testing.T) {
 		pools:     []v1alpha1.IPAddressPool{testPool("p", "100.64.0.0/16")},
 		l2:        []v1alpha1.L2Advertisement{{ObjectMeta: metav1.ObjectMeta{Name: "all"}}},
 		services:  []corev1.Service{proxySvc},
-		classes:   []networkingv1.IngressClass{class("metalgate", table.ControllerName, false), class("nginx", "k8s.io/ingress-nginx", false)},
+		classes:   []networkingv1.IngressClass{class("metalgate", proxyingress.ControllerName, false), class("nginx", "k8s.io/ingress-nginx", false)},
 		proxies:   []proxyPod{readyProxy("metalgate-system", "metalgate-proxy-1", true)},
 	}
 	with := func(f func(*clusterState)) clusterState {
@@ -269,11 +269,11 @@ func TestFindings(t *testing.T) {
 			s.ingresses = []networkingv1.Ingress{ingress("one", "ok", "metalgate"), ingress("two", "web", "metalgate")}
 		}), []string{"error: Ingress two/web: no ready metalgate proxy of class metalgate serves namespace two"}},
 		{"default class is ours but no proxy takes classless Ingresses", with(func(s *clusterState) {
-			s.classes = []networkingv1.IngressClass{class("metalgate", table.ControllerName, true)}
+			s.classes = []networkingv1.IngressClass{class("metalgate", proxyingress.ControllerName, true)}
 			s.ingresses = []networkingv1.Ingress{ingress("a", "bare", "")}
 		}), []string{"error: Ingress a/bare: it has no class and no ready metalgate proxy takes Ingresses without a class"}},
 		{"two default classes", with(func(s *clusterState) {
-			s.classes = []networkingv1.IngressClass{class("metalgate", table.ControllerName, true), class("nginx", "k8s.io/ingress-nginx", true)}
+			s.classes = []networkingv1.IngressClass{class("metalgate", proxyingress.ControllerName, true), class("nginx", "k8s.io/ingress-nginx", true)}
 		}), []string{"warning: IngressClass metalgate, nginx: more than one IngressClass is the default"}},
 		{"a rival's node IP in our Ingress's status, and recent conflict events", with(func(s *clusterState) {
 			s.ingresses = []networkingv1.Ingress{ingress("a", "web", "metalgate", "100.64.0.1", "198.51.100.11")}

@@ -31,6 +31,7 @@ import (
 	"github.com/metalgate/metalgate/internal/secretkey"
 	"github.com/metalgate/metalgate/proxy/controlplane"
 	"github.com/metalgate/metalgate/proxy/dataplane"
+	"github.com/metalgate/metalgate/proxy/ingress"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -120,7 +121,7 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.HTTPAddr, "http-bind-address", ":80", "Address of plain HTTP traffic; \"0\" disables it.")
 	fs.StringVar(&o.HTTPSAddr, "https-bind-address", ":443", "Address of HTTPS traffic (TLS, HTTP/2 by ALPN); \"0\" disables it.")
 	fs.StringVar(&o.AdminAddr, "admin-bind-address", fmt.Sprintf(":%d", contract.ProxyAdminPort), "Address of /healthz and /readyz (open), /metrics and /debug/backends (loopback, or a bearer token authorised for the path); \"0\" disables it.")
-	fs.StringVar(&o.Controller, "controller-name", table.ControllerName, "IngressClass spec.controller served.")
+	fs.StringVar(&o.Controller, "controller-name", ingress.ControllerName, "IngressClass spec.controller served.")
 	fs.Var(&o.WatchNamespaces, "watch-namespace", "Serve only Ingresses in this namespace (repeatable, or comma-separated). Default: all namespaces.")
 	fs.BoolVar(&o.WatchDefaultClass, "watch-ingress-without-class", false, "Also serve Ingresses without a class when the default IngressClass is ours.")
 	fs.BoolVar(&o.NginxAnnotations, "nginx-annotations", true, "Also read the nginx.ingress.kubernetes.io/ form of every annotation metalgate supports (the metalgate.io/ form wins), and report every other nginx annotation as a Warning event; false: ignore them all.")
@@ -454,16 +455,16 @@ func serveStaticConfig(opts proxyOptions, swap func(*table.Table), logger logr.L
 	if err != nil {
 		return fmt.Errorf("open static config: %w", err)
 	}
-	in, err := table.DecodeInput(f)
+	in, err := ingress.DecodeInput(f)
 	f.Close()
 	if err != nil {
 		return fmt.Errorf("static config %s: %w", opts.StaticConfig, err)
 	}
 	in.Controller, in.WatchDefaultClass, in.NginxAnnotations = opts.Controller, opts.WatchDefaultClass, opts.NginxAnnotations
 	in.SSLPassthrough = opts.SSLPassthrough
-	t, problems := table.Build(in)
+	t, problems := ingress.Build(in)
 	for _, p := range problems {
-		logger.Info("ingress problem", "ingress", p.Ingress.String(), "reason", p.Reason, "message", p.Message)
+		logger.Info("build problem", "object", p.Object.String(), "reason", p.Reason, "message", p.Message)
 	}
 	swap(t)
 	logger.Info("serving static config", "file", opts.StaticConfig, "ingresses", t.Ingresses, "backends", len(t.Backends))

@@ -16,22 +16,23 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
+	"github.com/metalgate/metalgate/proxy/gatewayapi"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
-// Route status is computed by the proxy's own table builder (proxy/table), from the same
+// Route status is computed by the proxy's own translator (proxy/gatewayapi), from the same
 // objects the Gateway's proxy reads, so what the status says attached is what the proxy
 // routes; the controller writes it because it already writes the Gateway's status, on the
 // leader only, and the proxies stay read-only (config/rbac/gateway-proxy).
 
-// routeInput reads what table.Build needs for gw's routes and certificates: every HTTPRoute,
+// routeInput reads what gatewayapi.Translate needs for gw's routes and certificates: every HTTPRoute,
 // GRPCRoute (when the API server serves them, Reconciler.GRPCRoutes), ReferenceGrant,
 // Namespace and Service (from the manager's cache, not copied: Build only reads, and the
 // routes are copied before a status write), and the Secrets its HTTPS listeners name
 // (certificateSecrets). EndpointSlices are not read: they change what is routed, not whether
 // a route is attached or its references resolve.
-func (r *Reconciler) routeInput(ctx context.Context, gw *gwv1.Gateway) (table.Input, error) {
-	in := table.Input{Gateway: gw}
+func (r *Reconciler) routeInput(ctx context.Context, gw *gwv1.Gateway) (gatewayapi.Input, error) {
+	in := gatewayapi.Input{Gateway: gw}
 	nocopy := client.UnsafeDisableDeepCopy
 	var err error
 	if in.HTTPRoutes, in.GRPCRoutes, err = r.listRoutes(ctx, nocopy); err != nil {
@@ -64,7 +65,7 @@ func (r *Reconciler) routeInput(ctx context.Context, gw *gwv1.Gateway) (table.In
 
 // certificateSecrets reads the Secrets that gw's HTTPS listeners name in certificateRefs
 // (core Secrets of the Gateway's namespace, or of another one that a ReferenceGrant opens to
-// it), so that table.Build judges them exactly as the proxy does (Gateway.CertificateProblems:
+// it), so that gatewayapi.Translate judges them exactly as the proxy does (Gateway.CertificateProblems:
 // missing, not kubernetes.io/tls, no valid key pair). Each is read by name from the API
 // server, never listed or cached: the controller sees only the Secrets a Gateway names. A
 // Secret that is not there is left out (Build reports it missing).
@@ -75,15 +76,9 @@ func (r *Reconciler) certificateSecrets(ctx context.Context, gw *gwv1.Gateway, g
 		if l.Protocol != gwv1.HTTPSProtocolType || l.TLS == nil {
 			continue
 		}
-		for _, ref := range l.TLS.CertificateRefs {
-			if ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Secret" {
-				continue
-			}
-			name := types.NamespacedName{Namespace: gw.Namespace, Name: string(ref.Name)}
-			if ref.Namespace != nil {
-				name.Namespace = string(*ref.Namespace)
-			}
-			if seen[name] || name.Namespace != gw.Namespace && !table.Granted(grants, "Gateway", gw.Namespace, "Secret", name) {
+		for i, ref := range l.TLS.CertificateRefs {
+			name, reason, _ := gatewayapi.CertificateRef(gw.Namespace, i, ref, grants)
+			if reason != "" || seen[name] {
 				continue
 			}
 			seen[name] = true
@@ -132,8 +127,8 @@ func (r *Reconciler) routeStatus(ctx context.Context, gw *gwv1.Gateway) (*table.
 	if err != nil {
 		return nil, nil, err
 	}
-	t, _ := table.Build(in) // Problems are about Ingresses; a Gateway's are in its status
-	return t.Gateway, routeObjects(in.HTTPRoutes, in.GRPCRoutes), nil
+	res := gatewayapi.Translate(in) // a route's Problems are in its status too
+	return res.Status, routeObjects(in.HTTPRoutes, in.GRPCRoutes), nil
 }
 
 // routeObjects is both kinds of routes in one list, HTTPRoutes first.

@@ -24,10 +24,12 @@ import (
 
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/controllers"
+	"github.com/metalgate/metalgate/proxy/gatewayapi"
 )
 
-// ControllerName is the spec.controllerName of the GatewayClasses metalgate serves.
-const ControllerName gwv1.GatewayController = "metalgate.io/gateway-controller"
+// ControllerName is the spec.controllerName of the GatewayClasses metalgate serves, and of the
+// route parent statuses the translator computes (gatewayapi.ControllerName).
+const ControllerName = gatewayapi.ControllerName
 
 // Options configure the Gateway controllers. The zero value works.
 type Options struct {
@@ -202,7 +204,7 @@ func routeBackends(o client.Object) []string {
 				add(b.BackendObjectReference)
 			}
 			for _, f := range rule.Filters {
-				if f.Type == gwv1.GRPCRouteFilterRequestMirror { // refused by table.Build today (UnsupportedValue)
+				if f.Type == gwv1.GRPCRouteFilterRequestMirror { // refused by ingress.Build today (UnsupportedValue)
 					mirror(f.RequestMirror)
 				}
 			}

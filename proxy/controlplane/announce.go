@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metalgate/metalgate/api/contract"
-	"github.com/metalgate/metalgate/proxy/table"
+	"github.com/metalgate/metalgate/proxy/ingress"
 )
 
 // allNamespaces is the value of contract.AnnotationProxyWatchNamespaces for a proxy that
@@ -192,7 +192,7 @@ type arbiter struct {
 // none, so no address). Services in the namespaces of override replace the snapshot's there
 // (the publisher's live read). expires is when the first of them stops counting as serving
 // if nothing changes: the caller decides again then (zero: no such time).
-func (a *arbiter) candidates(in table.Input, own types.NamespacedName, ownSvc *corev1.Service, override map[string][]*corev1.Service) (out []Candidate, expires time.Time) {
+func (a *arbiter) candidates(in ingress.Input, own types.NamespacedName, ownSvc *corev1.Service, override map[string][]*corev1.Service) (out []Candidate, expires time.Time) {
 	ready := ReadyServices(in.Slices)
 	keep := map[types.NamespacedName]bool{}
 	serving := func(id types.NamespacedName) bool {
@@ -261,7 +261,7 @@ func Classless(ing *networkingv1.Ingress) bool {
 	return ing.Spec.IngressClassName == nil && !annotated
 }
 
-// annotationIngressClass is the deprecated class annotation (table.Owns reads it too).
+// annotationIngressClass is the deprecated class annotation (ingress.Owns reads it too).
 const annotationIngressClass = "kubernetes.io/ingress.class"
 
 // selfResolver finds the proxy's publish Service: Options.PublishService, else the Service in

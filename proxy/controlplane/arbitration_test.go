@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/metalgate/metalgate/api/contract"
-	"github.com/metalgate/metalgate/proxy/table"
+	proxyingress "github.com/metalgate/metalgate/proxy/ingress"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -23,7 +23,7 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // created at t0+age, with an address and serving unless changed.
 func proxyIn(svc string, namespaces []string, age time.Duration) Candidate {
 	ns, name, _ := strings.Cut(svc, "/")
-	return Candidate{Service: types.NamespacedName{Namespace: ns, Name: name}, Created: t0.Add(age), Controller: table.ControllerName,
+	return Candidate{Service: types.NamespacedName{Namespace: ns, Name: name}, Created: t0.Add(age), Controller: proxyingress.ControllerName,
 		Namespaces: namespaces, FieldManager: "metalgate-proxy." + ns + "." + name, Addresses: []string{"100.64.0." + fmt.Sprint(len(svc))}, Serving: true}
 }
 
@@ -37,7 +37,9 @@ var (
 	shared     = proxyIn("infra/shared-proxy", []string{"one", "two"}, 0) // watches one, two from infra
 )
 
-func subjectIn(ns string) Subject { return Subject{Namespace: ns, Controller: table.ControllerName} }
+func subjectIn(ns string) Subject {
+	return Subject{Namespace: ns, Controller: proxyingress.ControllerName}
+}
 
 // TestArbitrate: the rule, one decision per case; every permutation of the candidates gives
 // the same winner (each proxy lists them in its own order).
@@ -87,7 +89,7 @@ func TestArbitrate(t *testing.T) {
 			tenantOne, with(clusterOld, func(c *Candidate) { c.Controller = "example.com/other" })}, subject: subjectIn("one"),
 			want: "one/metalgate-proxy", serving: 1},
 		{name: "classless Ingress: only proxies that take them", cands: []Candidate{
-			tenantOne, with(clusterNew, func(c *Candidate) { c.WithoutClass = true })}, subject: Subject{Namespace: "one", Controller: table.ControllerName, Classless: true},
+			tenantOne, with(clusterNew, func(c *Candidate) { c.WithoutClass = true })}, subject: Subject{Namespace: "one", Controller: proxyingress.ControllerName, Classless: true},
 			want: "metalgate-system/metalgate-proxy", serving: 1},
 	}
 	for _, tc := range tests {
@@ -169,7 +171,7 @@ func TestCandidateFromService(t *testing.T) {
 		return s
 	}
 	good := func(mut func(map[string]string)) map[string]string {
-		m := map[string]string{contract.AnnotationProxyController: table.ControllerName, contract.AnnotationProxyWatchNamespaces: "one, two",
+		m := map[string]string{contract.AnnotationProxyController: proxyingress.ControllerName, contract.AnnotationProxyWatchNamespaces: "one, two",
 			contract.AnnotationProxyWithoutClass: "false", contract.AnnotationProxyFieldManager: "metalgate-proxy.one"}
 		if mut != nil {
 			mut(m)
@@ -185,12 +187,12 @@ func TestCandidateFromService(t *testing.T) {
 	}{
 		{name: "no announcement", svc: svc(nil), ok: false},
 		{name: "namespaced, addresses sorted", svc: svc(good(nil), "100.64.0.9", "100.64.0.1"), ok: true, want: Candidate{
-			Service: types.NamespacedName{Namespace: "one", Name: "metalgate-proxy"}, Created: t0, Controller: table.ControllerName,
+			Service: types.NamespacedName{Namespace: "one", Name: "metalgate-proxy"}, Created: t0, Controller: proxyingress.ControllerName,
 			Namespaces: []string{"one", "two"}, FieldManager: "metalgate-proxy.one", Addresses: []string{"100.64.0.1", "100.64.0.9"}}},
 		{name: "cluster-wide, without class", svc: svc(good(func(m map[string]string) {
 			m[contract.AnnotationProxyWatchNamespaces], m[contract.AnnotationProxyWithoutClass] = "*", "true"
 		})), ok: true, want: Candidate{
-			Service: types.NamespacedName{Namespace: "one", Name: "metalgate-proxy"}, Created: t0, Controller: table.ControllerName,
+			Service: types.NamespacedName{Namespace: "one", Name: "metalgate-proxy"}, Created: t0, Controller: proxyingress.ControllerName,
 			WithoutClass: true, FieldManager: "metalgate-proxy.one"}},
 		{name: "empty controller", svc: svc(good(func(m map[string]string) { m[contract.AnnotationProxyController] = "" })),
 			wantErr: `proxy announcement on Service one/metalgate-proxy: annotation metalgate.io/proxy-controller="": empty; want the IngressClass controller the proxy serves`},
@@ -221,7 +223,7 @@ func TestCandidateFromService(t *testing.T) {
 		})
 	}
 	// What a proxy announces reads back as itself.
-	o := Options{Controller: table.ControllerName, WatchNamespaces: []string{"one"}, FieldManager: "metalgate-proxy.one"}
+	o := Options{Controller: proxyingress.ControllerName, WatchNamespaces: []string{"one"}, FieldManager: "metalgate-proxy.one"}
 	lbls, ann := o.announcement()
 	s := svc(ann)
 	s.Labels = lbls

@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metalgate/metalgate/api/contract"
+	"github.com/metalgate/metalgate/proxy/gatewayapi"
+	"github.com/metalgate/metalgate/proxy/ingress"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -69,7 +71,7 @@ type builder struct {
 	mu        sync.Mutex
 	pending   time.Time // first unapplied event
 	built     chan struct{}
-	snapshots chan table.Input // to the status publisher (latest only)
+	snapshots chan ingress.Input // to the status publisher (latest only)
 	reported  map[types.NamespacedName]string
 	// certProblems is the last logged set of a Gateway's HTTPS listeners without a
 	// certificate (reportGateway).
@@ -214,13 +216,27 @@ func (b *builder) rebuild(ctx context.Context, log logr.Logger) {
 		return
 	}
 	b.last = nil // until this build is swapped in: a failure leaves the next change the full path
-	in, err := b.snapshot(ctx)
-	if err != nil {
-		log.Error(err, "snapshot for table build failed")
-		return
+	var in ingress.Input
+	var t *table.Table
+	var problems []table.Problem
+	if b.opts.Gateway.Name != "" {
+		gin, err := b.gatewaySnapshot(ctx)
+		if err != nil {
+			log.Error(err, "snapshot for table build failed")
+			return
+		}
+		b.recordArbitrated(ctx, gin.Services, gin.Slices)
+		res := gatewayapi.Translate(gin)
+		t, problems = res.Table, res.Problems
+	} else {
+		var err error
+		if in, err = b.snapshot(ctx); err != nil {
+			log.Error(err, "snapshot for table build failed")
+			return
+		}
+		b.recordArbitrated(ctx, in.Services, in.Slices)
+		t, problems = ingress.Build(b.routed(ctx, in))
 	}
-	b.recordArbitrated(ctx, in)
-	t, problems := table.Build(b.routed(ctx, in))
 	b.opts.Swap(t)
 	b.last = t
 	done := time.Now()
@@ -248,7 +264,7 @@ func (b *builder) rebuild(ctx context.Context, log logr.Logger) {
 // Ingresses this proxy leaves to another writer by arbitration or annotation (the status
 // publisher, leader only, decides the same way from the same cache). Without a known own
 // Service this proxy has no address and loses to any proxy that has one.
-func (b *builder) routed(ctx context.Context, in table.Input) table.Input {
+func (b *builder) routed(ctx context.Context, in ingress.Input) ingress.Input {
 	if !b.opts.YieldTraffic || b.arb == nil {
 		return in
 	}
@@ -285,10 +301,10 @@ func (b *builder) routed(ctx context.Context, in table.Input) table.Input {
 }
 
 // report turns build problems into Warning events, once per Ingress per distinct set.
-func (b *builder) report(in table.Input, problems []table.Problem) {
+func (b *builder) report(in ingress.Input, problems []table.Problem) {
 	byIng := map[types.NamespacedName][]table.Problem{}
 	for _, p := range problems {
-		byIng[p.Ingress] = append(byIng[p.Ingress], p)
+		byIng[p.Object.NamespacedName] = append(byIng[p.Object.NamespacedName], p)
 	}
 	objs := map[types.NamespacedName]*networkingv1.Ingress{}
 	for _, ing := range in.Ingresses {
@@ -335,12 +351,10 @@ func (b *builder) leading() bool {
 	}
 }
 
-// snapshot lists every watched kind from the cache without copying (Build only reads).
-func (b *builder) snapshot(ctx context.Context) (table.Input, error) {
-	if b.opts.Gateway.Name != "" {
-		return b.gatewaySnapshot(ctx)
-	}
-	in := table.Input{Controller: b.opts.Controller, WatchDefaultClass: b.opts.WatchDefaultClass, AllowUnmanagedSlices: b.opts.AllowUnmanagedSlices,
+// snapshot lists every watched kind of an Ingress proxy from the cache without copying
+// (Build only reads).
+func (b *builder) snapshot(ctx context.Context) (ingress.Input, error) {
+	in := ingress.Input{Controller: b.opts.Controller, WatchDefaultClass: b.opts.WatchDefaultClass, AllowUnmanagedSlices: b.opts.AllowUnmanagedSlices,
 		NginxAnnotations: b.opts.NginxAnnotations, SSLPassthrough: b.opts.SSLPassthrough}
 	nocopy := client.UnsafeDisableDeepCopy
 	watchNS := map[string]bool{}
@@ -365,38 +379,40 @@ func (b *builder) snapshot(ctx context.Context) (table.Input, error) {
 	for i := range classes.Items {
 		in.Classes = append(in.Classes, &classes.Items[i])
 	}
-	if err := b.listShared(ctx, &in); err != nil {
-		return in, err
-	}
-	return in, nil
+	var err error
+	in.Services, in.Slices, in.Secrets, err = b.listShared(ctx)
+	return in, err
 }
 
-// listShared fills in.Services, in.Slices and in.Secrets from the cache without copying: what
-// both an Ingress table and a Gateway table read (backends, and certificates).
-func (b *builder) listShared(ctx context.Context, in *table.Input) error {
+// listShared lists the Services, EndpointSlices and Secrets from the cache without copying:
+// what both an Ingress table and a Gateway table read (backends, and certificates).
+func (b *builder) listShared(ctx context.Context) ([]*corev1.Service, []*discoveryv1.EndpointSlice, []*corev1.Secret, error) {
 	nocopy := client.UnsafeDisableDeepCopy
 	var svcs corev1.ServiceList
 	if err := b.cache.List(ctx, &svcs, nocopy); err != nil {
-		return fmt.Errorf("list Services: %w", err)
+		return nil, nil, nil, fmt.Errorf("list Services: %w", err)
 	}
+	services := make([]*corev1.Service, len(svcs.Items))
 	for i := range svcs.Items {
-		in.Services = append(in.Services, &svcs.Items[i])
+		services[i] = &svcs.Items[i]
 	}
-	var slices discoveryv1.EndpointSliceList
-	if err := b.cache.List(ctx, &slices, nocopy); err != nil {
-		return fmt.Errorf("list EndpointSlices: %w", err)
+	var sl discoveryv1.EndpointSliceList
+	if err := b.cache.List(ctx, &sl, nocopy); err != nil {
+		return nil, nil, nil, fmt.Errorf("list EndpointSlices: %w", err)
 	}
-	for i := range slices.Items {
-		in.Slices = append(in.Slices, &slices.Items[i])
+	slices := make([]*discoveryv1.EndpointSlice, len(sl.Items))
+	for i := range sl.Items {
+		slices[i] = &sl.Items[i]
 	}
-	var secrets corev1.SecretList
-	if err := b.cache.List(ctx, &secrets, nocopy); err != nil {
-		return fmt.Errorf("list Secrets: %w", err)
+	var secs corev1.SecretList
+	if err := b.cache.List(ctx, &secs, nocopy); err != nil {
+		return nil, nil, nil, fmt.Errorf("list Secrets: %w", err)
 	}
-	for i := range secrets.Items {
-		in.Secrets = append(in.Secrets, &secrets.Items[i])
+	secrets := make([]*corev1.Secret, len(secs.Items))
+	for i := range secs.Items {
+		secrets[i] = &secs.Items[i]
 	}
-	return nil
+	return services, slices, secrets, nil
 }
 
 // prober lists one object of each kind from the API server every ProbeInterval, so a dead

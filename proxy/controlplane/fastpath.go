@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -149,23 +150,23 @@ func (b *builder) serviceSlices(ctx context.Context, services map[types.Namespac
 // reads — this proxy's own publish Service and every announced proxy's (CandidateFromService:
 // the candidates the arbiter makes, without touching its presence state) — and which of them
 // have a ready endpoint.
-func (b *builder) recordArbitrated(ctx context.Context, in table.Input) {
+func (b *builder) recordArbitrated(ctx context.Context, services []*corev1.Service, slices []*discoveryv1.EndpointSlice) {
 	b.arbitrated, b.readyArbitrated = nil, nil
 	if b.arb == nil {
 		return
 	}
-	own, _ := b.arb.self.resolve(ctx, in.Services) // unknown: only the announced ones
+	own, _ := b.arb.self.resolve(ctx, services) // unknown: only the announced ones
 	b.arbitrated = map[types.NamespacedName]bool{}
 	if own.Name != "" {
 		b.arbitrated[own] = true
 	}
-	for _, svc := range in.Services {
+	for _, svc := range services {
 		if _, ok, _ := CandidateFromService(svc); ok {
 			b.arbitrated[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = true
 		}
 	}
 	b.readyArbitrated = map[types.NamespacedName]bool{}
-	for _, s := range in.Slices {
+	for _, s := range slices {
 		id := types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[discoveryv1.LabelServiceName]}
 		if !b.arbitrated[id] || b.readyArbitrated[id] {
 			continue

@@ -16,6 +16,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
+	"github.com/metalgate/metalgate/proxy/gatewayapi"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -79,10 +80,10 @@ func (o *Options) checkGRPCRoute(m meta.RESTMapper) error {
 
 // gatewaySnapshot is snapshot for a Gateway proxy: its Gateway (nil while it does not exist:
 // the table then routes nothing), every HTTPRoute, GRPCRoute (unless not served),
-// ReferenceGrant, Namespace, Service and EndpointSlice; table.Build keeps the routes whose
+// ReferenceGrant, Namespace, Service and EndpointSlice; gatewayapi.Translate keeps the routes whose
 // parentRefs name the Gateway.
-func (b *builder) gatewaySnapshot(ctx context.Context) (table.Input, error) {
-	in := table.Input{AllowUnmanagedSlices: b.opts.AllowUnmanagedSlices}
+func (b *builder) gatewaySnapshot(ctx context.Context) (gatewayapi.Input, error) {
+	in := gatewayapi.Input{AllowUnmanagedSlices: b.opts.AllowUnmanagedSlices}
 	nocopy := client.UnsafeDisableDeepCopy
 	gw := &gatewayv1.Gateway{}
 	switch err := b.cache.Get(ctx, b.opts.Gateway, gw); {
@@ -122,10 +123,9 @@ func (b *builder) gatewaySnapshot(ctx context.Context) (table.Input, error) {
 	for i := range nss.Items {
 		in.Namespaces = append(in.Namespaces, &nss.Items[i])
 	}
-	if err := b.listShared(ctx, &in); err != nil {
-		return in, err
-	}
-	return in, nil
+	var err error
+	in.Services, in.Slices, in.Secrets, err = b.listShared(ctx)
+	return in, err
 }
 
 // reportGateway logs, when they change, the HTTPS listeners of a Gateway table that have no

@@ -7,18 +7,19 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/metalgate/metalgate/proxy/ingress"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // Options configure the control plane. The zero value works except for Swap; each field says
 // its default.
 type Options struct {
-	// Controller is the IngressClass spec.controller served. Default table.ControllerName.
+	// Controller is the IngressClass spec.controller served. Default ingress.ControllerName.
 	Controller string
 	// Gateway, when set, makes this the proxy of that one Gateway (`metalgate proxy
 	// --gateway`): it watches the Gateway, HTTPRoutes, GRPCRoutes (when the API server
 	// serves them), ReferenceGrants, Namespaces, Services and EndpointSlices, builds the
-	// table with table.Input.Gateway, and reads no Ingress and writes no status. Excludes
+	// table with gatewayapi.Input.Gateway, and reads no Ingress and writes no status. Excludes
 	// WatchNamespaces.
 	Gateway types.NamespacedName
 	// noGRPCRoute is set by Setup when the API server does not serve GRPCRoute
@@ -32,12 +33,12 @@ type Options struct {
 	WatchDefaultClass bool
 	// AllowUnmanagedSlices also routes to EndpointSlices that the endpoint-slice controller
 	// does not manage (hand-written, or mirrored from hand-written Endpoints); see
-	// table.Input.AllowUnmanagedSlices. Default false: their endpoints are refused.
+	// table.Sources.AllowUnmanagedSlices. Default false: their endpoints are refused.
 	AllowUnmanagedSlices bool
 	// NginxAnnotations also reads the nginx.ingress.kubernetes.io/ forms of the annotations
-	// and reports the nginx annotations metalgate does not support; table.Input's.
+	// and reports the nginx annotations metalgate does not support; ingress.Input's.
 	NginxAnnotations bool
-	// SSLPassthrough honours the ssl-passthrough annotation; table.Input's.
+	// SSLPassthrough honours the ssl-passthrough annotation; ingress.Input's.
 	SSLPassthrough bool
 
 	// PublishService is the Service whose load-balancer addresses go into Ingress status.
@@ -97,7 +98,7 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.Controller == "" {
-		o.Controller = table.ControllerName
+		o.Controller = ingress.ControllerName
 	}
 	if o.FieldManager == "" {
 		o.FieldManager = "metalgate-proxy"

@@ -11,9 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-
-	"github.com/metalgate/metalgate/proxy/table"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/metalgate/metalgate/proxy/ingress"
 )
 
 // RBAC of the proxy. With --watch-namespace the namespaced rules can be a Role in each
@@ -40,7 +40,7 @@ import (
 type ControlPlane struct {
 	opts      Options
 	fresh     *Freshness
-	snapshots chan table.Input
+	snapshots chan ingress.Input
 	builder   *builder
 }
 
@@ -57,7 +57,7 @@ func New(opts Options) (*ControlPlane, error) {
 	for i, w := range opts.kinds() {
 		kinds[i] = w.kind
 	}
-	cp := &ControlPlane{opts: opts, fresh: NewFreshness(opts.StaleAfter, kinds...), snapshots: make(chan table.Input, 1)}
+	cp := &ControlPlane{opts: opts, fresh: NewFreshness(opts.StaleAfter, kinds...), snapshots: make(chan ingress.Input, 1)}
 	if opts.Metrics != nil {
 		opts.Metrics.freshness = cp.fresh
 	}

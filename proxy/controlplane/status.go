@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metalgate/metalgate/api/contract"
-	"github.com/metalgate/metalgate/proxy/table"
+	"github.com/metalgate/metalgate/proxy/ingress"
 )
 
 // Why a proxy leaves an owned Ingress's status to another writer (label reason of
@@ -63,7 +63,7 @@ type publisher struct {
 	client    client.Client // reads from the cache, writes to the API server
 	reader    client.Reader // the API server: own Pod, live Services before a takeover
 	arb       *arbiter
-	snapshots chan table.Input
+	snapshots chan ingress.Input
 	kick      chan struct{}
 	states    map[types.NamespacedName]*statusState
 	lastWhy   string
@@ -102,7 +102,7 @@ func (p *publisher) NeedLeaderElection() bool { return true }
 
 func (p *publisher) Start(ctx context.Context) error {
 	log := p.opts.Logger.WithName("status")
-	var in table.Input
+	var in ingress.Input
 	tick := time.NewTicker(p.opts.ResyncStatus)
 	defer tick.Stop()
 	var retry <-chan time.Time
@@ -128,7 +128,7 @@ func (p *publisher) Start(ctx context.Context) error {
 
 // syncRound is what one sync knows for every Ingress it looks at.
 type syncRound struct {
-	in    table.Input
+	in    ingress.Input
 	ownID types.NamespacedName
 	addrs []networkingv1.IngressLoadBalancerIngress // the own Service's addresses
 	why   string                                    // why there are none to publish ("" when there are)
@@ -151,7 +151,7 @@ func (r *syncRound) wake(t time.Time) {
 
 // sync brings every Ingress's status in line; it returns when it next needs to run for a
 // backoff or a quiet time to expire (zero: no need).
-func (p *publisher) sync(ctx context.Context, log logr.Logger, in table.Input) time.Time {
+func (p *publisher) sync(ctx context.Context, log logr.Logger, in ingress.Input) time.Time {
 	r := p.startRound(ctx, log, in)
 	seen := map[types.NamespacedName]bool{}
 	for _, ing := range in.Ingresses {
@@ -170,7 +170,7 @@ func (p *publisher) sync(ctx context.Context, log logr.Logger, in table.Input) t
 
 // startRound reads the own Service (reporting when it has no address to publish), announces
 // this proxy on it, and works out the arbitration candidates and the classes of the round.
-func (p *publisher) startRound(ctx context.Context, log logr.Logger, in table.Input) *syncRound {
+func (p *publisher) startRound(ctx context.Context, log logr.Logger, in ingress.Input) *syncRound {
 	r := &syncRound{in: in}
 	var ownSvc *corev1.Service
 	r.ownID, ownSvc, r.addrs, r.why = p.ownService(ctx, in)
@@ -195,7 +195,7 @@ func (p *publisher) startRound(ctx context.Context, log logr.Logger, in table.In
 			r.self = c
 		}
 	}
-	r.ours, r.defaultIsOurs = table.Classes(in.Classes, p.opts.Controller)
+	r.ours, r.defaultIsOurs = ingress.Classes(in.Classes, p.opts.Controller)
 	r.classes = map[string]*networkingv1.IngressClass{}
 	for _, c := range in.Classes {
 		r.classes[c.Name] = c
@@ -222,7 +222,7 @@ func (p *publisher) syncIngress(ctx context.Context, log logr.Logger, r *syncRou
 	st.basedOn = ""
 	cur := ing.Status.LoadBalancer.Ingress
 	mine := p.ownsStatus(ing)
-	if !table.Owns(ing, r.ours, r.defaultIsOurs, p.opts.WatchDefaultClass) {
+	if !ingress.Owns(ing, r.ours, r.defaultIsOurs, p.opts.WatchDefaultClass) {
 		if mine && len(cur) > 0 {
 			p.write(ctx, log, ing, nil, "cleared")
 		}
@@ -403,7 +403,7 @@ func (p *publisher) countYielded() {
 // decides on the Services of the Ingress's namespace as the API server has them now (our
 // other candidates stay as cached): the publisher asks so before it replaces a value another
 // writer put there, since the proxy that wrote it may be newer than our cache.
-func (p *publisher) loses(ctx context.Context, log logr.Logger, in table.Input, cands []Candidate, self Candidate, ing *networkingv1.Ingress, live bool) (Candidate, bool) {
+func (p *publisher) loses(ctx context.Context, log logr.Logger, in ingress.Input, cands []Candidate, self Candidate, ing *networkingv1.Ingress, live bool) (Candidate, bool) {
 	s := p.arb.subject(ing)
 	if live {
 		var list corev1.ServiceList
@@ -636,7 +636,7 @@ var errNoOwnPod = errors.New("POD_NAME and POD_NAMESPACE are not set and no --pu
 
 // ownService returns the proxy's own Service and its load-balancer addresses, or why there
 // are none (the Service may still be returned: it exists without an address).
-func (p *publisher) ownService(ctx context.Context, in table.Input) (types.NamespacedName, *corev1.Service, []networkingv1.IngressLoadBalancerIngress, string) {
+func (p *publisher) ownService(ctx context.Context, in ingress.Input) (types.NamespacedName, *corev1.Service, []networkingv1.IngressLoadBalancerIngress, string) {
 	id, err := p.arb.self.resolve(ctx, in.Services)
 	if err != nil {
 		return id, nil, nil, err.Error()

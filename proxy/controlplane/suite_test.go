@@ -35,6 +35,7 @@ import (
 	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/proxy/controlplane"
 	"github.com/metalgate/metalgate/proxy/dataplane"
+	proxyingress "github.com/metalgate/metalgate/proxy/ingress"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -55,7 +56,7 @@ func TestMain(m *testing.M) {
 	_ = gatewayv1beta1.Install(scheme)
 	os.Exit(testenv.Main(m, testenv.Options{CRDs: []string{testenv.GatewayCRDs}, Scheme: scheme}, func(e *testenv.Env) error {
 		kube, cfg, k8sClient = e, e.Config, e.Client
-		class := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "metalgate"}, Spec: networkingv1.IngressClassSpec{Controller: table.ControllerName}}
+		class := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "metalgate"}, Spec: networkingv1.IngressClassSpec{Controller: proxyingress.ControllerName}}
 		other := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "other"}, Spec: networkingv1.IngressClassSpec{Controller: "example.com/other"}}
 		for _, c := range []client.Object{class, other} {
 			if err := k8sClient.Create(context.Background(), c); err != nil {

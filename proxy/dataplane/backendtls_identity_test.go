@@ -12,12 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/metalgate/metalgate/proxy/table"
+	"github.com/metalgate/metalgate/proxy/ingress"
 )
 
 // inNamespace moves route i of a tableInput (its Ingress, Service and EndpointSlices, all
 // named r<i>) to namespace ns.
-func inNamespace(in *table.Input, i int, ns string) {
+func inNamespace(in *ingress.Input, i int, ns string) {
 	name := "r" + string(rune('0'+i))
 	for _, ing := range in.Ingresses {
 		if ing.Name == name {
@@ -137,7 +137,7 @@ func TestBackendTLSIdentity(t *testing.T) {
 						inNamespace(&in, 1, "other")
 						in.Secrets = append(in.Secrets, nsSecret("other", "ca", caData))
 					}
-					tab, problems := table.Build(in)
+					tab, problems := ingress.Build(in)
 					if len(problems) > 0 {
 						t.Fatalf("build: %v", problems)
 					}
@@ -217,7 +217,7 @@ func TestBackendTLSIdentitySharedEndpoint(t *testing.T) {
 				in := tableInput(route{host: "a.test", path: "/", annotations: tc.ann, endpoints: addrs},
 					route{host: "b.test", path: "/", annotations: tc.ann, endpoints: addrs})
 				inNamespace(&in, 1, "other")
-				tab, problems := table.Build(in)
+				tab, problems := ingress.Build(in)
 				if len(problems) > 0 {
 					t.Fatalf("build: %v", problems)
 				}

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/metalgate/metalgate/internal/testenv"
-	"github.com/metalgate/metalgate/proxy/table"
+	"github.com/metalgate/metalgate/proxy/ingress"
 )
 
 // TestMaxConnectionsPerProxiedClient: behind a load balancer that speaks the PROXY protocol,
@@ -123,7 +123,7 @@ func TestRateLimitNamespaces(t *testing.T) {
 		route{host: "b.test", path: "/", endpoints: []string{hostport(be)}, annotations: limit},
 	)
 	moveToNamespace(in, "r1", "b")
-	tab, problems := table.Build(in)
+	tab, problems := ingress.Build(in)
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
@@ -159,7 +159,7 @@ func TestRateLimitNamespaces(t *testing.T) {
 
 // moveToNamespace moves the Ingress named name, its Service and its EndpointSlices to
 // namespace ns.
-func moveToNamespace(in table.Input, name, ns string) {
+func moveToNamespace(in ingress.Input, name, ns string) {
 	for _, o := range in.Ingresses {
 		if o.Name == name {
 			o.Namespace = ns

@@ -9,7 +9,7 @@ import (
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
-// Gateway API's CORS filter (table.CORS with Gateway set; proxy/table/cors_gateway.go states
+// Gateway API's CORS filter (table.CORS with Gateway set; proxy/table/cors.go states
 // the semantics): the preflight answer, and the headers of the responses the route forwards.
 // ingress-nginx's flavour is corsHeaders (policy.go).
 

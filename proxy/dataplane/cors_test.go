@@ -10,11 +10,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/metalgate/metalgate/proxy/gatewayapi"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // corsGatewayTable is a Gateway table for infra/gw, one HTTP listener on addr's port, whose
-// HTTPRoutes carry CORS filters (compiled by table.Build, as the proxy does):
+// HTTPRoutes carry CORS filters (compiled by gatewayapi.Translate, as the proxy does):
 //
 //	/cors-1           the conformance route: origins https://www.foo.com and https://*.bar.com,
 //	                  methods GET, OPTIONS, headers x-header-1, x-header-2, expose x-header-3,
@@ -27,7 +28,7 @@ import (
 // Backend "loud" answers with its own Access-Control-* headers (origin "*" with credentials).
 func corsGatewayTable(t *testing.T, addr string, backends map[string]string) *table.Table {
 	t.Helper()
-	in := table.Input{Gateway: listenerGateway(t, addr), AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true}
+	in := gatewayapi.Input{Gateway: listenerGateway(t, addr), AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true}
 	yes := true
 	star := []gatewayv1.HTTPHeaderName{"*"}
 	route := func(name, prefix, svc string, cors *gatewayv1.HTTPCORSFilter) {
@@ -54,7 +55,8 @@ func corsGatewayTable(t *testing.T, addr string, backends map[string]string) *ta
 	route("loud", "/cors-loud", "loud", &gatewayv1.HTTPCORSFilter{AllowOrigins: []gatewayv1.CORSOrigin{"https://app.example"}})
 	route("plain", "/plain", "loud", nil)
 	addBackends(t, &in, backends, "infra")
-	tab, problems := table.Build(in)
+	res := gatewayapi.Translate(in)
+	tab, problems := res.Table, res.Problems
 	if len(problems) > 0 {
 		t.Fatalf("build gateway table: %v", problems)
 	}

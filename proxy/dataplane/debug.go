@@ -107,7 +107,9 @@ func notServed(t *table.Table, kind string, id types.NamespacedName) string {
 // endpoint state; a weighted split is two routes, each with its share.
 func backendsOf(rt *router, kind string, id types.NamespacedName, now time.Time) contract.Backends {
 	out := contract.Backends{Routes: []contract.BackendRoute{}}
-	of := func(r *table.Route) bool { return r.Ingress == id }
+	of := func(r *table.Route) bool {
+		return r.Source == table.SourceRef{Kind: table.KindIngress, NamespacedName: id}
+	}
 	switch kind {
 	case table.KindHTTPRoute, table.KindGRPCRoute:
 		if kind == table.KindHTTPRoute {
@@ -115,7 +117,7 @@ func backendsOf(rt *router, kind string, id types.NamespacedName, now time.Time)
 		} else {
 			out.GRPCRoute = id.String()
 		}
-		of = func(r *table.Route) bool { return r.RouteKind == kind && r.HTTPRoute == id }
+		of = func(r *table.Route) bool { return r.Source == table.SourceRef{Kind: kind, NamespacedName: id} }
 	default:
 		out.Ingress = id.String()
 	}

@@ -22,6 +22,8 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/metalgate/metalgate/api/contract"
+	"github.com/metalgate/metalgate/proxy/gatewayapi"
+	proxyingress "github.com/metalgate/metalgate/proxy/ingress"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -29,7 +31,7 @@ import (
 // to Service web (one ready endpoint that blocks, one not ready, one terminating) and
 // a.test/api (Exact) to Service api (one ready endpoint where nothing listens); shop/other
 // routes b.test to web too; other/foreign is of another controller's class.
-func debugInput(blocking, closed string) table.Input {
+func debugInput(blocking, closed string) proxyingress.Input {
 	bp := func(b bool) *bool { return &b }
 	pt := func(p networkingv1.PathType) *networkingv1.PathType { return &p }
 	class := func(c string) *string { return &c }
@@ -59,9 +61,9 @@ func debugInput(blocking, closed string) table.Input {
 	}
 	bh, bport, _ := net.SplitHostPort(blocking)
 	ch, cport, _ := net.SplitHostPort(closed)
-	return table.Input{AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true,
+	return proxyingress.Input{AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true,
 		Classes: []*networkingv1.IngressClass{
-			{ObjectMeta: metav1.ObjectMeta{Name: "mg"}, Spec: networkingv1.IngressClassSpec{Controller: table.ControllerName}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "mg"}, Spec: networkingv1.IngressClassSpec{Controller: proxyingress.ControllerName}},
 			{ObjectMeta: metav1.ObjectMeta{Name: "nginx"}, Spec: networkingv1.IngressClassSpec{Controller: "k8s.io/ingress-nginx"}},
 		},
 		Ingresses: []*networkingv1.Ingress{
@@ -111,7 +113,7 @@ func TestDebugBackends(t *testing.T) {
 		t.Errorf("before the first table: %d %q, want 503", code, body)
 	}
 
-	tab, problems := table.Build(debugInput(blocking.Listener.Addr().String(), closed))
+	tab, problems := proxyingress.Build(debugInput(blocking.Listener.Addr().String(), closed))
 	for _, p := range problems {
 		if p.Reason != table.ReasonRefusedEndpoint { // the link-local address, refused on purpose
 			t.Fatalf("build: %v", p)
@@ -274,7 +276,7 @@ func TestDebugBackendsHTTPRoute(t *testing.T) {
 	}
 
 	// A weighted split, 3:1, whose second backendRef names no Service.
-	in := table.Input{Gateway: &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "gw"},
+	in := gatewayapi.Input{Gateway: &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "gw"},
 		Spec: gatewayv1.GatewaySpec{GatewayClassName: "metalgate", Listeners: []gatewayv1.Listener{{Name: "main", Port: 8080, Protocol: gatewayv1.HTTPProtocolType}}}},
 		AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true,
 		Namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "infra"}}}}
@@ -291,7 +293,8 @@ func TestDebugBackendsHTTPRoute(t *testing.T) {
 	in.Slices = []*discoveryv1.EndpointSlice{{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "api-1", Labels: map[string]string{discoveryv1.LabelServiceName: "api"}},
 		AddressType: discoveryv1.AddressTypeIPv4, Ports: []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(pn))}},
 		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{h}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}}}}
-	tab, _ := table.Build(in) // the unresolved ref is a problem on purpose
+	res := gatewayapi.Translate(in)
+	tab, _ := res.Table, res.Problems // the unresolved ref is a problem on purpose
 	d.Swap(tab)
 	wantSplit := contract.Backends{HTTPRoute: "infra/split", Generation: 2, Routes: []contract.BackendRoute{
 		{Path: "/", PathType: "Prefix", Service: "infra/api", Port: "80", Protocol: "http", Balance: "round-robin", Weight: 75, Endpoints: ready},

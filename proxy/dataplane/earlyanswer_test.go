@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metalgate/metalgate/proxy/table"
+	"github.com/metalgate/metalgate/proxy/ingress"
 )
 
 // TestBodyReadAfterTheAnswer: a backend that answers before it reads the request body (a
@@ -41,7 +41,7 @@ func TestBodyReadAfterTheAnswer(t *testing.T) {
 		opts.H2C = true
 		opts.ClientBodyTimeout = 5 * time.Second
 		tab := buildTable(t,
-			route{host: "h2c.test", path: "/", endpoints: []string{hostport(h2c)}, annotations: map[string]string{table.AnnotationBackendProtocol: "h2c"}},
+			route{host: "h2c.test", path: "/", endpoints: []string{hostport(h2c)}, annotations: map[string]string{ingress.AnnotationBackendProtocol: "h2c"}},
 		)
 		_, addr, _ := startProxy(t, opts, tab)
 		tr := &http.Transport{Protocols: &h2}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/metalgate/metalgate/proxy/gatewayapi"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -29,7 +30,7 @@ func gatewayTable(t *testing.T, port, otherPort int32, backends map[string]strin
 			{Name: "other", Port: otherPort, Protocol: gatewayv1.HTTPProtocolType,
 				AllowedRoutes: &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: &all}}},
 		}}}
-	in := table.Input{Gateway: gw, AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true}
+	in := gatewayapi.Input{Gateway: gw, AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true}
 	route := func(ns, name, section, prefix, svc string, headers ...gatewayv1.HTTPHeaderMatch) {
 		m := gatewayv1.HTTPRouteMatch{Path: &gatewayv1.HTTPPathMatch{Type: ptr(gatewayv1.PathMatchPathPrefix), Value: ptr(prefix)}, Headers: headers}
 		in.HTTPRoutes = append(in.HTTPRoutes, &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -45,7 +46,8 @@ func gatewayTable(t *testing.T, port, otherPort int32, backends map[string]strin
 	route("other", "steal", "main", "/", "api")
 	route("infra", "elsewhere", "other", "/else", "api")
 	addBackends(t, &in, backends, "infra", "other")
-	tab, problems := table.Build(in)
+	res := gatewayapi.Translate(in)
+	tab, problems := res.Table, res.Problems
 	if len(problems) > 0 {
 		t.Fatalf("build gateway table: %v", problems)
 	}
@@ -75,7 +77,7 @@ func listenerGateway(t *testing.T, addr string) *gatewayv1.Gateway {
 
 // addBackends adds to in each namespace and, in each, a Service per backend (port 80) whose
 // one ready endpoint is the backend's address.
-func addBackends(t *testing.T, in *table.Input, backends map[string]string, namespaces ...string) {
+func addBackends(t *testing.T, in *gatewayapi.Input, backends map[string]string, namespaces ...string) {
 	t.Helper()
 	for _, ns := range namespaces {
 		in.Namespaces = append(in.Namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/metalgate/metalgate/proxy/gatewayapi"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -20,7 +21,8 @@ import (
 // and b.example (Secret b), and one HTTPRoute for both hosts to backend api at apiAddr.
 func gatewayTLSTable(t *testing.T, ca *testCA, port int32, apiAddr string) *table.Table {
 	t.Helper()
-	tab, problems := table.Build(gatewayTLSInput(t, ca, port, apiAddr))
+	res := gatewayapi.Translate(gatewayTLSInput(t, ca, port, apiAddr))
+	tab, problems := res.Table, res.Problems
 	if len(problems) > 0 || len(tab.Gateway.CertificateProblems) > 0 {
 		t.Fatalf("build: %v %v", problems, tab.Gateway.CertificateProblems)
 	}
@@ -28,11 +30,11 @@ func gatewayTLSTable(t *testing.T, ca *testCA, port int32, apiAddr string) *tabl
 }
 
 // gatewayTLSInput is the input of gatewayTLSTable.
-func gatewayTLSInput(t *testing.T, ca *testCA, port int32, apiAddr string) table.Input {
+func gatewayTLSInput(t *testing.T, ca *testCA, port int32, apiAddr string) gatewayapi.Input {
 	t.Helper()
 	gw := &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "gw"},
 		Spec: gatewayv1.GatewaySpec{GatewayClassName: "metalgate"}}
-	in := table.Input{Gateway: gw, AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true}
+	in := gatewayapi.Input{Gateway: gw, AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true}
 	for _, h := range []string{"a", "b"} {
 		gw.Spec.Listeners = append(gw.Spec.Listeners, gatewayv1.Listener{Name: gatewayv1.SectionName(h), Port: port,
 			Protocol: gatewayv1.HTTPSProtocolType, Hostname: ptr(gatewayv1.Hostname(h + ".example")),

@@ -23,7 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/metalgate/metalgate/proxy/table"
+	"github.com/metalgate/metalgate/proxy/gatewayapi"
+	"github.com/metalgate/metalgate/proxy/ingress"
 )
 
 // TestGRPC: a real gRPC client (h2c to the proxy) and server (h2c from the proxy, by the
@@ -41,7 +42,7 @@ func TestGRPC(t *testing.T) {
 	defer srv.Stop()
 
 	tab := buildTable(t, route{host: "grpc.test", path: "/", endpoints: []string{ln.Addr().String()},
-		annotations: map[string]string{table.AnnotationBackendProtocol: "grpc"}})
+		annotations: map[string]string{ingress.AnnotationBackendProtocol: "grpc"}})
 	_, addr, _ := startProxy(t, Options{H2C: true}, tab)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority("grpc.test"))
 	if err != nil {
@@ -95,7 +96,7 @@ func TestGatewayGRPCRoute(t *testing.T) {
 				Name: gatewayv1.ObjectName(svc), Port: ptr(gatewayv1.PortNumber(80))}}}}
 		}
 		check := &gatewayv1.GRPCMethodMatch{Service: ptr("grpc.health.v1.Health"), Method: ptr("Check")}
-		in := table.Input{Gateway: gw, AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true, GRPCRoutes: []*gatewayv1.GRPCRoute{{
+		in := gatewayapi.Input{Gateway: gw, AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true, GRPCRoutes: []*gatewayv1.GRPCRoute{{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "health"},
 			Spec: gatewayv1.GRPCRouteSpec{
 				CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Namespace: ptr(gatewayv1.Namespace("infra")), Name: "gw"}}},
@@ -105,7 +106,8 @@ func TestGatewayGRPCRoute(t *testing.T) {
 					{Matches: []gatewayv1.GRPCRouteMatch{{Method: &gatewayv1.GRPCMethodMatch{Service: ptr("grpc.health.v1.Health")}}}, BackendRefs: ref("a")},
 				}}}}}
 		addBackends(t, &in, map[string]string{"a": a, "b": b}, "app")
-		tab, problems := table.Build(in)
+		res := gatewayapi.Translate(in)
+		tab, problems := res.Table, res.Problems
 		if len(problems) > 0 {
 			t.Fatalf("build: %v", problems)
 		}
@@ -201,7 +203,8 @@ func TestGatewayGRPCRouteTLS(t *testing.T) {
 				Hostnames:       []gatewayv1.Hostname{"a.example"},
 				Rules: []gatewayv1.GRPCRouteRule{{BackendRefs: []gatewayv1.GRPCBackendRef{{BackendRef: gatewayv1.BackendRef{
 					BackendObjectReference: gatewayv1.BackendObjectReference{Name: "api", Port: ptr(gatewayv1.PortNumber(80))}}}}}}}}}
-		tab, problems := table.Build(in)
+		res := gatewayapi.Translate(in)
+		tab, problems := res.Table, res.Problems
 		if len(problems) > 0 {
 			t.Fatalf("build: %v", problems)
 		}

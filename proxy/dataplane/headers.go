@@ -28,7 +28,7 @@ import (
 //     ssl-client-subject-dn, ssl-client-issuer-dn, in any case, with '-' or '_'): behind
 //     ingress-nginx only the proxy sets them, after it verified a client certificate, so a
 //     backend written for it trusts "ssl-client-verify: SUCCESS". metalgate verifies no client
-//     certificate (an Ingress asking for it is refused, proxy/table catalog), so a client's
+//     certificate (an Ingress asking for it is refused, proxy/ingress catalog), so a client's
 //     own copy is a forgery and never reaches a backend or an authentication service.
 
 // hopByHop are the headers that describe one connection (RFC 9110 §7.6.1, and the ones

@@ -17,6 +17,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/metalgate/metalgate/proxy/ingress"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -82,14 +83,14 @@ func buildTable(t testing.TB, routes ...route) *table.Table {
 // buildTableProblems is buildTable that returns the problems.
 func buildTableProblems(t testing.TB, routes ...route) (*table.Table, []table.Problem) {
 	t.Helper()
-	return table.Build(tableInput(routes...))
+	return ingress.Build(tableInput(routes...))
 }
 
 // tableInput is the input buildTable builds from.
-func tableInput(routes ...route) table.Input {
+func tableInput(routes ...route) ingress.Input {
 	// Test backends are hand-made slices of loopback addresses: both opted in, as in
 	// --static-config.
-	in := table.Input{Classes: []*networkingv1.IngressClass{{ObjectMeta: metav1.ObjectMeta{Name: "mg"}, Spec: networkingv1.IngressClassSpec{Controller: table.ControllerName}}},
+	in := ingress.Input{Classes: []*networkingv1.IngressClass{{ObjectMeta: metav1.ObjectMeta{Name: "mg"}, Spec: networkingv1.IngressClassSpec{Controller: ingress.ControllerName}}},
 		AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true, NginxAnnotations: true}
 	for i, r := range routes {
 		name, ns := fmt.Sprintf("r%d", i), r.namespace

@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/metalgate/metalgate/proxy/table"
+	"github.com/metalgate/metalgate/proxy/ingress"
 )
 
 // TestSSLPassthrough: with --enable-ssl-passthrough, a TLS connection for a passthrough host
@@ -38,7 +38,7 @@ func TestSSLPassthrough(t *testing.T) {
 			route{host: "term.test", path: "/", endpoints: []string{hostport(term)}, tlsSecret: termSecret},
 		)
 		in.SSLPassthrough = true
-		tab, problems := table.Build(in)
+		tab, problems := ingress.Build(in)
 		if len(problems) > 0 {
 			t.Fatalf("problems: %v", problems)
 		}
@@ -101,7 +101,7 @@ func TestSSLPassthrough(t *testing.T) {
 func TestSSLPassthroughNeedsFlag(t *testing.T) {
 	forEachPath(t, func(t *testing.T, opts Options) {
 		be := newTLSBackend(t, func() tls.Certificate { _, _, c := newTestCA(t, "x").issue(t, "pt.test"); return c }(), false, nil)
-		tab, problems := table.Build(tableInput(route{host: "pt.test", path: "/", annotations: map[string]string{"metalgate.io/ssl-passthrough": "true"}, endpoints: []string{be.addr()}}))
+		tab, problems := ingress.Build(tableInput(route{host: "pt.test", path: "/", annotations: map[string]string{"metalgate.io/ssl-passthrough": "true"}, endpoints: []string{be.addr()}}))
 		if len(problems) != 1 || !strings.Contains(problems[0].Message, "--enable-ssl-passthrough") {
 			t.Fatalf("problems %v, want one naming --enable-ssl-passthrough", problems)
 		}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/metalgate/metalgate/internal/testenv"
+	"github.com/metalgate/metalgate/proxy/ingress"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -69,7 +70,7 @@ func TestSwapPatchedTable(t *testing.T) {
 			route{host: "a.test", path: "/", endpoints: []string{old1.addr(), old2.addr()}},
 			route{host: "b.test", path: "/", endpoints: []string{b1.addr(), b2.addr()}},
 		)
-		prev, problems := table.Build(in)
+		prev, problems := ingress.Build(in)
 		if len(problems) > 0 {
 			t.Fatalf("build: %v", problems)
 		}

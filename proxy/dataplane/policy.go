@@ -137,14 +137,10 @@ func (s *Server) answer(w *responseWriter, r *http.Request, route *table.Route, 
 	return false
 }
 
-// limitOwner is the namespace and name of the object that defined route (its Ingress, or
-// its HTTPRoute): rate limits are kept per namespace and per object.
+// limitOwner is the namespace and the source (kind, namespace, name) of the object that
+// defined route: rate limits are kept per namespace and per object.
 func limitOwner(route *table.Route) (ns, name string) {
-	o := route.Ingress
-	if o.Name == "" {
-		o = route.HTTPRoute
-	}
-	return o.Namespace, o.String()
+	return route.Source.Namespace, route.Source.String()
 }
 
 // allowed reports whether ip passes the lists: not in deny, and in allow when allow is set.

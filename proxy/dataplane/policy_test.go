@@ -573,7 +573,7 @@ func TestUnenforceableProtectionRefused(t *testing.T) {
 	warned := map[string]bool{}
 	for _, p := range problems {
 		if strings.Contains(p.Message, "every request is refused (403)") {
-			warned[p.Ingress.Name] = true
+			warned[p.Object.Name] = true
 		}
 	}
 	if want := map[string]bool{"r0": true, "r1": true, "r2": true, "r3": true}; !maps.Equal(warned, want) {

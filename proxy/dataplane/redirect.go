@@ -61,7 +61,7 @@ func redirectHost(r *http.Request, route *table.Route) (string, bool) {
 	case strings.HasPrefix(route.Host, "*."):
 		// An Ingress wildcard covers one label; a Gateway API one, one or more.
 		under, found := strings.CutSuffix(host, route.Host[1:])
-		return host, !literal && found && under != "" && (route.RouteKind != "" || !strings.Contains(under, "."))
+		return host, !literal && found && under != "" && (route.Source.IsGateway() || !strings.Contains(under, "."))
 	default:
 		return route.Host, true // the request's Host matched it
 	}

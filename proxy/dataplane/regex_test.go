@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/metalgate/metalgate/proxy/table"
+	"github.com/metalgate/metalgate/proxy/gatewayapi"
 )
 
 // TestGatewayRegularExpressionPath: an HTTPRoute RegularExpression path through the proxy, on
@@ -18,7 +18,7 @@ func TestGatewayRegularExpressionPath(t *testing.T) {
 		api := echoBackend(t, "api")
 		s, httpAddr, _ := startProxy(t, opts, buildTable(t))
 		gw := listenerGateway(t, httpAddr)
-		in := table.Input{Gateway: gw, AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true, HTTPRoutes: []*gatewayv1.HTTPRoute{{
+		in := gatewayapi.Input{Gateway: gw, AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true, HTTPRoutes: []*gatewayv1.HTTPRoute{{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "re"},
 			Spec: gatewayv1.HTTPRouteSpec{
 				CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Namespace: ptr(gatewayv1.Namespace("infra")), Name: "gw"}}},
@@ -30,7 +30,8 @@ func TestGatewayRegularExpressionPath(t *testing.T) {
 						Name: "api", Port: ptr(gatewayv1.PortNumber(80))}}}},
 				}}}}}}
 		addBackends(t, &in, map[string]string{"api": hostport(api)}, "app", "infra")
-		tab, problems := table.Build(in)
+		res := gatewayapi.Translate(in)
+		tab, problems := res.Table, res.Problems
 		if len(problems) > 0 {
 			t.Fatalf("build: %v", problems)
 		}

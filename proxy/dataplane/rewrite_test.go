@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/metalgate/metalgate/proxy/gatewayapi"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -29,7 +30,7 @@ func uriBackend(t *testing.T) (string, *atomic.Int64) {
 // ReplacePrefixMatch), and /full to /fixed (ReplaceFullPath), all to backend "uri".
 func rewriteGatewayTable(t *testing.T, addr, backend string) *table.Table {
 	t.Helper()
-	in := table.Input{Gateway: listenerGateway(t, addr), AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true}
+	in := gatewayapi.Input{Gateway: listenerGateway(t, addr), AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true}
 	rule := func(prefix string, mod gatewayv1.HTTPPathModifier) gatewayv1.HTTPRouteRule {
 		return gatewayv1.HTTPRouteRule{
 			Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptr(gatewayv1.PathMatchPathPrefix), Value: ptr(prefix)}}},
@@ -46,7 +47,8 @@ func rewriteGatewayTable(t *testing.T, addr, backend string) *table.Table {
 			Rules: []gatewayv1.HTTPRouteRule{rule("/file", prefix("/static")), rule("/root", prefix("/")),
 				rule("/full", gatewayv1.HTTPPathModifier{Type: gatewayv1.FullPathHTTPPathModifier, ReplaceFullPath: ptr("/fixed")})}}})
 	addBackends(t, &in, map[string]string{"uri": backend}, "infra")
-	tab, problems := table.Build(in)
+	res := gatewayapi.Translate(in)
+	tab, problems := res.Table, res.Problems
 	if len(problems) > 0 {
 		t.Fatalf("build gateway table: %v", problems)
 	}

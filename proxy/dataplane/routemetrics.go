@@ -28,13 +28,10 @@ type routeLabelValues [len(routeLabelNames)]string
 // (Ingress, HTTPRoute or GRPCRoute) and name of the object that defined it. It is the only
 // place that reads a route's identity.
 func routeLabels(r *table.Route) (namespace, kind, name string) {
-	if r.RouteKind != "" {
-		return r.HTTPRoute.Namespace, r.RouteKind, r.HTTPRoute.Name
-	}
-	if r.Ingress.Name == "" {
+	if r.Source.Name == "" {
 		return "", "", "" // the proxy's own default backend (--default-backend-service)
 	}
-	return r.Ingress.Namespace, "Ingress", r.Ingress.Name
+	return r.Source.Namespace, r.Source.Kind, r.Source.Name
 }
 
 // seriesLabels are the label values of route r sending to backend be: the Service is named

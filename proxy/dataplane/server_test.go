@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/metalgate/metalgate/internal/testenv"
+	"github.com/metalgate/metalgate/proxy/ingress"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -121,7 +122,7 @@ func TestH2CBackend(t *testing.T) {
 		be.Config.Protocols = &p
 		be.Start()
 		defer be.Close()
-		tab := buildTable(t, route{host: "g.test", path: "/", endpoints: []string{hostport(be)}, annotations: map[string]string{table.AnnotationBackendProtocol: "grpc"}})
+		tab := buildTable(t, route{host: "g.test", path: "/", endpoints: []string{hostport(be)}, annotations: map[string]string{ingress.AnnotationBackendProtocol: "grpc"}})
 		_, addr, _ := startProxy(t, opts, tab)
 		resp, e := get(t, http.DefaultClient, "http://"+addr+"/svc.Method", map[string]string{"Host": "g.test"})
 		if resp.StatusCode != http.StatusOK || e.Proto != "HTTP/2.0" {
@@ -134,8 +135,8 @@ func TestRedirectAndBodyLimit(t *testing.T) {
 	forEachPath(t, func(t *testing.T, opts Options) {
 		be := echoBackend(t, "a")
 		tab := buildTable(t,
-			route{host: "r.test", path: "/", endpoints: []string{hostport(be)}, annotations: map[string]string{table.AnnotationSSLRedirect: "true"}},
-			route{host: "b.test", path: "/", endpoints: []string{hostport(be)}, annotations: map[string]string{table.AnnotationBodySize: "1k"}},
+			route{host: "r.test", path: "/", endpoints: []string{hostport(be)}, annotations: map[string]string{ingress.AnnotationSSLRedirect: "true"}},
+			route{host: "b.test", path: "/", endpoints: []string{hostport(be)}, annotations: map[string]string{ingress.AnnotationBodySize: "1k"}},
 		)
 		_, addr, _ := startProxy(t, opts, tab)
 		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -298,7 +299,7 @@ func TestCookieAffinity(t *testing.T) {
 		for i := 0; i < 4; i++ {
 			eps = append(eps, hostport(echoBackend(t, fmt.Sprintf("b%d", i))))
 		}
-		tab := buildTable(t, route{host: "a.test", path: "/", endpoints: eps, annotations: map[string]string{table.AnnotationAffinity: "cookie"}})
+		tab := buildTable(t, route{host: "a.test", path: "/", endpoints: eps, annotations: map[string]string{ingress.AnnotationAffinity: "cookie"}})
 		_, addr, _ := startProxy(t, opts, tab)
 		resp, first := get(t, http.DefaultClient, "http://"+addr+"/", map[string]string{"Host": "a.test"})
 		var cookie *http.Cookie
@@ -328,7 +329,7 @@ func TestHashByHeader(t *testing.T) {
 		for i := 0; i < 4; i++ {
 			eps = append(eps, hostport(echoBackend(t, fmt.Sprintf("b%d", i))))
 		}
-		tab := buildTable(t, route{host: "h.test", path: "/", endpoints: eps, annotations: map[string]string{table.AnnotationHashBy: "header:X-User"}})
+		tab := buildTable(t, route{host: "h.test", path: "/", endpoints: eps, annotations: map[string]string{ingress.AnnotationHashBy: "header:X-User"}})
 		_, addr, _ := startProxy(t, opts, tab)
 		for u := 0; u < 5; u++ {
 			user := fmt.Sprintf("user-%d", u)

@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/metalgate/metalgate/proxy/table"
+	"github.com/metalgate/metalgate/proxy/gatewayapi"
 )
 
 // TestGatewaySplit: a rule with three weighted backendRefs (1:2:3, and one of weight 0)
@@ -25,14 +25,15 @@ func TestGatewaySplit(t *testing.T) {
 			return gatewayv1.HTTPBackendRef{BackendRef: gatewayv1.BackendRef{Weight: ptr(w), BackendObjectReference: gatewayv1.BackendObjectReference{
 				Name: gatewayv1.ObjectName(svc), Port: ptr(gatewayv1.PortNumber(80))}}}
 		}
-		in := table.Input{Gateway: gw, AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true, HTTPRoutes: []*gatewayv1.HTTPRoute{{
+		in := gatewayapi.Input{Gateway: gw, AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true, HTTPRoutes: []*gatewayv1.HTTPRoute{{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "split"},
 			Spec: gatewayv1.HTTPRouteSpec{
 				CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Namespace: ptr(gatewayv1.Namespace("infra")), Name: "gw"}}},
 				Rules: []gatewayv1.HTTPRouteRule{{BackendRefs: []gatewayv1.HTTPBackendRef{
 					ref("a", 1), ref("zero", 0), ref("b", 2), ref("c", 3), ref("missing", 2)}}}}}}}
 		addBackends(t, &in, backends, "app", "infra")
-		tab, problems := table.Build(in)
+		res := gatewayapi.Translate(in)
+		tab, problems := res.Table, res.Problems
 		if len(problems) > 0 {
 			t.Fatalf("build: %v", problems)
 		}
@@ -84,7 +85,7 @@ func TestGatewayBackendRefFilters(t *testing.T) {
 						Add: []gatewayv1.HTTPHeader{{Name: "X-Served-By", Value: svc}}}},
 				}}
 		}
-		in := table.Input{Gateway: listenerGateway(t, httpAddr), AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true, HTTPRoutes: []*gatewayv1.HTTPRoute{{
+		in := gatewayapi.Input{Gateway: listenerGateway(t, httpAddr), AllowUnmanagedSlices: true, AllowLoopbackEndpoints: true, HTTPRoutes: []*gatewayv1.HTTPRoute{{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "filtered"},
 			Spec: gatewayv1.HTTPRouteSpec{
 				CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Namespace: ptr(gatewayv1.Namespace("infra")), Name: "gw"}}},
@@ -93,7 +94,8 @@ func TestGatewayBackendRefFilters(t *testing.T) {
 						Set: []gatewayv1.HTTPHeader{{Name: "X-Rule", Value: "1"}}}}},
 					BackendRefs: []gatewayv1.HTTPBackendRef{ref("a"), ref("b")}}}}}}}
 		addBackends(t, &in, backends, "app", "infra")
-		tab, problems := table.Build(in)
+		res := gatewayapi.Translate(in)
+		tab, problems := res.Table, res.Problems
 		if len(problems) > 0 {
 			t.Fatalf("build: %v", problems)
 		}

@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // BackendTLS is how the proxy speaks TLS to the endpoints of a backend whose protocol is
@@ -43,96 +42,29 @@ type BackendTLS struct {
 	Refuse string
 }
 
-// backendTLSRef is the proxy-ssl-* annotations as written, resolved at build time.
-type backendTLSRef struct {
-	key        string // the first proxy-ssl-* annotation read, for problems
-	secret     string // "name" or "namespace/name"
-	verify     *bool
-	serverName string
-	sni        bool
+// BackendTLSRef is how a route asks to speak TLS to its backend, as written (an Ingress's
+// proxy-ssl-* annotations); Builder.Backend resolves it into a BackendTLS.
+type BackendTLSRef struct {
+	Key        string // the first proxy-ssl-* annotation read, for problems
+	Secret     string // "name" or "namespace/name"
+	Verify     *bool
+	ServerName string
+	SNI        bool
 }
 
-func (r *backendTLSRef) String() string {
+func (r *BackendTLSRef) String() string {
 	v := "default"
-	if r.verify != nil {
-		v = strconv.FormatBool(*r.verify)
+	if r.Verify != nil {
+		v = strconv.FormatBool(*r.Verify)
 	}
-	return fmt.Sprintf("tls(secret=%s,verify=%s,name=%s,sni=%t)", r.secret, v, r.serverName, r.sni)
+	return fmt.Sprintf("tls(secret=%s,verify=%s,name=%s,sni=%t)", r.Secret, v, r.ServerName, r.SNI)
 }
 
-// onOff parses the nginx "on"/"off" values and Go's booleans.
-func onOff(v string) (bool, bool) {
-	switch strings.ToLower(v) {
-	case "on":
-		return true, true
-	case "off":
-		return false, true
-	}
-	b, err := strconv.ParseBool(v)
-	return b, err == nil
-}
-
-// backendTLS reads proxy-ssl-secret, proxy-ssl-verify, proxy-ssl-name and
-// proxy-ssl-server-name (and reports the ones metalgate does not take).
-func (a *annotationReader) backendTLS(o *Options) {
-	ref := &backendTLSRef{}
-	seen := false
-	note := func(key string) {
-		if !seen {
-			ref.key, seen = key, true
-		}
-	}
-	if key, v, ok := a.get("proxy-ssl-secret"); ok {
-		note(key)
-		ref.secret = v
-	}
-	if key, v, ok := a.get("proxy-ssl-verify"); ok {
-		note(key)
-		if b, ok := onOff(v); ok {
-			ref.verify = &b
-		} else {
-			a.bad(key, v, "on or off")
-		}
-	}
-	if key, v, ok := a.get("proxy-ssl-name"); ok {
-		note(key)
-		if len(validation.IsDNS1123Subdomain(strings.ToLower(v))) > 0 {
-			a.bad(key, v, "a DNS name")
-		} else {
-			ref.serverName = strings.ToLower(v)
-		}
-	}
-	if key, v, ok := a.get("proxy-ssl-server-name"); ok {
-		note(key)
-		if b, ok := onOff(v); ok {
-			ref.sni = b
-		} else {
-			a.bad(key, v, "on or off")
-		}
-	}
-	// Go's TLS client offers TLS 1.2 and 1.3 with its own cipher suites; a depth limit has no
-	// equivalent in its verifier. Said, not silently ignored.
-	for _, name := range []string{"proxy-ssl-protocols", "proxy-ssl-ciphers", "proxy-ssl-verify-depth"} {
-		if key, v, ok := a.get(name); ok {
-			a.problems = append(a.problems, problemText{ReasonInvalidAnnotation,
-				fmt.Sprintf("annotation %s=%q is not supported: the proxy offers TLS 1.2 and 1.3 with Go's cipher suites and verifies whole chains", key, v)})
-		}
-	}
-	if !seen {
-		return
-	}
-	if o.Protocol != ProtocolHTTPS && o.Protocol != ProtocolGRPCS {
-		a.problems = append(a.problems, problemText{ReasonInvalidAnnotation,
-			fmt.Sprintf("annotation %s applies only with backend-protocol HTTPS or GRPCS; ignored", ref.key)})
-		return
-	}
-	o.backendTLS = ref
-}
-
-// resolveBackendTLS turns the annotations of Ingress id into a BackendTLS for Service svc.
+// resolveBackendTLS turns the annotations of Ingress src into a BackendTLS for Service svc.
 // Only a Secret of the Ingress's own namespace is read; a Secret that cannot be used makes
 // the backend refuse (Refuse), never connect with less checking than asked for.
-func (b *builder) resolveBackendTLS(id, svc types.NamespacedName, ref *backendTLSRef) *BackendTLS {
+func (b *Builder) resolveBackendTLS(src SourceRef, svc types.NamespacedName, ref *BackendTLSRef) *BackendTLS {
+	id := src.NamespacedName
 	bt := &BackendTLS{ServerName: svc.Name + "." + svc.Namespace + ".svc"}
 	secret := "" // the Secret read, as backendTLSID names it
 	done := func() *BackendTLS {
@@ -142,22 +74,22 @@ func (b *builder) resolveBackendTLS(id, svc types.NamespacedName, ref *backendTL
 	if ref == nil {
 		return done()
 	}
-	if ref.serverName != "" {
-		bt.ServerName = ref.serverName
+	if ref.ServerName != "" {
+		bt.ServerName = ref.ServerName
 	}
-	bt.SNI = ref.sni
-	bt.Verify = ref.verify != nil && *ref.verify
+	bt.SNI = ref.SNI
+	bt.Verify = ref.Verify != nil && *ref.Verify
 	fail := func(format string, args ...any) *BackendTLS {
 		bt.Refuse = fmt.Sprintf(format, args...)
-		b.problem(id, ReasonInvalidAnnotation, "%s: %s; requests to the backend get 502 until it is fixed", ref.key, bt.Refuse)
+		b.Problem(src, ReasonInvalidAnnotation, "%s: %s; requests to the backend get 502 until it is fixed", ref.Key, bt.Refuse)
 		return done()
 	}
-	if ref.secret == "" {
+	if ref.Secret == "" {
 		return done()
 	}
-	ns, name, ok := strings.Cut(ref.secret, "/")
+	ns, name, ok := strings.Cut(ref.Secret, "/")
 	if !ok {
-		ns, name = id.Namespace, ref.secret
+		ns, name = id.Namespace, ref.Secret
 	}
 	secret = ns + "/" + name
 	if ns != id.Namespace {
@@ -174,7 +106,7 @@ func (b *builder) resolveBackendTLS(id, svc types.NamespacedName, ref *backendTL
 			return fail("Secret %s/%s key ca.crt holds no PEM certificate", ns, name)
 		}
 		bt.RootCAs = pool
-		bt.Verify = ref.verify == nil || *ref.verify
+		bt.Verify = ref.Verify == nil || *ref.Verify
 	}
 	crt, hasCrt := sec.Data["tls.crt"]
 	key, hasKey := sec.Data["tls.key"]

@@ -18,12 +18,12 @@ import (
 // Secret), so that one tenant cannot make a single wrong password cost the proxy minutes.
 const MaxBcryptCost = 12
 
-// parseHtpasswd reads htpasswd lines ("user:hash"; blank lines and # comments skipped) and
+// ParseHtpasswd reads htpasswd lines ("user:hash"; blank lines and # comments skipped) and
 // returns the users with a hash metalgate can check: bcrypt ($2a$, $2b$, $2y$), Apache's
 // MD5 ($apr1$, htpasswd's default) and {SHA}. Others (crypt(3), plain text) are errors:
 // they are either unsafe or cannot be checked here, and a user must not be let in or shut
 // out without being told.
-func parseHtpasswd(text string) (map[string]string, error) {
+func ParseHtpasswd(text string) (map[string]string, error) {
 	users := map[string]string{}
 	sc := bufio.NewScanner(strings.NewReader(text))
 	for n := 1; sc.Scan(); n++ {
@@ -68,11 +68,11 @@ func checkableHash(h string) error {
 	return fmt.Errorf("hash type not supported (use bcrypt: htpasswd -B)")
 }
 
-// decoyHash returns the hash that a user the Secret does not know is checked against: the
+// DecoyHash returns the hash that a user the Secret does not know is checked against: the
 // most expensive of users (the highest bcrypt cost; bcrypt before $apr1$ before {SHA}), the
 // first user name in order among equals. An unknown user then costs what a known one with a
 // wrong password costs, and the answer's time tells no one which users exist. "" for none.
-func decoyHash(users map[string]string) string {
+func DecoyHash(users map[string]string) string {
 	rank := func(h string) int {
 		switch {
 		case strings.HasPrefix(h, "$2"):
@@ -92,7 +92,7 @@ func decoyHash(users map[string]string) string {
 	return best
 }
 
-// CheckPassword reports whether password matches an htpasswd hash of parseHtpasswd's kinds.
+// CheckPassword reports whether password matches an htpasswd hash of ParseHtpasswd's kinds.
 func CheckPassword(hash, password string) bool {
 	switch {
 	case strings.HasPrefix(hash, "$2"):

@@ -29,10 +29,10 @@ func TestCheckPassword(t *testing.T) {
 }
 
 func TestParseHtpasswd(t *testing.T) {
-	if _, err := parseHtpasswd("max:$2y$12$Zg3l8ADPLYr4Dt5trgM4UeoI11CxhpcyGM3f0gpaDsKAD.SkmE6Tm"); err != nil {
+	if _, err := ParseHtpasswd("max:$2y$12$Zg3l8ADPLYr4Dt5trgM4UeoI11CxhpcyGM3f0gpaDsKAD.SkmE6Tm"); err != nil {
 		t.Errorf("cost 12, the cap, refused: %v", err)
 	}
-	users, err := parseHtpasswd("# users\nalice:$2y$05$Zg3l8ADPLYr4Dt5trgM4UeoI11CxhpcyGM3f0gpaDsKAD.SkmE6Tm\n\nbob:{SHA}xjbo4jj9evl+LlAPjG8PTAvtr7A=\ncarol:$apr1$r31.....$HqJZimcKQFAMYayBlzkrA/\n")
+	users, err := ParseHtpasswd("# users\nalice:$2y$05$Zg3l8ADPLYr4Dt5trgM4UeoI11CxhpcyGM3f0gpaDsKAD.SkmE6Tm\n\nbob:{SHA}xjbo4jj9evl+LlAPjG8PTAvtr7A=\ncarol:$apr1$r31.....$HqJZimcKQFAMYayBlzkrA/\n")
 	if err != nil || len(users) != 3 {
 		t.Fatalf("users %v, %v", users, err)
 	}
@@ -46,8 +46,8 @@ func TestParseHtpasswd(t *testing.T) {
 		{"hal:$2y$13$Zg3l8ADPLYr4Dt5trgM4UeoI11CxhpcyGM3f0gpaDsKAD.SkmE6Tm", `user "hal": bcrypt cost 13 is over 12`},
 		{"ivy:$2b$31$Zg3l8ADPLYr4Dt5trgM4UeoI11CxhpcyGM3f0gpaDsKAD.SkmE6Tm", "bcrypt cost 31 is over 12"},
 	} {
-		if _, err := parseHtpasswd(tc.text); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-			t.Errorf("parseHtpasswd(%q): %v, want %q", tc.text, err, tc.wantErr)
+		if _, err := ParseHtpasswd(tc.text); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("ParseHtpasswd(%q): %v, want %q", tc.text, err, tc.wantErr)
 		}
 	}
 }
@@ -75,8 +75,8 @@ func TestDecoyHash(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for range 20 { // map order varies between runs
-				if got := decoyHash(tc.users); got != tc.want {
-					t.Fatalf("decoyHash = %q, want %q", got, tc.want)
+				if got := DecoyHash(tc.users); got != tc.want {
+					t.Fatalf("DecoyHash = %q, want %q", got, tc.want)
 				}
 			}
 		})

@@ -13,7 +13,7 @@ import (
 // it holds only what endpoints cannot change (or what makes PatchEndpoints refuse when they
 // would), so a patched table's is its build's.
 type patchState struct {
-	unmanaged, loopback bool // Input.AllowUnmanagedSlices, Input.AllowLoopbackEndpoints
+	unmanaged, loopback bool // Sources.AllowUnmanagedSlices, Sources.AllowLoopbackEndpoints
 	// ports is the Service port each backend resolved to, by Backend.Key; a backend whose
 	// Service or port is missing has none and no endpoints, whatever the slices say.
 	ports map[string]corev1.ServicePort
@@ -120,9 +120,10 @@ func routeBackends(r *Route) []*Backend {
 	return out
 }
 
-// PatchEndpoints returns a table equal to what Build would make from prev's input with the
-// EndpointSlices of some Services replaced: slices holds, for every Service whose slices
-// changed, all of its slices now (none: an empty list). prev is not changed (tables are
+// PatchEndpoints returns a table equal to what a build (ingress.Build, gatewayapi.Translate:
+// "Build" below) would make from prev's input with the EndpointSlices of some Services
+// replaced: slices holds, for every Service whose slices changed, all of its slices now
+// (none: an empty list). prev is not changed (tables are
 // immutable: requests in flight keep theirs); the new table shares with it everything the
 // change does not touch, so a backend whose endpoints are the same keeps its pointer (the
 // data plane keeps its pool) and one whose endpoints changed is a new Backend, referenced
@@ -130,7 +131,7 @@ func routeBackends(r *Route) []*Backend {
 //
 // It reports false, and the caller must Build, when endpoints would change more than
 // endpoint lists. Build reads endpoints in three places, and each is checked:
-//   - Backend.Endpoints and States: recomputed by the same code (builder.resolve);
+//   - Backend.Endpoints and States: recomputed by the same code (Builder.resolve);
 //   - the RefusedEndpoint Problem of a backend (an Event): the patch refuses when its
 //     message would differ, so the Problems of a patched table are prev's;
 //   - the ranking of default backends (chooseDefaults: ready, then terminating, then none):
@@ -144,7 +145,7 @@ func PatchEndpoints(prev *Table, slices map[types.NamespacedName][]*discoveryv1.
 		return nil, false
 	}
 	st := prev.patch
-	b := builder{in: Input{AllowUnmanagedSlices: st.unmanaged, AllowLoopbackEndpoints: st.loopback}}
+	b := Builder{src: Sources{AllowUnmanagedSlices: st.unmanaged, AllowLoopbackEndpoints: st.loopback}}
 	m := remap{backends: map[*Backend]*Backend{}, routes: map[*Route]*Route{}, auths: map[*ExternalAuth]*ExternalAuth{}}
 	var touched []*serviceRefs
 	for id, ss := range slices {
@@ -168,7 +169,7 @@ func PatchEndpoints(prev *Table, slices map[types.NamespacedName][]*discoveryv1.
 			}
 			nb := *be
 			nb.Endpoints, nb.States = eps, states
-			if st.ranked[be.Key] && nb.tier() != be.tier() {
+			if st.ranked[be.Key] && nb.Tier() != be.Tier() {
 				return nil, false
 			}
 			m.backends[be] = &nb

@@ -5,8 +5,6 @@ import (
 	"regexp"
 	"slices"
 	"time"
-
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // Policy is what a route does besides choosing an endpoint: the one route model that Ingress
@@ -176,10 +174,10 @@ type Timeouts struct {
 	Send    time.Duration // each write of the request to the backend
 }
 
-// regexRoute compiles a route path written as a regular expression the way ingress-nginx
-// matches it: anchored at the start, case-insensitive. RE2 syntax (no look-around or back
+// RegexRoute compiles a route path written as a regular expression the way ingress-nginx
+// matches it: Anchored at the start, case-insensitive. RE2 syntax (no look-around or back
 // references).
-func regexRoute(path string) (*regexp.Regexp, error) {
+func RegexRoute(path string) (*regexp.Regexp, error) {
 	return regexp.Compile("(?i)^" + path)
 }
 
@@ -195,10 +193,11 @@ type CanaryRule struct {
 	WeightTotal   int
 }
 
-// Canary is a canary Ingress attached to the route it shadows.
+// Canary is a canary Ingress (or the second backend of a Gateway rule) attached to the
+// route it shadows; Source names that Ingress (or the rule's route).
 type Canary struct {
 	CanaryRule
-	Ingress types.NamespacedName
+	Source  SourceRef
 	Backend *Backend
 }
 

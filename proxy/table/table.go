@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Table is an immutable routing table. Build makes one; nothing changes it afterwards, so the
-// data plane reads it without locks and swaps a whole new one on every change.
+// Table is an immutable routing table. A Builder makes one; nothing changes it afterwards, so
+// the data plane reads it without locks and swaps a whole new one on every change.
 type Table struct {
 	// exact and wildcard hold every host an Ingress names (in a rule or under spec.tls), with
 	// its owner namespace, its rules and its certificate: a host with no rule is still known.
@@ -25,7 +25,7 @@ type Table struct {
 	Default *Route
 	// passthrough holds the TLS passthrough hosts (ssl-passthrough) and their backends.
 	passthrough map[string]*Backend
-	// gateway holds the routes of a Gateway table (Input.Gateway set); Match reads it.
+	// gateway holds the routes of a Gateway table (proxy/gatewayapi); Match reads it.
 	gateway *gatewayTable
 	// Gateway is the status a Gateway table computed (attachedRoutes, route parent
 	// statuses); nil for an Ingress table.
@@ -48,9 +48,10 @@ type Route struct {
 	Host     string // "" for any host; "*.foo.com" for a wildcard
 	Path     string
 	PathType string // Exact, Prefix or ImplementationSpecific
-	Ingress  types.NamespacedName
-	Backend  *Backend
-	Options  Options
+	// Source is the object that defined the route: an Ingress, an HTTPRoute or a GRPCRoute.
+	Source  SourceRef
+	Backend *Backend
+	Options Options
 	// TLS says whether the Ingress lists this route's host under spec.tls.
 	TLS bool
 	// Regex is the compiled Path of a use-regex route; nil otherwise.
@@ -61,14 +62,28 @@ type Route struct {
 	// or more, or any number with backendRef filters (two without use Canary); each takes
 	// Weight of the sum. Backend is the first of them.
 	Split []Weighted
-	// HTTPRoute is the HTTPRoute that defined a Gateway table's route (Ingress is empty
-	// then), and Match what else than host and path a request must carry to take it.
-	HTTPRoute types.NamespacedName
-	Match     *RequestMatch
-	// RouteKind is the kind of the route HTTPRoute names: KindHTTPRoute or KindGRPCRoute
-	// ("" for an Ingress route).
-	RouteKind string
+	// Match is what else than host and path a request must carry to take a Gateway
+	// table's route.
+	Match *RequestMatch
 }
+
+// KindIngress is the Kind of a SourceRef naming an Ingress (KindHTTPRoute and KindGRPCRoute
+// name Gateway API routes).
+const KindIngress = "Ingress"
+
+// SourceRef names the object a Route or a Problem comes from: its Kind (KindIngress,
+// KindHTTPRoute, KindGRPCRoute, or "Gateway" for a listener's problem), namespace and name.
+// Everything kept per defining object (rate-limit buckets, debug listings) is keyed by it.
+type SourceRef struct {
+	Kind string
+	types.NamespacedName
+}
+
+// String is "Kind namespace/name".
+func (s SourceRef) String() string { return s.Kind + " " + s.NamespacedName.String() }
+
+// IsGateway reports whether the source is a Gateway API route (HTTPRoute or GRPCRoute).
+func (s SourceRef) IsGateway() bool { return s.Kind == KindHTTPRoute || s.Kind == KindGRPCRoute }
 
 // Weighted is one backend of a Route.Split and its weight (at least 1). With Edits, the
 // requests sent to it get RequestHeaders and their responses ResponseHeaders instead of the
@@ -203,12 +218,12 @@ func (t *Table) Defaults() []*Route {
 	for _, nr := range t.namespaces {
 		add(nr.dflt)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Ingress.String() < out[j].Ingress.String() })
+	sort.Slice(out, func(i, j int) bool { return out[i].Source.String() < out[j].Source.String() })
 	return out
 }
 
 // Routes returns every route, for debugging and tests, in a stable order (host, path, path
-// type, Ingress).
+// type, source).
 func (t *Table) Routes() []*Route {
 	var out []*Route
 	add := func(hr *hostRules) {
@@ -270,10 +285,7 @@ func (t *Table) Routes() []*Route {
 		if a.PathType != b.PathType {
 			return a.PathType < b.PathType
 		}
-		if a.Ingress != b.Ingress {
-			return a.Ingress.String() < b.Ingress.String()
-		}
-		return a.HTTPRoute.String() < b.HTTPRoute.String()
+		return a.Source.String() < b.Source.String()
 	})
 	return out
 }

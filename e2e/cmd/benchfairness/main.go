@@ -61,6 +61,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	"github.com/metalgate/metalgate/proxy/ingress"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -179,7 +180,7 @@ func staticConfig(b *backends) ([]byte, error) {
 	}
 	class := "metalgate"
 	objs := []any{&networkingv1.IngressClass{TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "IngressClass"},
-		ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: networkingv1.IngressClassSpec{Controller: table.ControllerName}}}
+		ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: networkingv1.IngressClassSpec{Controller: ingress.ControllerName}}}
 	service := func(ns, name, addr string) {
 		host, p, _ := net.SplitHostPort(addr)
 		port, _ := strconv.Atoi(p)

@@ -78,6 +78,7 @@ import (
 	"github.com/metalgate/metalgate/api/v1alpha1"
 	"github.com/metalgate/metalgate/controllers"
 	"github.com/metalgate/metalgate/internal/nsexec"
+	proxyingress "github.com/metalgate/metalgate/proxy/ingress"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -524,7 +525,7 @@ func (b *bench) scene(ctx context.Context) error {
 			Spec: v1alpha1.IPAddressPoolSpec{Addresses: []v1alpha1.AddressRange{poolCIDR}}},
 		&v1alpha1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: "all"}},
 		&networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "metalgate"},
-			Spec: networkingv1.IngressClassSpec{Controller: table.ControllerName}},
+			Spec: networkingv1.IngressClassSpec{Controller: proxyingress.ControllerName}},
 	}
 	for _, obj := range objs {
 		if err := b.c.Create(ctx, obj); err != nil {
