@@ -384,7 +384,9 @@ func (b *builder) attach(gw *gatewayv1.Gateway, ro gwRoute, pr gatewayv1.ParentR
 			hs = []string{lh}
 		}
 		for _, rh := range ro.hostnames {
-			if h, ok := intersect(lh, strings.ToLower(string(rh))); ok {
+			// Two route hostnames can narrow to one (*.example.com and shop.example.com on a
+			// listener for shop.example.com): the route is served there once.
+			if h, ok := intersect(lh, strings.ToLower(string(rh))); ok && !slices.Contains(hs, h) {
 				hs = append(hs, h)
 			}
 		}
