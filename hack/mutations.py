@@ -76,6 +76,12 @@ M = [
  ("M22d unknown users answered without hashing", "proxy/dataplane/auth.go", [("\t\t_ = c.compare(ba.Decoy, pass)\n", "")], "TestBasicAuthUnknownUserHashed"),
  ("M22e no bcrypt cost cap", "proxy/table/htpasswd.go", [("if cost > MaxBcryptCost {", "if false {")], "TestParseHtpasswd|TestBasicAuthSecrets", [], "./proxy/table/"),
  ("M22f one cache of checked passwords for every namespace", "proxy/dataplane/auth.go", [("c.ok[ns]", "c.ok[\"\"]")], "TestBasicAuthCachePerNamespace"),
+ ("M25d1 no Connection: close while draining", "proxy/dataplane/server.go", [('\t\tw.Header()["Connection"] = []string{"close"}\n', "")], "TestShutdownDrains"),
+ ("M25d2 no drain delay: the listener closes when shutdown begins", "proxy/dataplane/server.go", [("if d := s.opts.ShutdownDelay; d > 0 {", "if d := s.opts.ShutdownDelay; false && d > 0 {")], "TestShutdownDrains|TestShutdownDelayDefault"),
+ ("M25d3 readiness ignores the drain", "cmd/metalgate/proxy.go", [("\t\tif dp.Draining() {", "\t\tif false && dp.Draining() {")], "TestProxyDrainsOnShutdown", [], "./cmd/metalgate/"),
+ ("M25d4 the manager's own election again (a lost Lease ends the process)", "cmd/metalgate/proxy.go", [("LeaderElection:         false, // see above: the status writer has its own Lease", "LeaderElection: opts.LeaderElect, LeaderElectionID: opts.LeaderElectionID + \"-manager\", LeaderElectionNamespace: copts.StatusElection.Namespace, LeaseDuration: &opts.LeaseDuration, RenewDeadline: &opts.RenewDeadline, RetryPeriod: &opts.RetryPeriod,")], "TestProxyOutlivesLeaseAndAPIServer", [], "./cmd/metalgate/"),
+ ("M25d5 the publisher outlives its term", "proxy/controlplane/statuswriter.go", [("if err := t.w.run(ctx, in); err != nil {", "if err := t.w.run(context.WithoutCancel(ctx), in); err != nil {")], "TestProxyOutlivesLeaseAndAPIServer", [], "./cmd/metalgate/"),
+ ("M25d6 no new campaign after a lost Lease", "proxy/controlplane/statuswriter.go", [("\t\tif ctx.Err() != nil {\n\t\t\tif t.led() {", "\t\tif true {\n\t\t\tif t.led() {")], "TestProxyOutlivesLeaseAndAPIServer", [], "./cmd/metalgate/"),
 ]
 only = sys.argv[1:]
 failed = 0
