@@ -82,6 +82,7 @@ M = [
  ("M25d4 the manager's own election again (a lost Lease ends the process)", "cmd/metalgate/proxy.go", [("LeaderElection:         false, // see above: the status writer has its own Lease", "LeaderElection: opts.LeaderElect, LeaderElectionID: opts.LeaderElectionID + \"-manager\", LeaderElectionNamespace: copts.StatusElection.Namespace, LeaseDuration: &opts.LeaseDuration, RenewDeadline: &opts.RenewDeadline, RetryPeriod: &opts.RetryPeriod,")], "TestProxyOutlivesLeaseAndAPIServer", [], "./cmd/metalgate/"),
  ("M25d5 the publisher outlives its term", "proxy/controlplane/statuswriter.go", [("if err := t.w.run(ctx, in); err != nil {", "if err := t.w.run(context.WithoutCancel(ctx), in); err != nil {")], "TestProxyOutlivesLeaseAndAPIServer", [], "./cmd/metalgate/"),
  ("M25d6 no new campaign after a lost Lease", "proxy/controlplane/statuswriter.go", [("\t\tif ctx.Err() != nil {\n\t\t\tif t.led() {", "\t\tif true {\n\t\t\tif t.led() {")], "TestProxyOutlivesLeaseAndAPIServer", [], "./cmd/metalgate/"),
+ ("M25d7 the publisher outlives its term, the gauge says it stopped", "proxy/controlplane/statuswriter.go", [("if err := t.w.run(ctx, in); err != nil {", "if err := t.w.run(context.WithoutCancel(ctx), in); err != nil {"), ("\t<-done\n\tt.w.close()\n", "")], "TestProxyOutlivesLeaseAndAPIServer", [], "./cmd/metalgate/"),
 ]
 only = sys.argv[1:]
 failed = 0
