@@ -370,6 +370,11 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 	if err != nil {
 		return err
 	}
+	if opts.LeaderElect && opts.StaticConfig == "" && opts.Gateway == "" {
+		if err := opts.checkLease(); err != nil {
+			return err
+		}
+	}
 	if dopts.Metrics, err = proxyMetrics(reg); err != nil {
 		return err
 	}
@@ -613,10 +618,7 @@ func startControlPlane(ctx context.Context, opts proxyOptions, swap func(*table.
 	if err != nil {
 		return nil, err
 	}
-	if opts.LeaderElect {
-		if err := opts.checkLease(); err != nil {
-			return nil, err
-		}
+	if opts.LeaderElect { // Lease timings checked by runProxy
 		leaseNS := opts.LeaderElectionNamespace
 		if leaseNS == "" { // the Pod's namespace; out of cluster, default
 			leaseNS = "default"
