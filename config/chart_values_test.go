@@ -178,6 +178,8 @@ func TestChartValuesRefused(t *testing.T) {
 		{name: "log level", set: []string{`logLevel="verbose"`}, wantErrs: []string{"/logLevel"}},
 		{name: "a pool without spec", set: []string{`pools=[{"name":"default"}]`}, wantErrs: []string{"/pools/0", "spec"}},
 		{name: "podLabels a list", set: []string{`controller.podLabels=["a"]`}, wantErrs: []string{"/controller/podLabels"}},
+		{name: "a negative shutdown delay", set: []string{"proxy.shutdownDelaySeconds=-1"}, wantErrs: []string{"/proxy/shutdownDelaySeconds"}},
+		{name: "a shutdown timeout as a duration", set: []string{`proxy.shutdownTimeoutSeconds="30s"`}, wantErrs: []string{"/proxy/shutdownTimeoutSeconds", "integer"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var args []string
@@ -239,6 +241,12 @@ func TestChartValues(t *testing.T) {
 					t.Errorf("%s: its roles are bound to %v, want %s", c, r.subjects(c), want)
 				}
 			}
+		}},
+		{name: "proxy rollout and drain", check: func(t *testing.T, r rendered) {
+			checkProxyRollout(t, r, &appsv1.RollingUpdateDeployment{MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1))}, "5s", "30s", 45)
+		}},
+		{name: "proxy drain times", set: []string{"proxy.shutdownDelaySeconds=12", "proxy.shutdownTimeoutSeconds=60", `proxy.updateStrategy={"rollingUpdate":{"maxSurge":2}}`}, check: func(t *testing.T, r rendered) {
+			checkProxyRollout(t, r, &appsv1.RollingUpdateDeployment{MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(2))}, "12s", "60s", 82)
 		}},
 		{name: "image digest", set: []string{`image.digest="` + digest + `"`, `image.tag="v9.9.9"`}, check: func(t *testing.T, r rendered) {
 			for _, c := range components {
@@ -464,7 +472,7 @@ func TestChartPodValues(t *testing.T) {
 	}
 	t.Run("updateStrategy", func(t *testing.T) {
 		r, out, err := renderChart(t, helm, "--set-json", `controller.updateStrategy={"type":"Recreate"}`,
-			"--set-json", `speaker.updateStrategy={"type":"OnDelete","rollingUpdate":null}`, "--set-json", `proxy.updateStrategy={"rollingUpdate":{"maxSurge":0}}`)
+			"--set-json", `speaker.updateStrategy={"type":"OnDelete","rollingUpdate":null}`, "--set-json", `proxy.updateStrategy={"rollingUpdate":{"maxSurge":2}}`)
 		if err != nil {
 			t.Fatalf("helm template: %v\n%s", err, out)
 		}
@@ -481,7 +489,7 @@ func TestChartPodValues(t *testing.T) {
 				got[d.Name] = fmt.Sprintf("%s %v", d.Spec.UpdateStrategy.Type, d.Spec.UpdateStrategy.RollingUpdate != nil)
 			}
 		}
-		want := map[string]string{"metalgate-controller": "Recreate false", "metalgate-speaker": "OnDelete false", "metalgate-proxy": " true"}
+		want := map[string]string{"metalgate-controller": "Recreate false", "metalgate-speaker": "OnDelete false", "metalgate-proxy": "RollingUpdate true"}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("strategies (-want +got):\n%s", diff)
 		}
@@ -532,5 +540,33 @@ func writeFile(t *testing.T, name, content string) {
 	t.Helper()
 	if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// checkProxyRollout: the proxy Deployment rolls out with rolling (maxUnavailable, maxSurge),
+// the proxy drains for delay and then gives requests timeout (its flags), and the pod's grace
+// period (graceSeconds) outlasts both.
+func checkProxyRollout(t *testing.T, r rendered, rolling *appsv1.RollingUpdateDeployment, delay, timeout string, graceSeconds int64) {
+	t.Helper()
+	var d appsv1.Deployment
+	for _, o := range r.of("Deployment") {
+		if o.GetLabels()["app.kubernetes.io/component"] == "proxy" {
+			fromUnstructured(t, o, &d)
+		}
+	}
+	if d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType {
+		t.Errorf("proxy strategy %q, want RollingUpdate", d.Spec.Strategy.Type)
+	}
+	if diff := cmp.Diff(rolling, d.Spec.Strategy.RollingUpdate); diff != "" {
+		t.Errorf("proxy rollingUpdate (-want +got):\n%s", diff)
+	}
+	c := r.container("proxy")
+	if diff := cmp.Diff([]string{"--shutdown-delay=" + delay, "--shutdown-timeout=" + timeout},
+		append(argsWith(c, "--shutdown-delay"), argsWith(c, "--shutdown-timeout")...)); diff != "" {
+		t.Errorf("proxy drain flags (-want +got):\n%s", diff)
+	}
+	g := d.Spec.Template.Spec.TerminationGracePeriodSeconds
+	if g == nil || *g != graceSeconds {
+		t.Errorf("proxy terminationGracePeriodSeconds %v, want %d", g, graceSeconds)
 	}
 }

@@ -101,10 +101,17 @@ M = [
  ("M24rl access log sampling ignored", "proxy/dataplane/accesslog.go", [("\tif l.sample >= 1 {\n", "\tif true {\n")], "TestAccessLogSample"),
  ("M24rm invalid traceparent forwarded", "proxy/dataplane/headers.go", [('\t\t"Traceparent", "Tracestate", // forwarded after validation (trace.go)\n', "")], "TestTraceContext"),
  ("M24ro an unrouted request's client logged with its port", "proxy/dataplane/accesslog.go", [("\t\t\ta.clientIP, a.trusted = s.client(r)\n", "")], "TestAccessLogUnrouted"),
- ("M24rp Gateway routes' identity not read", "proxy/dataplane/routemetrics.go", [("\tif r.RouteKind != \"\" {\n", "\tif false {\n")], "TestMetricsGatewayRoute"),
+ ("M24rp Gateway routes' identity not read", "proxy/dataplane/routemetrics.go", [("return r.Source.Namespace, r.Source.Kind, r.Source.Name", "return r.Source.Namespace, table.KindIngress, r.Source.Name")], "TestMetricsGatewayRoute"),
  ("M24rn all-zero trace IDs accepted", "proxy/dataplane/trace.go", [("return !allZero(v[3:35]) && !allZero(v[36:52])", "return true")], "TestTraceContext"),
  ("M27sa routes attach to listeners the verdict refused", "proxy/gatewayapi/translate.go", [("\t\tif !b.accepted[i] {\n", "\t\tif false {\n")], "TestRoutesAttachOnlyToAcceptedListeners|TestTranslateGolden", [], "./proxy/gatewayapi/"),
  ("M27sb routes attach to an HTTPS listener without a certificate", "proxy/gatewayapi/translate.go", [("\t\t\t\tb.accepted[i] = false // no certificate", "\t\t\t\t_ = i // no certificate")], "TestRoutesAttachOnlyToAcceptedListeners", [], "./proxy/gatewayapi/"),
+ ("M25d1 no Connection: close while draining", "proxy/dataplane/server.go", [('\t\tw.Header()["Connection"] = []string{"close"}\n', "")], "TestShutdownDrains"),
+ ("M25d2 no drain delay: the listener closes when shutdown begins", "proxy/dataplane/server.go", [("if d := s.opts.ShutdownDelay; d > 0 {", "if d := s.opts.ShutdownDelay; false && d > 0 {")], "TestShutdownDrains|TestShutdownDelayDefault"),
+ ("M25d3 readiness ignores the drain", "cmd/metalgate/proxy.go", [("\t\tif dp.Draining() {", "\t\tif false && dp.Draining() {")], "TestProxyDrainsOnShutdown", [], "./cmd/metalgate/"),
+ ("M25d4 the manager's own election again (a lost Lease ends the process)", "cmd/metalgate/proxy.go", [("LeaderElection:         false, // see above: the status writer has its own Lease", "LeaderElection: opts.LeaderElect, LeaderElectionID: opts.LeaderElectionID + \"-manager\", LeaderElectionNamespace: copts.StatusElection.Namespace, LeaseDuration: &opts.LeaseDuration, RenewDeadline: &opts.RenewDeadline, RetryPeriod: &opts.RetryPeriod,")], "TestProxyOutlivesLeaseAndAPIServer", [], "./cmd/metalgate/"),
+ ("M25d5 the publisher outlives its term", "proxy/controlplane/statuswriter.go", [("if err := t.w.run(ctx, in); err != nil {", "if err := t.w.run(context.WithoutCancel(ctx), in); err != nil {")], "TestProxyOutlivesLeaseAndAPIServer", [], "./cmd/metalgate/"),
+ ("M25d6 no new campaign after a lost Lease", "proxy/controlplane/statuswriter.go", [("\t\tif ctx.Err() != nil {\n\t\t\tif t.led() {", "\t\tif true {\n\t\t\tif t.led() {")], "TestProxyOutlivesLeaseAndAPIServer", [], "./cmd/metalgate/"),
+ ("M25d7 the publisher outlives its term, the gauge says it stopped", "proxy/controlplane/statuswriter.go", [("if err := t.w.run(ctx, in); err != nil {", "if err := t.w.run(context.WithoutCancel(ctx), in); err != nil {"), ("\t<-done\n\tt.w.close()\n", "")], "TestProxyOutlivesLeaseAndAPIServer", [], "./cmd/metalgate/"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -198,6 +198,12 @@ func controllerScheme() (*runtime.Scheme, error) {
 // newControllerManager is the manager of the controller: its metrics and probe endpoints,
 // cache and leader election (a Lease in --leader-election-namespace, else the Pod's, else
 // "default" out of cluster).
+//
+// A lost Lease ends the process (issue #25): controller-runtime v0.23 makes Start return
+// "leader election lost" and offers no option to campaign again (its OnStoppedLeading hook is
+// unexported), so the kubelet restarts the controller. That is safe because every address is
+// claimed on the API server and a new leader learns every assignment before it assigns one;
+// the data plane (speakers, proxies) does not depend on the controller running.
 func newControllerManager(cfg, leCfg *rest.Config, opts controllerOptions, logger logr.Logger) (ctrl.Manager, error) {
 	scheme, err := controllerScheme()
 	if err != nil {

@@ -47,6 +47,10 @@ func TestCommandLine(t *testing.T) {
 		{name: "public port", args: []string{"proxy", "--public-https-port", "70000"}, wantCode: 1, wantErr: "--public-https-port 70000: want 1 to 65535"},
 		{name: "auth check wait", args: []string{"proxy", "--auth-check-wait", "0s"}, wantCode: 1, wantErr: "--auth-check-wait 0s: want more than 0"},
 		{name: "auth check slots", args: []string{"proxy", "--auth-check-slots", "-1"}, wantCode: 1, wantErr: "--auth-check-slots -1: want 0"},
+		{name: "negative shutdown delay", args: []string{"proxy", "--shutdown-delay", "-1s"}, wantCode: 1, wantErr: "--shutdown-delay -1s: want 0 (none) or more"},
+		{name: "no shutdown timeout", args: []string{"proxy", "--shutdown-timeout", "0s"}, wantCode: 1, wantErr: "--shutdown-timeout 0s: want more than 0"},
+		{name: "renew deadline past the lease", args: []string{"proxy", "--leader-election-renew-deadline", "20s"}, wantCode: 1, wantErr: "--leader-election-lease-duration 15s: want more than --leader-election-renew-deadline (20s)"},
+		{name: "renew deadline within a retry", args: []string{"proxy", "--leader-election-retry-period", "9s"}, wantCode: 1, wantErr: "--leader-election-renew-deadline 10s: want more than 1.2 × --leader-election-retry-period (9s)"},
 		{name: "response header size", args: []string{"proxy", "--max-response-header-bytes", "lots"}, wantCode: 1, wantErr: `--max-response-header-bytes "lots"`},
 	}
 	for _, tc := range tests {

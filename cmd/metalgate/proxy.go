@@ -54,6 +54,9 @@ type proxyOptions struct {
 	LeaderElect             bool
 	LeaderElectionNamespace string
 	LeaderElectionID        string
+	LeaseDuration           time.Duration
+	RenewDeadline           time.Duration
+	RetryPeriod             time.Duration
 	DefaultCertFile         string
 	DefaultKeyFile          string
 	TrustedProxies          stringList
@@ -75,6 +78,7 @@ type proxyOptions struct {
 	AccessLogSample         float64
 	AccessLogFields         string
 	AccessLogQuery          bool
+	ShutdownDelay           time.Duration
 	DirectPath              bool
 	UpstreamReadTimeout     time.Duration
 	MaxResponseHeaderBytes  string
@@ -101,6 +105,16 @@ type proxyOptions struct {
 	QPS                     float64
 	Burst                   int
 	Zap                     zap.Options
+
+	// registry receives the proxy's metrics and is served on /metrics. Default: the
+	// registry of controller-runtime (which also holds client-go's and the workqueues').
+	registry metricsRegistry
+}
+
+// metricsRegistry registers metrics and gathers them for /metrics.
+type metricsRegistry interface {
+	prometheus.Registerer
+	prometheus.Gatherer
 }
 
 // stringList is a repeatable flag; each value may also hold a comma-separated list.
@@ -131,6 +145,9 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "Elect one status writer among replicas with a Lease (every replica serves traffic).")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the Lease. Default: the Pod's namespace; out of cluster, default.")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", "metalgate-proxy", "Name of the Lease.")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", 15*time.Second, "How long the other replicas wait before they take a status Lease that was not renewed.")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the status writer tries to renew its Lease before it stops writing status (and campaigns again; serving goes on). Less than --leader-election-lease-duration.")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", 2*time.Second, "How often each replica tries to take or renew the status Lease.")
 	fs.StringVar(&o.DefaultCertFile, "default-certificate", "", "PEM certificate served when no Ingress certificate matches. Default: self-signed, generated at start.")
 	fs.StringVar(&o.DefaultKeyFile, "default-certificate-key", "", "PEM key of --default-certificate.")
 	fs.Var(&o.TrustedProxies, "trusted-proxies", "CIDRs whose X-Forwarded-*, X-Real-IP, Forwarded and X-Request-Id headers are kept (repeatable). Default: none.")
@@ -150,7 +167,8 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.FailureThreshold, "eject-after", 3, "Consecutive connection failures that take an endpoint out of rotation.")
 	fs.DurationVar(&o.EjectFor, "eject-for", 10*time.Second, "How long an ejected endpoint stays out of rotation.")
 	fs.DurationVar(&o.StaleAfter, "stale-after", 2*time.Minute, "Readiness fails when a watch has been failing for this long (traffic is still served).")
-	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "On SIGTERM, how long requests in flight may finish.")
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", 5*time.Second, "On SIGTERM, how long the proxy keeps accepting connections, not ready, before it stops listening: time for load balancers and endpoints to drop it. Responses in that time carry Connection: close (HTTP/1) or a GOAWAY (HTTP/2).")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "On SIGTERM, after --shutdown-delay, how long requests in flight may finish.")
 	fs.BoolVar(&o.AccessLog, "access-log", true, "Write the access log to stdout: one JSON object per line per request (docs/proxy.md, Access log).")
 	fs.Float64Var(&o.AccessLogSample, "access-log-sample", 1, "Fraction of requests the access log records, more than 0 and at most 1 (0.1: one in ten).")
 	fs.StringVar(&o.AccessLogFields, "access-log-fields", "", "Comma-separated access log fields to write (default all): "+strings.Join(dataplane.AccessLogFieldNames(), ",")+".")
@@ -205,6 +223,7 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 		UpstreamIdleTimeout: o.UpstreamIdleTimeout, MaxIdlePerEndpoint: o.MaxIdlePerEndpoint,
 		ReadHeaderTimeout: o.ReadHeaderTimeout, ClientIdleTimeout: o.ClientIdleTimeout, MaxHeaderBytes: o.MaxHeaderBytes,
 		Retries: o.Retries, FailureThreshold: o.FailureThreshold, EjectFor: o.EjectFor, ShutdownTimeout: o.ShutdownTimeout,
+		ShutdownDelay:   o.ShutdownDelay,
 		AccessLogSample: o.AccessLogSample, AccessLogQuery: o.AccessLogQuery, DisableDirectPath: !o.DirectPath, Logger: logger.WithName("dataplane"),
 		UpstreamReadTimeout: negOff(o.UpstreamReadTimeout), Max1xxResponses: o.Max1xxResponses,
 		ClientBodyTimeout: negOff(o.ClientBodyTimeout), SendTimeout: negOff(o.SendTimeout), HTTP2WriteTimeout: negOff(o.HTTP2WriteTimeout),
@@ -217,6 +236,12 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 	}
 	if o.ServerHeader == "" {
 		d.ServerHeader = "-"
+	}
+	if o.ShutdownDelay < 0 {
+		return d, fmt.Errorf("--shutdown-delay %v: want 0 (none) or more", o.ShutdownDelay)
+	}
+	if o.ShutdownTimeout <= 0 {
+		return d, fmt.Errorf("--shutdown-timeout %v: want more than 0", o.ShutdownTimeout)
 	}
 	if o.AccessLog {
 		d.AccessLog = os.Stdout
@@ -350,10 +375,18 @@ func parseByteSize(s string) (int64, error) {
 // runProxy runs the data plane, and the control plane unless --static-config, until ctx ends.
 func runProxy(ctx context.Context, opts proxyOptions) error {
 	logger := logr.FromContextOrDiscard(ctx)
-	reg := metrics.Registry
+	var reg metricsRegistry = metrics.Registry
+	if opts.registry != nil {
+		reg = opts.registry
+	}
 	dopts, err := opts.dataplaneOptions(logger)
 	if err != nil {
 		return err
+	}
+	if opts.LeaderElect && opts.StaticConfig == "" && opts.Gateway == "" {
+		if err := opts.checkLease(); err != nil {
+			return err
+		}
 	}
 	if dopts.Metrics, err = proxyMetrics(reg); err != nil {
 		return err
@@ -374,7 +407,15 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 		return err
 	}
 
-	ready := func() error { return nil }
+	cpReady := func() error { return nil }
+	// Not ready from the moment shutdown begins (Serve drains): load balancers and the
+	// endpoints drop this replica while it still accepts (--shutdown-delay).
+	ready := func() error {
+		if dp.Draining() {
+			return errors.New("shutting down: draining connections")
+		}
+		return cpReady()
+	}
 	errs := make(chan error, 3)
 	served := make(chan error, 1)
 	ctx, cancel := context.WithCancel(ctx)
@@ -384,11 +425,11 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 			return err
 		}
 	} else {
-		cp, err := startControlPlane(ctx, opts, dbg.Swap, logger, errs)
+		cp, err := startControlPlane(ctx, opts, dbg.Swap, reg, logger, errs)
 		if err != nil {
 			return err
 		}
-		ready = cp.Ready
+		cpReady = cp.Ready
 	}
 	if adminLn != nil {
 		// /metrics and /debug/backends for loopback and authorised tokens; probes open.
@@ -518,7 +559,7 @@ func proxyMetrics(reg prometheus.Registerer) (*dataplane.Metrics, error) {
 // controlPlaneOptions translates flags into control-plane options: the field manager
 // named after the proxy's identity (its publish Service, else its namespace), and in Gateway
 // mode the Gateway, with leader election turned off in opts.
-func controlPlaneOptions(opts *proxyOptions, swap func(*table.Table), logger logr.Logger) (controlplane.Options, error) {
+func controlPlaneOptions(opts *proxyOptions, swap func(*table.Table), reg prometheus.Registerer, logger logr.Logger) (controlplane.Options, error) {
 	copts := controlplane.Options{
 		Controller:        opts.Controller,
 		WatchNamespaces:   opts.WatchNamespaces,
@@ -527,7 +568,7 @@ func controlPlaneOptions(opts *proxyOptions, swap func(*table.Table), logger log
 		PodNamespace:      os.Getenv("POD_NAMESPACE"),
 		StaleAfter:        opts.StaleAfter,
 		Swap:              swap,
-		Metrics:           controlplane.NewMetrics(metrics.Registry),
+		Metrics:           controlplane.NewMetrics(reg),
 		Logger:            logger.WithName("controlplane"),
 	}
 	copts.AllowUnmanagedSlices = opts.AllowUnmanagedSlices
@@ -565,13 +606,20 @@ func controlPlaneOptions(opts *proxyOptions, swap func(*table.Table), logger log
 }
 
 // startControlPlane starts the manager with the proxy's control plane; its end is sent to errs.
-func startControlPlane(ctx context.Context, opts proxyOptions, swap func(*table.Table), logger logr.Logger, errs chan<- error) (*controlplane.ControlPlane, error) {
+// The manager has no leader election: the status writer, the proxy's only leader-only work,
+// campaigns for the Lease itself (controlplane.Election) and only stops writing when it
+// loses it, so a lost Lease or a lost API server never ends the process (issue #25).
+func startControlPlane(ctx context.Context, opts proxyOptions, swap func(*table.Table), reg prometheus.Registerer, logger logr.Logger, errs chan<- error) (*controlplane.ControlPlane, error) {
 	cfg, err := restConfig(opts.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}
-	cfg.QPS, cfg.Burst = float32(opts.QPS), opts.Burst
 	cfg.UserAgent = "metalgate-proxy/" + version.Get().Version
+	// The Lease keeps a bucket of its own, so that no burst of other requests delays a
+	// renewal (a late renewal is a lost Lease).
+	leCfg := rest.CopyConfig(cfg)
+	leCfg.QPS, leCfg.Burst = 5, 10
+	cfg.QPS, cfg.Burst = float32(opts.QPS), opts.Burst
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("register Kubernetes types: %w", err)
@@ -579,32 +627,32 @@ func startControlPlane(ctx context.Context, opts proxyOptions, swap func(*table.
 	if err := addGatewayTypes(scheme); err != nil {
 		return nil, err
 	}
-	copts, err := controlPlaneOptions(&opts, swap, logger)
+	copts, err := controlPlaneOptions(&opts, swap, reg, logger)
 	if err != nil {
 		return nil, err
+	}
+	if opts.LeaderElect { // Lease timings checked by runProxy
+		leaseNS := opts.LeaderElectionNamespace
+		if leaseNS == "" { // the Pod's namespace; out of cluster, default
+			leaseNS = "default"
+			if b, err := os.ReadFile(inClusterNamespaceFile); err == nil && strings.TrimSpace(string(b)) != "" {
+				leaseNS = strings.TrimSpace(string(b))
+			}
+		}
+		copts.StatusElection = &controlplane.Election{Namespace: leaseNS, Name: opts.LeaderElectionID, Config: leCfg,
+			LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline, RetryPeriod: opts.RetryPeriod}
 	}
 	cp, err := controlplane.New(copts)
 	if err != nil {
 		return nil, err
 	}
-	leaseNS := opts.LeaderElectionNamespace
-	if _, err := os.Stat(inClusterNamespaceFile); leaseNS == "" && err != nil {
-		leaseNS = "default"
-	}
-	renew, lease, retry := 10*time.Second, 15*time.Second, 2*time.Second
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Logger:                        logger,
-		Cache:                         cp.CacheOptions(),
-		Metrics:                       metricsserver.Options{BindAddress: "0"}, // served on the admin port
-		HealthProbeBindAddress:        "0",
-		LeaderElection:                opts.LeaderElect,
-		LeaderElectionID:              opts.LeaderElectionID,
-		LeaderElectionNamespace:       leaseNS,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &lease,
-		RenewDeadline:                 &renew,
-		RetryPeriod:                   &retry,
+		Scheme:                 scheme,
+		Logger:                 logger,
+		Cache:                  cp.CacheOptions(),
+		Metrics:                metricsserver.Options{BindAddress: "0"}, // served on the admin port
+		HealthProbeBindAddress: "0",
+		LeaderElection:         false, // see above: the status writer has its own Lease
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -618,4 +666,17 @@ func startControlPlane(ctx context.Context, opts proxyOptions, swap func(*table.
 		}
 	}()
 	return cp, nil
+}
+
+// checkLease refuses Lease timings client-go's elector would refuse later, naming the flags.
+func (o *proxyOptions) checkLease() error {
+	switch {
+	case o.RetryPeriod <= 0:
+		return fmt.Errorf("--leader-election-retry-period %v: want more than 0", o.RetryPeriod)
+	case float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod):
+		return fmt.Errorf("--leader-election-renew-deadline %v: want more than 1.2 × --leader-election-retry-period (%v)", o.RenewDeadline, o.RetryPeriod)
+	case o.LeaseDuration <= o.RenewDeadline:
+		return fmt.Errorf("--leader-election-lease-duration %v: want more than --leader-election-renew-deadline (%v), or two replicas could write at once", o.LeaseDuration, o.RenewDeadline)
+	}
+	return nil
 }

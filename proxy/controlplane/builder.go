@@ -79,6 +79,9 @@ type builder struct {
 	// elected is closed when this replica leads; only the leader emits events, so N
 	// replicas do not report each problem N times.
 	elected <-chan struct{}
+	// leads, when set, says instead whether this replica writes status now (a status writer
+	// under its own Lease, Options.StatusElection, which may lose it and win it again).
+	leads func() bool
 	// arb decides which Ingresses another writer publishes (Options.YieldTraffic); expiry
 	// rebuilds when a proxy without ready endpoints stops outranking others.
 	arb    *arbiter
@@ -340,6 +343,9 @@ func (b *builder) report(in ingress.Input, problems []table.Problem) {
 }
 
 func (b *builder) leading() bool {
+	if b.leads != nil {
+		return b.leads()
+	}
 	if b.elected == nil {
 		return true
 	}

@@ -14,6 +14,7 @@ type Metrics struct {
 	AddressMissing   prometheus.Gauge
 	IngressesYielded *prometheus.GaugeVec
 	Announced        prometheus.Gauge
+	StatusWriter     prometheus.Gauge
 	WatchErrors      *prometheus.CounterVec
 	TableIngresses   prometheus.Gauge
 	TableEndpoints   prometheus.Gauge
@@ -67,6 +68,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "metalgate_proxy_announced",
 			Help: "1 when this proxy's publish Service carries its announcement (other metalgate proxies can arbitrate with it); leader only.",
 		}),
+		StatusWriter: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "metalgate_proxy_status_writer",
+			Help: "1 while this replica holds the status Lease and writes Ingress status; 0 while it campaigns (serving goes on either way).",
+		}),
 		WatchErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metalgate_proxy_watch_errors_total",
 			Help: "Watch or list failures, by kind.",
@@ -85,7 +90,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"1 when the watch of this kind is not known to be broken.", []string{"kind"}, nil),
 	}
 	reg.MustRegister(m.ChangeApplied, m.Builds, m.Patches, m.BuildDuration, m.Problems, m.StatusWrites, m.StatusConflicts,
-		m.AddressMissing, m.IngressesYielded, m.Announced, m.WatchErrors, m.TableIngresses, m.TableEndpoints, m)
+		m.AddressMissing, m.IngressesYielded, m.Announced, m.StatusWriter, m.WatchErrors, m.TableIngresses, m.TableEndpoints, m)
 	return m
 }
 

@@ -86,6 +86,11 @@ type Options struct {
 	// ResyncStatus re-checks every Ingress's status this often even without events.
 	// Default 30s.
 	ResyncStatus time.Duration
+	// StatusElection, when set, runs the status publisher under a Lease of its own
+	// (statuswriter.go), on a manager without leader election: losing the Lease stops status
+	// writing only, and the proxy campaigns again. Nil: the publisher is a leader-only
+	// runnable of the manager (with no manager election, every replica writes).
+	StatusElection *Election
 
 	// Swap receives every new table (the data plane's Swap). Required.
 	Swap func(*table.Table)

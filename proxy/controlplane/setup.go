@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -133,11 +134,22 @@ func (cp *ControlPlane) Setup(mgr manager.Manager) error {
 		self: &selfResolver{opts: cp.opts, reader: mgr.GetAPIReader()}}
 	cp.builder = &builder{opts: cp.opts, cache: mgr.GetCache(), fresh: cp.fresh, kick: make(chan struct{}, 1),
 		built: make(chan struct{}), snapshots: cp.snapshots, reported: map[types.NamespacedName]string{}, elected: mgr.Elected(), arb: arb}
-	pub := &publisher{opts: cp.opts, client: mgr.GetClient(), reader: mgr.GetAPIReader(), snapshots: cp.snapshots, arb: arb,
-		kick: make(chan struct{}, 1), states: map[types.NamespacedName]*statusState{}, now: timeNow}
-	runs := []manager.Runnable{cp.builder, &prober{reader: mgr.GetAPIReader(), fresh: cp.fresh, opts: cp.opts}, pub}
-	if cp.opts.Gateway.Name != "" { // a Gateway proxy writes no Ingress status
-		runs = runs[:2]
+	newPublisher := func(in chan ingress.Input) *publisher {
+		return &publisher{opts: cp.opts, client: mgr.GetClient(), reader: mgr.GetAPIReader(), snapshots: in, arb: arb,
+			kick: make(chan struct{}, 1), states: map[types.NamespacedName]*statusState{}, now: timeNow}
+	}
+	runs := []manager.Runnable{cp.builder, &prober{reader: mgr.GetAPIReader(), fresh: cp.fresh, opts: cp.opts}}
+	switch {
+	case cp.opts.Gateway.Name != "": // a Gateway proxy writes no Ingress status
+	case cp.opts.StatusElection != nil:
+		w, err := cp.statusWriter(newPublisher)
+		if err != nil {
+			return err
+		}
+		cp.builder.leads = w.Writing
+		runs = append(runs, w)
+	default:
+		runs = append(runs, newPublisher(cp.snapshots))
 	}
 	for _, r := range runs {
 		if err := mgr.Add(r); err != nil {
@@ -145,6 +157,26 @@ func (cp *ControlPlane) Setup(mgr manager.Manager) error {
 		}
 	}
 	return nil
+}
+
+// statusWriter is the publisher under its own Lease (Options.StatusElection): a fresh
+// publisher per term, fed the builder's snapshots.
+func (cp *ControlPlane) statusWriter(newPublisher func(chan ingress.Input) *publisher) (*statusWriter, error) {
+	e := *cp.opts.StatusElection
+	if err := e.defaults(); err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(e.Config)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: client of the status Lease: %w", err)
+	}
+	w := &statusWriter{election: e, leases: cs, source: cp.snapshots, log: cp.opts.Logger.WithName("status-writer"),
+		// The publisher only reads in: the term's channel, which only the relay sends to.
+		run: func(ctx context.Context, in chan ingress.Input) error { return newPublisher(in).Start(ctx) }}
+	if cp.opts.Metrics != nil {
+		w.gauge = cp.opts.Metrics.StatusWriter
+	}
+	return w, nil
 }
 
 // Ready returns nil once the first table is built and while no watch has been failing for

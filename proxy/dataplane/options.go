@@ -125,9 +125,15 @@ type Options struct {
 	// Defaults 3 and 10s.
 	FailureThreshold int
 	EjectFor         time.Duration
-	// ShutdownTimeout is how long Serve waits for requests in flight when ctx ends.
-	// Default 30s.
+	// ShutdownTimeout is how long Serve waits for requests in flight when ctx ends, after
+	// ShutdownDelay. Default 30s.
 	ShutdownTimeout time.Duration
+	// ShutdownDelay is how long Serve goes on accepting after ctx ends, draining (Draining
+	// reports true, responses carry Connection: close or a GOAWAY), before it stops
+	// listening. Default 0: it stops at once.
+	ShutdownDelay time.Duration
+	// delayOver (tests only) replaces time.After for the end of ShutdownDelay.
+	delayOver func(time.Duration) <-chan time.Time
 
 	// DialContext connects to an endpoint. Default: a net.Dialer with ConnectTimeout. Tests
 	// use it to map pod addresses onto loopback ones.

@@ -52,9 +52,10 @@ type Server struct {
 	serverHeader        []string
 	httpPort, httpsPort string // X-Forwarded-Port
 	affinityKey         []byte
-	limits              *limiters  // rate limits' state, across tables
-	auth                *basicAuth // basic authentication checks, across tables
-	alog                *accessLog // nil: no access log
+	limits              *limiters   // rate limits' state, across tables
+	auth                *basicAuth  // basic authentication checks, across tables
+	alog                *accessLog  // nil: no access log
+	draining            atomic.Bool // shutdown has begun (Serve's ctx ended)
 	// reencodeQueries: GODEBUG sets urlmaxqueryparams, with which ReverseProxy re-encodes
 	// every query; the direct path then leaves all requests to it.
 	reencodeQueries bool
@@ -275,7 +276,7 @@ func (s *Server) HTTPServer(tls bool) *http.Server {
 		p.SetUnencryptedHTTP2(true)
 	}
 	srv := &http.Server{
-		Handler:           s,
+		Handler:           drainHandler{s},
 		Protocols:         &p,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
 		IdleTimeout:       s.opts.ClientIdleTimeout,
@@ -305,9 +306,18 @@ func (s *Server) HTTPServer(tls bool) *http.Server {
 }
 
 // Serve serves plain HTTP on httpLn and HTTPS on httpsLn (either may be nil) until ctx ends,
-// then shuts down gracefully: listeners close, requests in flight get ShutdownTimeout. Each
-// listener accepts at most MaxConnections connections at once (and MaxConnectionsPerClient
-// from one address).
+// then shuts down gracefully:
+//
+//	ctx ends ─► draining (Draining true: not ready) for ShutdownDelay: the listeners still
+//	            accept, every response says Connection: close (HTTP/1) or comes with a
+//	            GOAWAY (HTTP/2), so clients take their next requests elsewhere
+//	         ─► Shutdown: listeners close, idle connections close, requests in flight get
+//	            ShutdownTimeout
+//
+// The delay is the time load balancers and endpoints take to stop sending new connections
+// to a replica that is no longer ready; a connection refused in it would be a failed
+// request (issue #25). Each listener accepts at most MaxConnections connections at once
+// (and MaxConnectionsPerClient from one address).
 func (s *Server) Serve(ctx context.Context, httpLn, httpsLn net.Listener) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
@@ -343,8 +353,21 @@ func (s *Server) Serve(ctx context.Context, httpLn, httpsLn net.Listener) error 
 	var err error
 	select {
 	case <-ctx.Done():
+		s.draining.Store(true)
+		if d := s.opts.ShutdownDelay; d > 0 {
+			s.opts.Logger.Info("shutting down: not ready, still accepting connections while load balancers drop this replica", "delay", d)
+			after := time.After
+			if s.opts.delayOver != nil {
+				after = s.opts.delayOver
+			}
+			select {
+			case <-after(d):
+			case err = <-errs:
+			}
+		}
 	case err = <-errs:
 	}
+	s.draining.Store(true)
 	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 	defer cancel()
 	for _, srv := range servers {
@@ -356,6 +379,23 @@ func (s *Server) Serve(ctx context.Context, httpLn, httpsLn net.Listener) error 
 		s.alog.flush()
 	}
 	return err
+}
+
+// Draining reports whether shutdown has begun: the proxy is not ready, and still serves.
+func (s *Server) Draining() bool { return s.draining.Load() }
+
+// drainHandler is the client-facing handler: while draining, each response asks the client
+// to go: net/http closes an HTTP/1 connection after a response whose header says
+// Connection: close, and turns that header on an HTTP/2 response into a GOAWAY (streams in
+// flight finish). Upgrades (WebSocket) keep their own Connection header: the connection
+// becomes the tunnel, which Shutdown does not cut.
+type drainHandler struct{ s *Server }
+
+func (h drainHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.s.draining.Load() && r.Header.Get("Upgrade") == "" {
+		w.Header()["Connection"] = []string{"close"}
+	}
+	h.s.ServeHTTP(w, r)
 }
 
 // CloseIdleConnections closes the idle connections to endpoints.
