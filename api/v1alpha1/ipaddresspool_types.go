@@ -30,6 +30,8 @@ const (
 // +kubebuilder:printcolumn:name="Auto Assign",type=boolean,JSONPath=`.spec.autoAssign`
 // +kubebuilder:printcolumn:name="Avoid Buggy IPs",type=boolean,JSONPath=`.spec.avoidBuggyIPs`
 // +kubebuilder:printcolumn:name="Addresses",type=string,JSONPath=`.spec.addresses`
+// +kubebuilder:printcolumn:name="Valid",type=string,JSONPath=`.status.conditions[?(@.type=="Valid")].status`
+// +kubebuilder:printcolumn:name="Overlapping",type=string,JSONPath=`.status.conditions[?(@.type=="Overlapping")].status`
 // +kubebuilder:printcolumn:name="Assigned IPv4",type=integer,JSONPath=`.status.assignedIPv4`
 // +kubebuilder:printcolumn:name="Assigned IPv6",type=integer,JSONPath=`.status.assignedIPv6`
 // +kubebuilder:printcolumn:name="Available IPv4",type=integer,JSONPath=`.status.availableIPv4`,priority=1
