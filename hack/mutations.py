@@ -112,6 +112,12 @@ M = [
  ("M25d5 the publisher outlives its term", "proxy/controlplane/statuswriter.go", [("if err := t.w.run(ctx, in); err != nil {", "if err := t.w.run(context.WithoutCancel(ctx), in); err != nil {")], "TestProxyOutlivesLeaseAndAPIServer", [], "./cmd/metalgate/"),
  ("M25d6 no new campaign after a lost Lease", "proxy/controlplane/statuswriter.go", [("\t\tif ctx.Err() != nil {\n\t\t\tif t.led() {", "\t\tif true {\n\t\t\tif t.led() {")], "TestProxyOutlivesLeaseAndAPIServer", [], "./cmd/metalgate/"),
  ("M25d7 the publisher outlives its term, the gauge says it stopped", "proxy/controlplane/statuswriter.go", [("if err := t.w.run(ctx, in); err != nil {", "if err := t.w.run(context.WithoutCancel(ctx), in); err != nil {"), ("\t<-done\n\tt.w.close()\n", "")], "TestProxyOutlivesLeaseAndAPIServer", [], "./cmd/metalgate/"),
+ ("M27d1 a foreign writer never stopped: rewrites until the window forgets", "proxy/controlplane/decide.go", [("if !forced && (n >= in.Policy.MaxConflicts || st.stops > 0) {", "if !forced && st.stops > 0 {")], "TestDecide$", [], "./proxy/controlplane/"),
+ ("M27d2 no address: a foreign status cleared too", "proxy/controlplane/decide.go", [("d.Reason = \"no address: \" + in.NoAddress\n\t\tif in.Mine && len(cur) > 0 {", "d.Reason = \"no address: \" + in.NoAddress\n\t\tif len(cur) > 0 {")], "TestDecide$", [], "./proxy/controlplane/"),
+ ("M27d3 another writer's value replaced without the live re-check's verdict", "proxy/controlplane/decide.go", [("newer than our cache.\n\t\tif in.Live == nil {\n\t\t\treturn d.recheck(st)\n\t\t}\n\t\tif in.Live.Lost {", "newer than our cache.\n\t\tif in.Live == nil {\n\t\t\treturn d.recheck(st)\n\t\t}\n\t\tif false {")], "TestDecide$", [], "./proxy/controlplane/"),
+ ("M27d4 the status-owner annotation naming another writer ignored", "proxy/controlplane/decide.go", [("if owner != in.FieldManager && owner != in.Self.String() {", "if false {")], "TestDecide$", [], "./proxy/controlplane/"),
+ ("M27d5 a yield reported on every sync", "proxy/controlplane/decide.go", [('if key := y.Why + ":" + y.To; st.reported != key {', 'if key := y.Why + ":" + y.To; true {')], "TestDecide$", [], "./proxy/controlplane/"),
+ ("M27d6 the writer ignores decide's clear", "proxy/controlplane/status.go", [("\tcase actClear:\n\t\tp.write(ctx, log, ing, nil, \"cleared\")\n", "")], "TestStatusPublishesOwnServiceAddress", [], "./proxy/controlplane/"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -32,6 +32,9 @@ const (
 
 var yieldReasons = []string{yieldProxy, yieldAnnotation, yieldForeign}
 
+// timeNow is the clock of the publisher and the arbiter.
+var timeNow = time.Now
+
 // publisher writes the proxy's own Service addresses into the status of the Ingresses it
 // owns. It runs on the leader only. The rules:
 //
@@ -56,8 +59,9 @@ var yieldReasons = []string{yieldProxy, yieldAnnotation, yieldForeign}
 //     MaxConflicts overwrites within ConflictWindow it stops writing that Ingress (Warning
 //     ForeignStatusWriter) until the status has not changed for ForeignQuiet; after such a
 //     resume, one overwrite stops it again and the quiet time doubles (up to 8×).
-var timeNow = time.Now
-
+//
+// These rules are decide's (decide.go), a pure function per Ingress; the publisher gathers
+// its inputs and carries its decisions out.
 type publisher struct {
 	opts      Options
 	client    client.Client // reads from the cache, writes to the API server
@@ -204,182 +208,77 @@ func (p *publisher) startRound(ctx context.Context, log logr.Logger, in ingress.
 	return r
 }
 
-// syncIngress brings one Ingress's status in line:
-//
-//	our write not cached yet ─► skip        not ours (any more) ─► clear what we wrote
-//	no address ─► report, clear what we wrote
-//	another writer decided (annotation, arbitration) ─► yield      foreign writer stopped ─► wait
-//	already right ─► done    overwritten by another ─► count, back off, stop    else ─► write
+// syncIngress brings one Ingress's status in line: it gathers what decide needs, asks the
+// API server for the live Services when decide wants them before replacing another writer's
+// value, and carries the decision out.
 func (p *publisher) syncIngress(ctx context.Context, log logr.Logger, r *syncRound, id types.NamespacedName, ing *networkingv1.Ingress) {
 	st := p.states[id]
 	if st == nil {
 		st = &statusState{}
 		p.states[id] = st
 	}
-	if st.basedOn != "" && st.basedOn == ing.ResourceVersion {
-		return // our write is not in the cache yet
+	in := decideInput{
+		Now:             p.now(),
+		Policy:          p.opts.statusPolicy(),
+		Self:            r.ownID,
+		FieldManager:    p.opts.FieldManager,
+		Owned:           ingress.Owns(ing, r.ours, r.defaultIsOurs, p.opts.WatchDefaultClass),
+		ResourceVersion: ing.ResourceVersion,
+		Current:         ing.Status.LoadBalancer.Ingress,
+		Mine:            p.ownsStatus(ing),
+		OtherWriter:     p.otherWriter(ing),
+		StatusOwner:     ing.Annotations[contract.AnnotationStatusOwner],
+		Want:            r.addrs,
+		NoAddress:       r.why,
+		Cached:          p.rivalFor(ctx, log, r, ing, false),
+		State:           *st,
 	}
-	st.basedOn = ""
-	cur := ing.Status.LoadBalancer.Ingress
-	mine := p.ownsStatus(ing)
-	if !ingress.Owns(ing, r.ours, r.defaultIsOurs, p.opts.WatchDefaultClass) {
-		if mine && len(cur) > 0 {
-			p.write(ctx, log, ing, nil, "cleared")
-		}
+	d := decide(in)
+	if d.Action == actRecheck {
+		live := p.rivalFor(ctx, log, r, ing, true)
+		in.Live = &live
+		d = decide(in)
+	}
+	p.carryOut(ctx, log, r, id, ing, st, d)
+}
+
+// carryOut applies a decision on one Ingress: it remembers the next state, reports what the
+// decision says to report (Events, logs, metrics) and writes or clears the status.
+func (p *publisher) carryOut(ctx context.Context, log logr.Logger, r *syncRound, id types.NamespacedName, ing *networkingv1.Ingress, st *statusState, d statusDecision) {
+	if d.Forget {
 		delete(p.states, id)
-		return
+	} else {
+		*st = d.Next
 	}
-	if r.why != "" {
-		p.noAddress(ctx, log, r.why, ing, st, mine)
-		return
-	}
-	st.noAddrWhy = ""
-	want := r.addrs
-	now := p.now()
-	forced, ok := p.mayWrite(ctx, log, r, id, ing, st)
-	if !ok || p.waitForForeign(log, r, id, ing, st, now) {
-		return
-	}
-	if sameAddresses(cur, want) {
-		return
-	}
-	if st.wrote != nil && !mine && sameAddresses(st.wrote, want) {
-		// We wrote this value and someone replaced it: a proxy that outranks us (newer
-		// than our cache), or a conflict.
-		if !p.overwritten(ctx, log, r, ing, st, forced, now) {
-			return
-		}
-	}
-	if now.Before(st.notBefore) {
-		r.wake(st.notBefore)
-		return
-	}
-	if !forced && len(cur) > 0 && !mine {
-		// About to replace another writer's value: decide again on the live Services of
-		// the Ingress's namespace; the proxy that wrote it may be newer than our cache.
-		if w, lost := p.loses(ctx, log, r.in, r.cands, r.self, ing, true); lost {
-			p.yieldTo(log, ing, st, w, r.self)
-			return
-		}
-	}
-	if p.write(ctx, log, ing, want, "ok") {
-		st.wrote, st.basedOn = want, ing.ResourceVersion
-	}
-}
-
-// noAddress handles an Ingress of ours while the own Service has no address: a Warning once
-// per reason, and what we wrote is cleared, since it is no longer our address.
-func (p *publisher) noAddress(ctx context.Context, log logr.Logger, why string, ing *networkingv1.Ingress, st *statusState, mine bool) {
-	st.yielded, st.reported = "", ""
-	if st.noAddrWhy != why && p.opts.Recorder != nil {
-		p.opts.Recorder.Eventf(ing, nil, corev1.EventTypeWarning, contract.ReasonNoAddress, "PublishStatus", "%s; not writing status.loadBalancer (never a node or cluster IP)", why)
-	}
-	st.noAddrWhy = why
-	if mine && len(ing.Status.LoadBalancer.Ingress) > 0 {
-		p.write(ctx, log, ing, nil, "cleared")
-	}
-}
-
-// mayWrite decides who writes the Ingress's status: the writer its status-owner annotation
-// names (forced when that is us), else the winner of the arbitration between metalgate
-// proxies. ok is false when another writer does, which it reports (yield). When we write
-// again after having yielded, it says so.
-func (p *publisher) mayWrite(ctx context.Context, log logr.Logger, r *syncRound, id types.NamespacedName, ing *networkingv1.Ingress, st *statusState) (forced, ok bool) {
-	if owner := ing.Annotations[contract.AnnotationStatusOwner]; owner != "" {
-		if owner != p.opts.FieldManager && owner != r.ownID.String() {
-			p.yield(log, ing, st, yieldAnnotation, owner, corev1.EventTypeNormal, fmt.Sprintf(
-				"annotation %s names %q as the writer of status.loadBalancer; this proxy (%s, field manager %q) leaves it alone%s",
-				contract.AnnotationStatusOwner, owner, r.ownID, p.opts.FieldManager, p.servingNote()))
-			return false, false
-		}
-		forced = true
-	} else if w, lost := p.loses(ctx, log, r.in, r.cands, r.self, ing, false); lost {
-		p.yieldTo(log, ing, st, w, r.self)
-		return false, false
-	}
-	if st.yielded == yieldProxy || st.yielded == yieldAnnotation || forced && st.yielded != "" {
-		log.Info("publishing Ingress status again", "ingress", id.String(), "was", st.yielded)
-		st.yielded, st.reported, st.stoppedBy = "", "", ""
-	}
-	return forced, true
-}
-
-// waitForForeign reports whether to keep leaving the Ingress to a foreign writer we stopped
-// fighting: until it lets go of the status, or has been quiet long enough (not after the
-// third stop). When we resume, the conflict history starts afresh.
-func (p *publisher) waitForForeign(log logr.Logger, r *syncRound, id types.NamespacedName, ing *networkingv1.Ingress, st *statusState, now time.Time) bool {
-	if st.stoppedBy == "" {
-		return false
-	}
+	r.wake(d.Until)
 	cur := ing.Status.LoadBalancer.Ingress
-	if v := formatAddresses(cur); v != st.lastSeen {
-		st.lastSeen, st.quietSince = v, now
+	if d.NoAddressEvent && p.opts.Recorder != nil {
+		p.opts.Recorder.Eventf(ing, nil, corev1.EventTypeWarning, contract.ReasonNoAddress, "PublishStatus", "%s; not writing status.loadBalancer (never a node or cluster IP)", r.why)
 	}
-	letGo := len(cur) == 0 || p.otherWriter(ing) != st.stoppedBy
-	quiet := p.quietNeeded(st.stops)
-	if !letGo && (quiet == 0 || now.Before(st.quietSince.Add(quiet))) {
-		if quiet > 0 {
-			r.wake(st.quietSince.Add(quiet))
-		}
-		return true
+	if d.ResumedFrom != "" {
+		log.Info("publishing Ingress status again", "ingress", id.String(), "was", d.ResumedFrom)
 	}
-	log.Info("writing Ingress status again: the other writer let go of it or was quiet", "ingress", id.String(), "otherWriter", st.stoppedBy, "letGo", letGo)
-	st.stoppedBy, st.yielded, st.reported = "", "", ""
-	st.overwrites, st.backoff, st.notBefore = nil, 0, time.Time{}
-	return false
-}
-
-// overwritten handles another writer having replaced the value we wrote. Unless forced, a
-// metalgate proxy that now wins (on the live Services) is yielded to. Otherwise the
-// overwrite is counted within ConflictWindow: at MaxConflicts (or after an earlier stop) we
-// stop writing (stop), from the second on each rewrite backs off. It returns whether the
-// publisher may still write the Ingress in this sync.
-func (p *publisher) overwritten(ctx context.Context, log logr.Logger, r *syncRound, ing *networkingv1.Ingress, st *statusState, forced bool, now time.Time) bool {
-	if !forced {
-		if w, lost := p.loses(ctx, log, r.in, r.cands, r.self, ing, true); lost {
-			p.yieldTo(log, ing, st, w, r.self)
-			return false
-		}
+	if d.ResumedForeign != "" {
+		log.Info("writing Ingress status again: the other writer let go of it or was quiet", "ingress", id.String(), "otherWriter", d.ResumedForeign, "letGo", d.LetGo)
 	}
-	n := st.countOverwrite(now, p.opts.ConflictWindow)
-	st.wrote = nil // counted; the next rewrite sets it again
-	cur := ing.Status.LoadBalancer.Ingress
-	if !forced && (n >= p.opts.MaxConflicts || st.stops > 0) {
-		p.stop(log, ing, st, r.cands, r.ownID, cur, now)
-		if q := p.quietNeeded(st.stops); q > 0 {
-			r.wake(st.quietSince.Add(q))
-		}
-		return false
-	}
-	if n >= 2 {
-		st.backOff(now, p.opts.BackoffBase, p.opts.BackoffMax)
+	if d.Conflict {
 		p.conflict(log, ing, r.classes, r.cands, cur, st.backoff)
 	}
-	return true
-}
-
-// countOverwrite records an overwrite of our value at now and returns how many happened
-// within window up to now (older ones are forgotten).
-func (st *statusState) countOverwrite(now time.Time, window time.Duration) int {
-	cutoff := now.Add(-window)
-	kept := st.overwrites[:0]
-	for _, t := range st.overwrites {
-		if t.After(cutoff) {
-			kept = append(kept, t)
+	if d.Stopped && p.opts.Metrics != nil {
+		p.opts.Metrics.StatusConflicts.Inc()
+	}
+	switch d.Action {
+	case actClear:
+		p.write(ctx, log, ing, nil, "cleared")
+	case actYield:
+		if d.ReportYield {
+			p.reportYield(log, r, ing, st, d)
+		}
+	case actWrite:
+		if p.write(ctx, log, ing, d.Addrs, "ok") {
+			st.wrote, st.basedOn = d.Addrs, ing.ResourceVersion
 		}
 	}
-	st.overwrites = append(kept, now)
-	return len(st.overwrites)
-}
-
-// backOff delays the next rewrite: base the first time, then doubling up to most.
-func (st *statusState) backOff(now time.Time, base, most time.Duration) {
-	if st.backoff == 0 {
-		st.backoff = base
-	} else {
-		st.backoff = min(st.backoff*2, most)
-	}
-	st.notBefore = now.Add(st.backoff)
 }
 
 // countYielded sets metalgate_proxy_ingresses_yielded from the Ingresses' states.
@@ -399,12 +298,13 @@ func (p *publisher) countYielded() {
 	}
 }
 
-// loses reports whether another metalgate proxy wins the Ingress, and which. With live, it
-// decides on the Services of the Ingress's namespace as the API server has them now (our
-// other candidates stay as cached): the publisher asks so before it replaces a value another
-// writer put there, since the proxy that wrote it may be newer than our cache.
-func (p *publisher) loses(ctx context.Context, log logr.Logger, in ingress.Input, cands []Candidate, self Candidate, ing *networkingv1.Ingress, live bool) (Candidate, bool) {
-	s := p.arb.subject(ing)
+// rivalFor is the arbitration's verdict on the Ingress: whether another metalgate proxy wins
+// it, and which. With live, it decides on the Services of the Ingress's namespace as the API
+// server has them now (our other candidates stay as cached; when the API server cannot be
+// read, on the cache): decide asks so before it replaces a value another writer put there,
+// since the proxy that wrote it may be newer than our cache.
+func (p *publisher) rivalFor(ctx context.Context, log logr.Logger, r *syncRound, ing *networkingv1.Ingress, live bool) rival {
+	cands, self := r.cands, r.self
 	if live {
 		var list corev1.ServiceList
 		if err := p.reader.List(ctx, &list, client.InNamespace(ing.Namespace)); err != nil {
@@ -415,25 +315,18 @@ func (p *publisher) loses(ctx context.Context, log logr.Logger, in ingress.Input
 				svcs[i] = &list.Items[i]
 			}
 			var ownSvc *corev1.Service
-			for _, svc := range in.Services {
+			for _, svc := range r.in.Services {
 				if svc.Namespace == self.Service.Namespace && svc.Name == self.Service.Name {
 					ownSvc = svc
 				}
 			}
-			cands, _ = p.arb.candidates(in, self.Service, ownSvc, map[string][]*corev1.Service{ing.Namespace: svcs})
+			cands, _ = p.arb.candidates(r.in, self.Service, ownSvc, map[string][]*corev1.Service{ing.Namespace: svcs})
 		}
 	}
-	if d := Arbitrate(cands, s); d.Winner != nil && d.Winner.Service != self.Service {
-		return *d.Winner, true
+	if d := Arbitrate(cands, p.arb.subject(ing)); d.Winner != nil && d.Winner.Service != self.Service {
+		return rival{Lost: true, Winner: *d.Winner}
 	}
-	return Candidate{}, false
-}
-
-// yieldTo leaves the Ingress to the proxy w that wins it.
-func (p *publisher) yieldTo(log logr.Logger, ing *networkingv1.Ingress, st *statusState, w, self Candidate) {
-	p.yield(log, ing, st, yieldProxy, w.Service.String(), corev1.EventTypeWarning, fmt.Sprintf(
-		"status.loadBalancer of this Ingress is published by metalgate proxy %s (%s), not by this proxy (%s): %s (docs/proxy.md, \"Two proxies, one class\")%s",
-		w, strings.Join(w.Addresses, ","), self.Service, Why(w, self, ing.Namespace), p.servingNote()))
+	return rival{}
 }
 
 // servingNote says whether this proxy still routes the traffic of Ingresses it yields.
@@ -444,66 +337,49 @@ func (p *publisher) servingNote() string {
 	return ". This proxy still routes its traffic (its VIP keeps working; --serve-yielded-ingresses=false stops that)"
 }
 
-// yield records that another writer has the Ingress's status and reports it once per
-// Ingress and writer (an Event and a log line), not once per sync.
-func (p *publisher) yield(log logr.Logger, ing *networkingv1.Ingress, st *statusState, why, to, eventType, msg string) {
-	st.yielded = why
-	st.wrote, st.overwrites, st.backoff, st.notBefore = nil, nil, 0, time.Time{}
-	key := why + ":" + to
-	if st.reported == key {
-		return
+// reportYield reports that another writer has the Ingress's status (an Event and a log
+// line); decide says when: once per Ingress and writer, not once per sync, and every stop
+// for a foreign writer.
+func (p *publisher) reportYield(log logr.Logger, r *syncRound, ing *networkingv1.Ingress, st *statusState, d statusDecision) {
+	y := d.Yield
+	eventType, reason := corev1.EventTypeWarning, contract.ReasonYielded
+	var msg string
+	switch y.Why {
+	case yieldAnnotation:
+		eventType = corev1.EventTypeNormal
+		msg = fmt.Sprintf("annotation %s names %q as the writer of status.loadBalancer; this proxy (%s, field manager %q) leaves it alone%s",
+			contract.AnnotationStatusOwner, y.To, r.ownID, p.opts.FieldManager, p.servingNote())
+	case yieldProxy:
+		w := y.Winner
+		msg = fmt.Sprintf("status.loadBalancer of this Ingress is published by metalgate proxy %s (%s), not by this proxy (%s): %s (docs/proxy.md, \"Two proxies, one class\")%s",
+			w, strings.Join(w.Addresses, ","), r.self.Service, Why(w, r.self, ing.Namespace), p.servingNote())
+	case yieldForeign:
+		reason = contract.ReasonForeignWriter
+		msg = p.stopMessage(r, ing, st, d)
 	}
-	st.reported = key
-	log.Info("leaving Ingress status to another writer", "ingress", ing.Namespace+"/"+ing.Name, "why", why, "writer", to)
+	log.Info("leaving Ingress status to another writer", "ingress", ing.Namespace+"/"+ing.Name, "why", y.Why, "writer", y.To)
 	if p.opts.Recorder != nil {
-		reason := contract.ReasonYielded
-		if why == yieldForeign {
-			reason = contract.ReasonForeignWriter
-		}
 		p.opts.Recorder.Eventf(ing, nil, eventType, reason, "PublishStatus", "%s", msg)
 	}
 }
 
-// stop gives up the Ingress to a foreign writer after MaxConflicts overwrites.
-func (p *publisher) stop(log logr.Logger, ing *networkingv1.Ingress, st *statusState, cands []Candidate, own types.NamespacedName,
-	theirs []networkingv1.IngressLoadBalancerIngress, now time.Time) {
-	other := p.otherWriter(ing)
-	st.stops++
-	st.stoppedBy, st.lastSeen, st.quietSince = other, formatAddresses(theirs), now
-	if p.opts.Metrics != nil {
-		p.opts.Metrics.StatusConflicts.Inc()
-	}
-	quiet := p.quietNeeded(st.stops)
-	name := describeWriter(other, cands)
+// stopMessage says that this proxy stops writing the Ingress for a foreign writer, and when
+// it writes again.
+func (p *publisher) stopMessage(r *syncRound, ing *networkingv1.Ingress, st *statusState, d statusDecision) string {
+	other, theirs, own := d.Yield.To, ing.Status.LoadBalancer.Ingress, r.ownID
+	quiet := p.opts.statusPolicy().quietNeeded(st.stops)
+	name := describeWriter(other, r.cands)
 	resume := fmt.Sprintf("once the status has not changed for %s", quiet)
 	if quiet == 0 {
 		resume = "only when the other writer clears the status"
 	}
-	msg := fmt.Sprintf("status.loadBalancer of this Ingress was replaced %d time(s) within %s by %s (now %s); this proxy (%s, field manager %q) stops writing it. "+
-		"It writes again %s, or at once if annotation %s names this proxy; to leave the Ingress to the other writer for good, set %s=%q",
-		len(st.overwrites), p.opts.ConflictWindow, name, formatAddresses(theirs), own, p.opts.FieldManager, resume, contract.AnnotationStatusOwner, contract.AnnotationStatusOwner, other)
 	if st.stops > 1 {
-		msg = fmt.Sprintf("status.loadBalancer of this Ingress was replaced again by %s (now %s) after this proxy (%s) wrote it again; it stops writing it (stop %d of %d) and writes again %s, or when annotation %s names this proxy",
+		return fmt.Sprintf("status.loadBalancer of this Ingress was replaced again by %s (now %s) after this proxy (%s) wrote it again; it stops writing it (stop %d of %d) and writes again %s, or when annotation %s names this proxy",
 			name, formatAddresses(theirs), own, st.stops, maxQuietStops, resume, contract.AnnotationStatusOwner)
 	}
-	st.reported = "" // each stop is reported
-	p.yield(log, ing, st, yieldForeign, other, corev1.EventTypeWarning, msg)
-	st.stoppedBy = other
-}
-
-// maxQuietStops is the stop after which only the annotation, or the other writer letting go
-// of the status, brings a stopped proxy back: a writer that keeps taking the status back is
-// given it for good, so the status changes a bounded number of times in all.
-const maxQuietStops = 3
-
-// quietNeeded is how long the status must stay unchanged before a stopped proxy writes
-// again: ForeignQuiet after the first stop, twice that after the second, never (0) after the
-// third.
-func (p *publisher) quietNeeded(stops int) time.Duration {
-	if stops >= maxQuietStops {
-		return 0
-	}
-	return p.opts.ForeignQuiet << max(stops-1, 0)
+	return fmt.Sprintf("status.loadBalancer of this Ingress was replaced %d time(s) within %s by %s (now %s); this proxy (%s, field manager %q) stops writing it. "+
+		"It writes again %s, or at once if annotation %s names this proxy; to leave the Ingress to the other writer for good, set %s=%q",
+		d.Overwrites, p.opts.ConflictWindow, name, formatAddresses(theirs), own, p.opts.FieldManager, resume, contract.AnnotationStatusOwner, contract.AnnotationStatusOwner, other)
 }
 
 // describeWriter names a field manager for a message, and the metalgate proxy behind it.
