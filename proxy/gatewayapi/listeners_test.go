@@ -76,12 +76,12 @@ func TestRoutesAttachOnlyToAcceptedListeners(t *testing.T) {
 			probes:    []probe{{443, "a.example.com", "/", ""}, {8443, "a.example.com", "/", "infra/web"}},
 		},
 		{
-			name:      "an HTTPS listener whose certificate Secret does not exist",
+			name:      "an HTTPS listener whose certificate Secret does not exist still counts its routes (conformance: GatewayWithAttachedRoutes, unresolved refs)",
 			listeners: []gatewayv1.Listener{https("missing", 443, "", ""), https("own", 8443, "", "")},
 			parent:    parent{ns: "infra", name: "gw"},
-			attached:  map[string]int32{"missing": 0, "own": 1},
+			attached:  map[string]int32{"missing": 1, "own": 1},
 			accepted:  "True",
-			probes:    []probe{{443, "a.example.com", "/", ""}, {8443, "a.example.com", "/", "infra/web"}},
+			probes:    []probe{{443, "a.example.com", "/", "infra/web"}, {8443, "a.example.com", "/", "infra/web"}},
 		},
 		{
 			name: "a listener with route kinds it cannot serve besides HTTPRoute is still served",

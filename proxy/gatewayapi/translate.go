@@ -195,10 +195,11 @@ func (b *builder) translate() *table.GatewayStatus {
 
 // listeners adds gw's listeners to the table in spec order (so a listener's index in the table
 // is its index in spec.listeners), with their certificates; every listener starts with 0
-// routes. An HTTPS listener without a usable certificate is not accepted (b.accepted) either:
-// it could not complete a handshake, so it takes no route.
+// routes. An HTTPS listener without a usable certificate still takes its routes (the API
+// counts them in attachedRoutes; its ResolvedRefs and Programmed conditions say it is not
+// served): with no certificate, no handshake completes, so nothing reaches them.
 func (b *builder) listeners(gw *gatewayv1.Gateway, st *table.GatewayStatus) {
-	for i, l := range gw.Spec.Listeners {
+	for _, l := range gw.Spec.Listeners {
 		st.AttachedRoutes[string(l.Name)] = 0
 		h := ""
 		if l.Hostname != nil {
@@ -210,7 +211,6 @@ func (b *builder) listeners(gw *gatewayv1.Gateway, st *table.GatewayStatus) {
 			var problem string
 			if cert, problem = b.listenerCertificate(gw, l); problem != "" {
 				st.CertificateProblems[string(l.Name)] = problem
-				b.accepted[i] = false // no certificate: no TLS handshake, no route served
 			}
 		}
 		b.tb.AddListener(int32(l.Port), string(l.Name), h, https, cert)
