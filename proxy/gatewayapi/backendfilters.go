@@ -93,3 +93,40 @@ func thenEdits(a, b table.HeaderEdits) table.HeaderEdits {
 	out.Add = append(slices.DeleteFunc(slices.Clone(a.Add), replaced), b.Add...)
 	return out
 }
+
+// compileRule compiles what a rule of either route kind shares: its backendRefs (refOf reads
+// one) into the rule's target (ruleTarget), then one route per match (route compiles one; a
+// rule without matches has one that takes every request), each sending to that target with
+// opts. check, when set, refuses (a reason naming the field) or completes the route of match
+// mi. field names the rule.
+func compileRule[R, M any](b *builder, from table.SourceRef, field string, opts table.Options,
+	backendRefs []R, refOf func(R) ruleRef, matches []M, route func(M) (*table.Route, string),
+	check func(mi int, r *table.Route) string, refsReason *gatewayv1.RouteConditionReason, refProblems *[]string) (gatewayRule, string) {
+	refs := make([]ruleRef, len(backendRefs))
+	for i, ref := range backendRefs {
+		refs[i] = refOf(ref)
+	}
+	be, canary, split, why := b.ruleTarget(from, field, refs, opts, refsReason, refProblems)
+	if why != "" {
+		return gatewayRule{}, why
+	}
+	if len(matches) == 0 {
+		var all M
+		matches = []M{all}
+	}
+	var rl gatewayRule
+	for mi, m := range matches {
+		r, why := route(m)
+		if why != "" {
+			return gatewayRule{}, fmt.Sprintf("%s.matches[%d].%s", field, mi, why)
+		}
+		r.Source, r.Backend, r.Canary, r.Split, r.Options = from, be, canary, split, opts
+		if check != nil {
+			if why := check(mi, r); why != "" {
+				return gatewayRule{}, why
+			}
+		}
+		rl.routes = append(rl.routes, r)
+	}
+	return rl, ""
+}

@@ -36,33 +36,22 @@ func (b *builder) compileGRPCRoute(gr *gatewayv1.GRPCRoute, from table.SourceRef
 				return nil, fmt.Sprintf("%s.filters[%d]: %s", field, fi, why), "", ""
 			}
 		}
-		refs := make([]ruleRef, len(rule.BackendRefs))
-		for i, ref := range rule.BackendRefs {
-			refs[i].ref = ref.BackendRef
-			for _, f := range ref.Filters {
-				refs[i].filters = append(refs[i].filters, refFilter{string(f.Type), f.RequestHeaderModifier, f.ResponseHeaderModifier})
-			}
-		}
-		be, canary, split, why := b.ruleTarget(from, field, refs, opts, &refsReason, &refProblems)
+		rl, why := compileRule(b, from, field, opts, rule.BackendRefs, grpcRuleRef, rule.Matches, grpcMatchRoute, nil, &refsReason, &refProblems)
 		if why != "" {
 			return nil, why, "", ""
-		}
-		matches := rule.Matches
-		if len(matches) == 0 {
-			matches = []gatewayv1.GRPCRouteMatch{{}}
-		}
-		var rl gatewayRule
-		for mi, m := range matches {
-			r, why := grpcMatchRoute(m)
-			if why != "" {
-				return nil, fmt.Sprintf("%s.matches[%d].%s", field, mi, why), "", ""
-			}
-			r.Source, r.Backend, r.Canary, r.Split, r.Options = from, be, canary, split, opts
-			rl.routes = append(rl.routes, r)
 		}
 		rules = append(rules, rl)
 	}
 	return rules, "", refsReason, strings.Join(refProblems, "; ")
+}
+
+// grpcRuleRef is a GRPCRoute backendRef with its filters.
+func grpcRuleRef(ref gatewayv1.GRPCBackendRef) ruleRef {
+	rr := ruleRef{ref: ref.BackendRef}
+	for _, f := range ref.Filters {
+		rr.filters = append(rr.filters, refFilter{string(f.Type), f.RequestHeaderModifier, f.ResponseHeaderModifier})
+	}
+	return rr
 }
 
 // grpcMatchRoute makes the route of one GRPCRoute match: the path its method match selects,

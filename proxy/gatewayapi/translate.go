@@ -509,31 +509,10 @@ func (b *builder) compileHTTPRoute(hr *gatewayv1.HTTPRoute, from table.SourceRef
 				return nil, ff + ": " + why, "", ""
 			}
 		}
-		refs := make([]ruleRef, len(rule.BackendRefs))
-		for i, ref := range rule.BackendRefs {
-			refs[i].ref = ref.BackendRef
-			for _, f := range ref.Filters {
-				refs[i].filters = append(refs[i].filters, refFilter{string(f.Type), f.RequestHeaderModifier, f.ResponseHeaderModifier})
-			}
-		}
-		be, canary, split, why := b.ruleTarget(from, field, refs, opts, &refsReason, &refProblems)
-		if why != "" {
-			return nil, why, "", ""
-		}
-		matches := rule.Matches
-		if len(matches) == 0 {
-			matches = []gatewayv1.HTTPRouteMatch{{}}
-		}
-		var gr gatewayRule
-		for mi, m := range matches {
-			r, why := matchRoute(m)
-			if why != "" {
-				return nil, fmt.Sprintf("%s.matches[%d].%s", field, mi, why), "", ""
-			}
-			r.Source, r.Backend, r.Canary, r.Split, r.Options = from, be, canary, split, opts
+		gr, why := compileRule(b, from, field, opts, rule.BackendRefs, httpRuleRef, rule.Matches, matchRoute, func(mi int, r *table.Route) string {
 			if r.PathType == table.PathRegex && (fullPath == nil && opts.Policy.Rewrite != nil ||
 				opts.Policy.RequestRedirect != nil && opts.Policy.RequestRedirect.PrefixPath != nil) {
-				return nil, fmt.Sprintf("%s.matches[%d].path: ReplacePrefixMatch needs a PathPrefix match, not RegularExpression", field, mi), "", ""
+				return fmt.Sprintf("%s.matches[%d].path: ReplacePrefixMatch needs a PathPrefix match, not RegularExpression", field, mi)
 			}
 			if fullPath != nil && r.PathType != "Exact" {
 				// The data plane replaces a whole path by expanding a regular expression
@@ -544,7 +523,10 @@ func (b *builder) compileHTTPRoute(hr *gatewayv1.HTTPRoute, from table.SourceRef
 				}
 				r.Options.Policy.Rewrite = &table.Rewrite{Target: strings.ReplaceAll(*fullPath, "$", "$$"), Regex: true}
 			}
-			gr.routes = append(gr.routes, r)
+			return ""
+		}, &refsReason, &refProblems)
+		if why != "" {
+			return nil, why, "", ""
 		}
 		rules = append(rules, gr)
 	}
@@ -563,6 +545,15 @@ func ruleUnsupported(rule gatewayv1.HTTPRouteRule) string {
 		return "sessionPersistence: not supported"
 	}
 	return ""
+}
+
+// httpRuleRef is an HTTPRoute backendRef with its filters.
+func httpRuleRef(ref gatewayv1.HTTPBackendRef) ruleRef {
+	rr := ruleRef{ref: ref.BackendRef}
+	for _, f := range ref.Filters {
+		rr.filters = append(rr.filters, refFilter{string(f.Type), f.RequestHeaderModifier, f.ResponseHeaderModifier})
+	}
+	return rr
 }
 
 // matchRoute makes the route of one HTTPRoute match: path, method, headers, query.
