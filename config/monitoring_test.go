@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
 )
 
 // The Grafana dashboards (config/grafana) and the chart's monitoring objects (PodMonitor,
@@ -327,5 +328,61 @@ func TestChartMonitoring(t *testing.T) {
 	_, out, err = renderChart(t, helm, append(all, "--api-versions", "monitoring.coreos.com/v1", "--set", "metricsReader.create=false")...)
 	if err == nil || !strings.Contains(out, "monitoring.podMonitor.enabled") {
 		t.Errorf("PodMonitor without the metrics reader: err %v, output %q; want a refusal naming monitoring.podMonitor.enabled", err, out)
+	}
+}
+
+const (
+	compatRulesFile     = "prometheus/compat-rules.yaml"
+	compatRulesTestFile = "prometheus/compat-rules_test.yaml"
+)
+
+// TestCompatRules: the recording rules that emit MetalLB's and ingress-nginx's metric names
+// read only metrics the code registers, every rule is documented in the mapping table of
+// docs/observability.md, and promtool accepts them and passes their unit tests.
+func TestCompatRules(t *testing.T) {
+	b, err := os.ReadFile(compatRulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rf ruleFile
+	if err := yaml.UnmarshalStrict(b, &rf); err != nil {
+		t.Fatalf("%s: %v", compatRulesFile, err)
+	}
+	doc, err := os.ReadFile(observabilityDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := registeredMetrics(t)
+	var n int
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			n++
+			if strings.HasPrefix(r.Record, "metalgate_") || r.Record == "" {
+				t.Errorf("rule %q: a compatibility rule records another project's name", r.Record)
+			}
+			if r.Labels["compat"] != "metalgate" {
+				t.Errorf("rule %s: no compat=metalgate label", r.Record)
+			}
+			for _, m := range metricName.FindAllString(r.Expr, -1) {
+				if !code[baseMetric(m, code)] {
+					t.Errorf("rule %s reads %s, which no code registers", r.Record, m)
+				}
+			}
+			name := strings.TrimSuffix(r.Record, "_bucket")
+			if !strings.Contains(string(doc), "`"+name+"`") {
+				t.Errorf("%s does not map %s", observabilityDoc, name)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatalf("%s has no rules", compatRulesFile)
+	}
+	bin := promtool(t)
+	for _, args := range [][]string{{"check", "rules", filepath.Base(compatRulesFile)}, {"test", "rules", filepath.Base(compatRulesTestFile)}} {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = filepath.Dir(compatRulesFile)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
 	}
 }
