@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -137,16 +139,15 @@ func mirrorTable(t *testing.T, primary string, num, den int, mirrors ...string) 
 	return tab
 }
 
-// waitMirrorsDone polls until no mirror request is in flight.
+// waitMirrorsDone waits until no mirror request is in flight.
 func waitMirrorsDone(t *testing.T, s *Server) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for s.limits.mirror.inflight.Load() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d mirror requests still in flight after 30 s", s.limits.mirror.inflight.Load())
+	testenv.Eventually(t, 30*time.Second, "no mirror request in flight", func() error {
+		if n := s.limits.mirror.inflight.Load(); n != 0 {
+			return fmt.Errorf("%d mirror requests in flight", n)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func doRequest(t *testing.T, method, url string, body []byte) (*http.Response, echoReply) {
