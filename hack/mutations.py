@@ -112,6 +112,11 @@ M = [
  ("M25d5 the publisher outlives its term", "proxy/controlplane/statuswriter.go", [("if err := t.w.run(ctx, in); err != nil {", "if err := t.w.run(context.WithoutCancel(ctx), in); err != nil {")], "TestProxyOutlivesLeaseAndAPIServer", [], "./cmd/metalgate/"),
  ("M25d6 no new campaign after a lost Lease", "proxy/controlplane/statuswriter.go", [("\t\tif ctx.Err() != nil {\n\t\t\tif t.led() {", "\t\tif true {\n\t\t\tif t.led() {")], "TestProxyOutlivesLeaseAndAPIServer", [], "./cmd/metalgate/"),
  ("M25d7 the publisher outlives its term, the gauge says it stopped", "proxy/controlplane/statuswriter.go", [("if err := t.w.run(ctx, in); err != nil {", "if err := t.w.run(context.WithoutCancel(ctx), in); err != nil {"), ("\t<-done\n\tt.w.close()\n", "")], "TestProxyOutlivesLeaseAndAPIServer", [], "./cmd/metalgate/"),
+ ("M26h1 HSTS sent when a client's X-Forwarded-Proto says https", "proxy/dataplane/hsts.go", [("\tif r.TLS == nil || !route.TLS {", "\tif r.TLS == nil && r.Header.Get(\"X-Forwarded-Proto\") != \"https\" || !route.TLS {")], "TestHSTS$"),
+ ("M26h2 a backend's HSTS passes over plain HTTP", "proxy/dataplane/hsts.go", [("\tdefault:\n\t\tdelete(h, headerSTS)\n", "\tdefault:\n")], "TestHSTS$"),
+ ("M26h3 a backend's HSTS kept beside the proxy's", "proxy/dataplane/hsts.go", [("\t\th[headerSTS] = s.hsts\n", "\t\th[headerSTS] = append(h[headerSTS], s.hsts...)\n")], "TestHSTS$"),
+ ("M26h4 HSTS on by default no more", "proxy/dataplane/options.go", [("\t\to.HSTS = DefaultHSTS\n", "\t\to.HSTS = \"-\"\n")], "TestHSTS$"),
+ ("M26h5 --hsts-include-subdomains ignored", "cmd/metalgate/proxy.go", [("\tif subdomains {\n", "\tif false {\n")], "TestHSTSValue", [], "./cmd/metalgate/"),
 ]
 only = sys.argv[1:]
 failed = 0

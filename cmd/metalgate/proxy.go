@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -97,6 +98,10 @@ type proxyOptions struct {
 	AllowUnderscoreHeaders  bool
 	SSLPassthrough          bool
 	ServerHeader            string
+	HSTS                    bool
+	HSTSMaxAge              int64
+	HSTSIncludeSubdomains   bool
+	HSTSPreload             bool
 	PublicHTTPPort          int
 	PublicHTTPSPort         int
 	AffinityKeySecret       string
@@ -192,6 +197,10 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.SSLPassthrough, "enable-ssl-passthrough", false, "Honour the ssl-passthrough annotation: the HTTPS listener reads each ClientHello's server name first and passes the connections for passthrough hosts, undecrypted, to their backend. Off: the annotation is reported and every host's TLS is terminated.")
 	fs.BoolVar(&o.AllowUnderscoreHeaders, "allow-underscores-in-headers", false, "Forward request headers whose names contain '_'; default: dropped (X_Forwarded_For would read as X-Forwarded-For behind CGI/WSGI servers).")
 	fs.StringVar(&o.ServerHeader, "server-header", "metalgate", "Server header of every response (a backend's is replaced); empty: none.")
+	fs.BoolVar(&o.HSTS, "hsts", true, "Send Strict-Transport-Security on HTTPS responses for hosts an Ingress lists under spec.tls (replacing a backend's), never over plain HTTP, as ingress-nginx does by default. false: the proxy leaves the header alone.")
+	fs.Int64Var(&o.HSTSMaxAge, "hsts-max-age", 31536000, "max-age of --hsts, in seconds.")
+	fs.BoolVar(&o.HSTSIncludeSubdomains, "hsts-include-subdomains", true, "Add includeSubDomains to --hsts.")
+	fs.BoolVar(&o.HSTSPreload, "hsts-preload", false, "Add preload to --hsts (browsers' preload lists also ask for includeSubDomains and a max-age of a year or more).")
 	fs.IntVar(&o.PublicHTTPPort, "public-http-port", 80, "Port clients connect to for plain HTTP (the Service port), sent as X-Forwarded-Port.")
 	fs.IntVar(&o.PublicHTTPSPort, "public-https-port", 443, "Port clients connect to for HTTPS (the Service port), sent as X-Forwarded-Port.")
 	fs.StringVar(&o.AffinityKeySecret, "affinity-key-secret", "", "namespace/name of a Secret whose key \"key\" signs affinity cookies, created with a random key when missing, so that every replica names endpoints alike. Default: <pod namespace>/metalgate-proxy-affinity; \"-\" for a random key per process.")
@@ -237,6 +246,11 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 	if o.ServerHeader == "" {
 		d.ServerHeader = "-"
 	}
+	hsts, err := hstsValue(o.HSTS, o.HSTSMaxAge, o.HSTSIncludeSubdomains, o.HSTSPreload)
+	if err != nil {
+		return d, err
+	}
+	d.HSTS = hsts
 	if o.ShutdownDelay < 0 {
 		return d, fmt.Errorf("--shutdown-delay %v: want 0 (none) or more", o.ShutdownDelay)
 	}
@@ -334,6 +348,25 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 		d.DefaultCertificate = &c
 	}
 	return d, nil
+}
+
+// hstsValue is dataplane.Options.HSTS for the --hsts flags: the Strict-Transport-Security
+// value (RFC 6797 §6.1), or "-" for none.
+func hstsValue(on bool, maxAge int64, subdomains, preload bool) (string, error) {
+	if !on {
+		return "-", nil
+	}
+	if maxAge < 0 {
+		return "", fmt.Errorf("--hsts-max-age %d: want 0 or more seconds", maxAge)
+	}
+	v := "max-age=" + strconv.FormatInt(maxAge, 10)
+	if subdomains {
+		v += "; includeSubDomains"
+	}
+	if preload {
+		v += "; preload"
+	}
+	return v, nil
 }
 
 // parsePrefixOrAddr parses a CIDR, or an address as its own /32 or /128.

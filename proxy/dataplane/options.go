@@ -100,6 +100,10 @@ type Options struct {
 	// ServerHeader is the Server header of every response (the backend's is replaced).
 	// Default "metalgate"; "-" sends none.
 	ServerHeader string
+	// HSTS is the Strict-Transport-Security header of HTTPS responses for hosts that an
+	// Ingress lists under spec.tls, as ingress-nginx sends it (hsts.go says which responses
+	// carry it and why). Default DefaultHSTS; "-" sends none and leaves backends' own alone.
+	HSTS string
 	// PublicHTTPPort and PublicHTTPSPort are the ports clients connect to, sent as
 	// X-Forwarded-Port: the proxy's Service ports, not its container ports. Defaults 80, 443.
 	PublicHTTPPort, PublicHTTPSPort int
@@ -245,6 +249,9 @@ func (o *Options) defaults() error {
 	}
 	if o.ServerHeader == "" {
 		o.ServerHeader = "metalgate"
+	}
+	if o.HSTS == "" {
+		o.HSTS = DefaultHSTS
 	}
 	if o.PublicHTTPPort == 0 {
 		o.PublicHTTPPort = 80
