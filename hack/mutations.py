@@ -117,6 +117,9 @@ M = [
  ("M26h3 a backend's HSTS kept beside the proxy's", "proxy/dataplane/hsts.go", [("\t\th[headerSTS] = s.hsts\n", "\t\th[headerSTS] = append(h[headerSTS], s.hsts...)\n")], "TestHSTS$"),
  ("M26h4 HSTS on by default no more", "proxy/dataplane/options.go", [("\t\to.HSTS = DefaultHSTS\n", "\t\to.HSTS = \"-\"\n")], "TestHSTS$"),
  ("M26h5 --hsts-include-subdomains ignored", "cmd/metalgate/proxy.go", [("\tif subdomains {\n", "\tif false {\n")], "TestHSTSValue", [], "./cmd/metalgate/"),
+ ("M26h6 no default body size on Ingress routes", "proxy/dataplane/handler.go", [("\t\tlimit = s.opts.IngressMaxBodyBytes\n", "\t\tlimit = 0\n")], "TestDefaultBodySize$"),
+ ("M26h7 the Ingress body size default on Gateway routes", "proxy/dataplane/handler.go", [("\tif limit == 0 && !route.Source.IsGateway() {\n", "\tif limit == 0 {\n")], "TestDefaultBodySize$"),
+ ("M26h8 --max-body-size alone no longer bounds Ingress routes", "cmd/metalgate/proxy.go", [("\tcase maxSize != \"\" && maxSize != \"0\":\n", "\tcase false:\n")], "TestIngressBodySize", [], "./cmd/metalgate/"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -188,3 +188,35 @@ func TestHSTSValue(t *testing.T) {
 		})
 	}
 }
+
+// TestIngressBodySize pins the Ingress routes' default body limit each flag set gives:
+// ingress-nginx's 1m unless told otherwise, and a --max-body-size given alone keeps the
+// meaning it had for Ingress routes.
+func TestIngressBodySize(t *testing.T) {
+	for _, tc := range []struct {
+		name, def, max string
+		want           int64
+		wantErr        string
+	}{
+		{name: "bad default", def: "lots", max: "0", wantErr: `--default-body-size: `},
+		{name: "bad max alone", def: "", max: "lots", wantErr: `--max-body-size: `},
+		{name: "nothing given: ingress-nginx's 1m", def: "", max: "0", want: 1 << 20},
+		{name: "0: unlimited", def: "0", max: "0", want: -1},
+		{name: "given", def: "8m", max: "0", want: 8 << 20},
+		{name: "--max-body-size alone keeps its meaning", def: "", max: "4m", want: 4 << 20},
+		{name: "--default-body-size wins", def: "2k", max: "4m", want: 2 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ingressBodySize(tc.def, tc.max)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("ingressBodySize(%q, %q) = %d, %v; want %d", tc.def, tc.max, got, err, tc.want)
+			}
+		})
+	}
+}

@@ -70,6 +70,7 @@ type proxyOptions struct {
 	MaxIdlePerEndpoint      int
 	MaxHeaderBytes          int
 	MaxBodySize             string
+	DefaultBodySize         string
 	Retries                 int
 	FailureThreshold        int
 	EjectFor                time.Duration
@@ -167,7 +168,8 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.UpstreamIdleTimeout, "upstream-idle-timeout", 90*time.Second, "Idle upstream keep-alive connections are closed after this.")
 	fs.IntVar(&o.MaxIdlePerEndpoint, "upstream-keepalive", 512, "Idle keep-alive connections kept per endpoint.")
 	fs.IntVar(&o.MaxHeaderBytes, "max-header-bytes", 64<<10, "Largest request header block accepted.")
-	fs.StringVar(&o.MaxBodySize, "max-body-size", "0", "Largest request body (e.g. 8m) unless the Ingress sets metalgate.io/proxy-body-size; 0: unlimited.")
+	fs.StringVar(&o.DefaultBodySize, "default-body-size", "", "Largest request body (e.g. 8m) on Ingress routes without metalgate.io/proxy-body-size, as ingress-nginx's proxy-body-size default; over it: 413. 0: unlimited. Default: 1m, or --max-body-size when only that is given.")
+	fs.StringVar(&o.MaxBodySize, "max-body-size", "0", "Largest request body (e.g. 8m) on Gateway API routes, which have no setting of their own (Ingress routes: --default-body-size); 0: unlimited.")
 	fs.IntVar(&o.Retries, "retries", 2, "Other endpoints tried after a connection failure (idempotent requests without a body); -1 disables.")
 	fs.IntVar(&o.FailureThreshold, "eject-after", 3, "Consecutive connection failures that take an endpoint out of rotation.")
 	fs.DurationVar(&o.EjectFor, "eject-for", 10*time.Second, "How long an ejected endpoint stays out of rotation.")
@@ -340,6 +342,9 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 		return d, fmt.Errorf("--max-body-size: %w", err)
 	}
 	d.MaxBodyBytes = size
+	if d.IngressMaxBodyBytes, err = ingressBodySize(o.DefaultBodySize, o.MaxBodySize); err != nil {
+		return d, err
+	}
 	if o.DefaultCertFile != "" || o.DefaultKeyFile != "" {
 		c, err := tls.LoadX509KeyPair(o.DefaultCertFile, o.DefaultKeyFile)
 		if err != nil {
@@ -348,6 +353,29 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 		d.DefaultCertificate = &c
 	}
 	return d, nil
+}
+
+// ingressBodySize is dataplane.Options.IngressMaxBodyBytes for --default-body-size (def) and
+// --max-body-size (maxSize): def, else max when it limits (before --default-body-size it was the
+// Ingress routes' default too, and a proxy started with it keeps its limit), else 1m, as
+// ingress-nginx; 0 (unlimited) is -1.
+func ingressBodySize(def, maxSize string) (int64, error) {
+	name := "--default-body-size"
+	switch {
+	case def != "":
+	case maxSize != "" && maxSize != "0":
+		def, name = maxSize, "--max-body-size"
+	default:
+		def = "1m"
+	}
+	n, err := parseByteSize(def)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	if n == 0 {
+		return -1, nil
+	}
+	return n, nil
 }
 
 // hstsValue is dataplane.Options.HSTS for the --hsts flags: the Strict-Transport-Security

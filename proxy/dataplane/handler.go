@@ -170,11 +170,15 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 	s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), attemptKey{}, a)))
 }
 
-// limitBody applies the route's body limit (else the server's): a request that declares a
-// larger body is answered 413 and limitBody returns false; any other body is wrapped so that
-// reading past the limit fails and a stalled client is noticed (clientBody).
+// limitBody applies the route's body limit (else, for an Ingress route, the server's Ingress
+// default, else the server's): a request that declares a larger body is answered 413 and
+// limitBody returns false; any other body is wrapped so that reading past the limit fails
+// (413 too) and a stalled client is noticed (clientBody).
 func (s *Server) limitBody(w *responseWriter, r *http.Request, route *table.Route, a *attempt) bool {
 	limit := route.Options.MaxBodyBytes
+	if limit == 0 && !route.Source.IsGateway() {
+		limit = s.opts.IngressMaxBodyBytes
+	}
 	if limit == 0 {
 		limit = s.opts.MaxBodyBytes
 	}

@@ -68,9 +68,13 @@ type Options struct {
 	ClientIdleTimeout time.Duration
 	// MaxHeaderBytes limits a request's headers. Default 64 KiB.
 	MaxHeaderBytes int
-	// MaxBodyBytes limits request bodies unless the Ingress says otherwise
-	// (metalgate.io/proxy-body-size). Default 0: unlimited.
+	// MaxBodyBytes limits request bodies of routes without a limit of their own: Gateway API
+	// routes, and Ingress routes when IngressMaxBodyBytes is 0. Default 0: unlimited.
 	MaxBodyBytes int64
+	// IngressMaxBodyBytes limits request bodies of Ingress routes without
+	// metalgate.io/proxy-body-size (cmd/metalgate gives ingress-nginx's 1m). Default 0:
+	// MaxBodyBytes; -1: unlimited.
+	IngressMaxBodyBytes int64
 	// MaxConnections limits the client connections open at once on each listener; a
 	// connection over it is closed when accepted. Default 16384; negative: no limit.
 	MaxConnections int

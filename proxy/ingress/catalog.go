@@ -23,7 +23,7 @@ func Annotations() []AnnotationInfo {
 		{"proxy-ssl-name", "proxy-ssl-name", "the name the backend's certificate must hold (and the SNI)", "<service>.<namespace>.svc", "ingress-nginx's default is the upstream's internal name"},
 		{"ssl-passthrough", "ssl-passthrough", "true, false: TLS for the Ingress's hosts goes to the backend undecrypted, routed by SNI", "false", "needs the proxy's --enable-ssl-passthrough, as ingress-nginx's; exact hosts only; the backend is each rule's first path's; on the HTTPS listener no path, policy or header rule applies to those connections"},
 		{"proxy-ssl-server-name", "proxy-ssl-server-name", "on, off: send the name as SNI", "off", ""},
-		{"proxy-body-size", "proxy-body-size", "0 (unlimited), 1024, 512k, 8m, 1g", "--max-body-size", ""},
+		{"proxy-body-size", "proxy-body-size", "0 (unlimited), 1024, 512k, 8m, 1g", "--default-body-size (1m)", ""},
 		{"load-balance", "load-balance", "round-robin, least-request, ewma, hash", "round-robin", ""},
 		{"hash-by", "", "header:NAME, cookie:NAME, client-ip", "client-ip when hash", ""},
 		{"", "upstream-hash-by", "$remote_addr, $binary_remote_addr, $http_NAME, $cookie_NAME", "", "other nginx variables are refused (InvalidAnnotation)"},
