@@ -120,6 +120,11 @@ M = [
  ("M26h6 no default body size on Ingress routes", "proxy/dataplane/handler.go", [("\t\tlimit = s.opts.IngressMaxBodyBytes\n", "\t\tlimit = 0\n")], "TestDefaultBodySize$"),
  ("M26h7 the Ingress body size default on Gateway routes", "proxy/dataplane/handler.go", [("\tif limit == 0 && !route.Source.IsGateway() {\n", "\tif limit == 0 {\n")], "TestDefaultBodySize$"),
  ("M26h8 --max-body-size alone no longer bounds Ingress routes", "cmd/metalgate/proxy.go", [("\tcase maxSize != \"\" && maxSize != \"0\":\n", "\tcase false:\n")], "TestIngressBodySize", [], "./cmd/metalgate/"),
+ ("M26h9 affinity cookie Secure from a client's X-Forwarded-Proto", "proxy/dataplane/handler.go", [("\ta.https = r.TLS != nil\n", "\ta.https = r.Header.Get(\"X-Forwarded-Proto\") == \"https\"\n")], "TestAffinityCookieAttributes$"),
+ ("M26h10 affinity cookie SameSite=None without Secure", "proxy/ingress/annotations.go", [("\t\tc.Secure = true // browsers refuse SameSite=None without Secure\n", "")], "TestAffinityCookieAttributes$"),
+ ("M26h11 affinity cookie path unchecked (attribute injection)", "proxy/ingress/annotations.go", [("\t\tif validCookiePath(v) {\n", "\t\tif true {\n")], "TestAnnotations$", [], "./proxy/ingress/"),
+ ("M26h12 affinity cookie attributes ignored", "proxy/dataplane/upstream.go", [("Secure: at.Secure || a.https, MaxAge: int(at.MaxAge)}", "Secure: a.https}")], "TestAffinityCookieAttributes$"),
+ ("M26h13 Ingresses sharing a Service share cookie attributes", "proxy/table/options.go", [("\t\tif b.AffinityCookieAttrs != (CookieAttrs{}) {\n", "\t\tif false {\n")], "TestAffinityCookieAttrsSplitBackends", [], "./proxy/ingress/"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -96,6 +96,7 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 	}
 	a.route = route
 	w.hsts = hstsFor(r, route)
+	a.https = r.TLS != nil
 	if m := s.opts.Metrics; m != nil {
 		a.series = m.seriesFor(rt.series, route, route.Backend)
 	}
