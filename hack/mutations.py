@@ -117,6 +117,19 @@ M = [
  ("M27d4 the status-owner annotation naming another writer ignored", "proxy/controlplane/decide.go", [("if owner != in.FieldManager && owner != in.Self.String() {", "if false {")], "TestDecide$", [], "./proxy/controlplane/"),
  ("M27d5 a yield reported on every sync", "proxy/controlplane/decide.go", [('if key := y.Why + ":" + y.To; st.reported != key {', 'if key := y.Why + ":" + y.To; true {')], "TestDecide$", [], "./proxy/controlplane/"),
  ("M27d6 the writer ignores decide's clear", "proxy/controlplane/status.go", [("\tcase actClear:\n\t\tp.write(ctx, log, ing, nil, \"cleared\")\n", "")], "TestStatusPublishesOwnServiceAddress", [], "./proxy/controlplane/"),
+ ("M26h1 HSTS sent when a client's X-Forwarded-Proto says https", "proxy/dataplane/hsts.go", [("\tif r.TLS == nil || !route.TLS {", "\tif r.TLS == nil && r.Header.Get(\"X-Forwarded-Proto\") != \"https\" || !route.TLS {")], "TestHSTS$"),
+ ("M26h2 a backend's HSTS passes over plain HTTP", "proxy/dataplane/hsts.go", [("\tdefault:\n\t\tdelete(h, headerSTS)\n", "\tdefault:\n")], "TestHSTS$"),
+ ("M26h3 a backend's HSTS kept beside the proxy's", "proxy/dataplane/hsts.go", [("\t\th[headerSTS] = s.hsts\n", "\t\th[headerSTS] = append(h[headerSTS], s.hsts...)\n")], "TestHSTS$"),
+ ("M26h4 HSTS on by default no more", "proxy/dataplane/options.go", [("\t\to.HSTS = DefaultHSTS\n", "\t\to.HSTS = \"-\"\n")], "TestHSTS$"),
+ ("M26h5 --hsts-include-subdomains ignored", "cmd/metalgate/proxy.go", [("\tif subdomains {\n", "\tif false {\n")], "TestHSTSValue", [], "./cmd/metalgate/"),
+ ("M26h6 no default body size on Ingress routes", "proxy/dataplane/handler.go", [("\t\tlimit = s.opts.IngressMaxBodyBytes\n", "\t\tlimit = 0\n")], "TestDefaultBodySize$"),
+ ("M26h7 the Ingress body size default on Gateway routes", "proxy/dataplane/handler.go", [("\tif limit == 0 && !route.Source.IsGateway() {\n", "\tif limit == 0 {\n")], "TestDefaultBodySize$"),
+ ("M26h8 --max-body-size alone no longer bounds Ingress routes", "cmd/metalgate/proxy.go", [("\tcase maxSize != \"\" && maxSize != \"0\":\n", "\tcase false:\n")], "TestIngressBodySize", [], "./cmd/metalgate/"),
+ ("M26h9 affinity cookie Secure from a client's X-Forwarded-Proto", "proxy/dataplane/handler.go", [("\ta.https = r.TLS != nil\n", "\ta.https = r.Header.Get(\"X-Forwarded-Proto\") == \"https\"\n")], "TestAffinityCookieAttributes$"),
+ ("M26h10 affinity cookie SameSite=None without Secure", "proxy/ingress/annotations.go", [("\t\tc.Secure = true // browsers refuse SameSite=None without Secure\n", "")], "TestAffinityCookieAttributes$"),
+ ("M26h11 affinity cookie path unchecked (attribute injection)", "proxy/ingress/annotations.go", [("\t\tif validCookiePath(v) {\n", "\t\tif true {\n")], "TestAnnotations$", [], "./proxy/ingress/"),
+ ("M26h12 affinity cookie attributes ignored", "proxy/dataplane/upstream.go", [("Secure: at.Secure || a.https, MaxAge: int(at.MaxAge)}", "Secure: a.https}")], "TestAffinityCookieAttributes$"),
+ ("M26h13 Ingresses sharing a Service share cookie attributes", "proxy/table/options.go", [("\t\tif b.AffinityCookieAttrs != (CookieAttrs{}) {\n", "\t\tif false {\n")], "TestAffinityCookieAttrsSplitBackends", [], "./proxy/ingress/"),
 ]
 only = sys.argv[1:]
 failed = 0

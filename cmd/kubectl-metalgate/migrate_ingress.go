@@ -148,7 +148,6 @@ func (m *ingressMigrator) migrateIngress(u *unstructured.Unstructured, origin, c
 		useRegexForRewrite(res.rep, ann)
 	}
 	defaultSSLRedirect(res, u, orig)
-	defaultHSTS(res, u, orig)
 	if res.sslRedirect != "" {
 		ann[ingress.PrefixNginx+"ssl-redirect"] = res.sslRedirect
 	}
@@ -304,22 +303,6 @@ func defaultSSLRedirect(res *ingressResult, u *unstructured.Unstructured, orig m
 	if !mine && !nginxSet && len(tls) > 0 && !forceSSL(orig) {
 		res.sslRedirect, res.sslAdded = "true", true
 	}
-}
-
-// hstsDefault is the Strict-Transport-Security ingress-nginx sends by default (its
-// ConfigMap's hsts, hsts-max-age, hsts-include-subdomains).
-const hstsDefault = "Strict-Transport-Security: max-age=31536000; includeSubDomains"
-
-// defaultHSTS reports an Ingress with TLS that relies on ingress-nginx's default HSTS header,
-// which metalgate does not send: browsers would no longer be told to refuse plain HTTP to the
-// host. It is not added: the ConfigMap may have turned it off, and a year of HSTS on every
-// subdomain cannot be taken back once sent.
-func defaultHSTS(res *ingressResult, u *unstructured.Unstructured, orig map[string]string) {
-	tls, _, _ := unstructured.NestedSlice(u.Object, "spec", "tls")
-	if len(tls) == 0 || strings.Contains(strings.ToLower(orig[ingress.PrefixMetalgate+"response-headers-set"]+orig[ingress.PrefixMetalgate+"response-headers-add"]), "strict-transport-security") {
-		return
-	}
-	res.rep.add(breaking, "spec.tls", "ingress-nginx sends %q on HTTPS answers by default (its ConfigMap's hsts), metalgate sends none: add metalgate.io/response-headers-set: %q, unless that ConfigMap turned hsts off (migrate does not read it)", hstsDefault, hstsDefault)
 }
 
 // unenforcedProtection says what the nginx annotation name, with value v, protects when the

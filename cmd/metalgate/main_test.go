@@ -51,6 +51,7 @@ func TestCommandLine(t *testing.T) {
 		{name: "no shutdown timeout", args: []string{"proxy", "--shutdown-timeout", "0s"}, wantCode: 1, wantErr: "--shutdown-timeout 0s: want more than 0"},
 		{name: "renew deadline past the lease", args: []string{"proxy", "--leader-election-renew-deadline", "20s"}, wantCode: 1, wantErr: "--leader-election-lease-duration 15s: want more than --leader-election-renew-deadline (20s)"},
 		{name: "renew deadline within a retry", args: []string{"proxy", "--leader-election-retry-period", "9s"}, wantCode: 1, wantErr: "--leader-election-renew-deadline 10s: want more than 1.2 × --leader-election-retry-period (9s)"},
+		{name: "negative HSTS max-age", args: []string{"proxy", "--hsts-max-age", "-1"}, wantCode: 1, wantErr: "--hsts-max-age -1: want 0 or more seconds"},
 		{name: "response header size", args: []string{"proxy", "--max-response-header-bytes", "lots"}, wantCode: 1, wantErr: `--max-response-header-bytes "lots"`},
 	}
 	for _, tc := range tests {
@@ -163,4 +164,59 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// TestHSTSValue pins the Strict-Transport-Security value each --hsts flag set gives: the
+// default is ingress-nginx's.
+func TestHSTSValue(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		on, subdomains, pre bool
+		maxAge              int64
+		want                string
+	}{
+		{name: "off", on: false, maxAge: 31536000, subdomains: true, want: "-"},
+		{name: "default", on: true, maxAge: 31536000, subdomains: true, want: "max-age=31536000; includeSubDomains"},
+		{name: "preload", on: true, maxAge: 63072000, subdomains: true, pre: true, want: "max-age=63072000; includeSubDomains; preload"},
+		{name: "host only, zero (browsers forget it)", on: true, maxAge: 0, want: "max-age=0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := hstsValue(tc.on, tc.maxAge, tc.subdomains, tc.pre)
+			if err != nil || got != tc.want {
+				t.Errorf("hstsValue = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestIngressBodySize pins the Ingress routes' default body limit each flag set gives:
+// ingress-nginx's 1m unless told otherwise, and a --max-body-size given alone keeps the
+// meaning it had for Ingress routes.
+func TestIngressBodySize(t *testing.T) {
+	for _, tc := range []struct {
+		name, def, max string
+		want           int64
+		wantErr        string
+	}{
+		{name: "bad default", def: "lots", max: "0", wantErr: `--default-body-size: `},
+		{name: "bad max alone", def: "", max: "lots", wantErr: `--max-body-size: `},
+		{name: "nothing given: ingress-nginx's 1m", def: "", max: "0", want: 1 << 20},
+		{name: "0: unlimited", def: "0", max: "0", want: -1},
+		{name: "given", def: "8m", max: "0", want: 8 << 20},
+		{name: "--max-body-size alone keeps its meaning", def: "", max: "4m", want: 4 << 20},
+		{name: "--default-body-size wins", def: "2k", max: "4m", want: 2 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ingressBodySize(tc.def, tc.max)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("ingressBodySize(%q, %q) = %d, %v; want %d", tc.def, tc.max, got, err, tc.want)
+			}
+		})
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,6 +70,7 @@ type proxyOptions struct {
 	MaxIdlePerEndpoint      int
 	MaxHeaderBytes          int
 	MaxBodySize             string
+	DefaultBodySize         string
 	Retries                 int
 	FailureThreshold        int
 	EjectFor                time.Duration
@@ -97,6 +99,10 @@ type proxyOptions struct {
 	AllowUnderscoreHeaders  bool
 	SSLPassthrough          bool
 	ServerHeader            string
+	HSTS                    bool
+	HSTSMaxAge              int64
+	HSTSIncludeSubdomains   bool
+	HSTSPreload             bool
 	PublicHTTPPort          int
 	PublicHTTPSPort         int
 	AffinityKeySecret       string
@@ -162,7 +168,8 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.UpstreamIdleTimeout, "upstream-idle-timeout", 90*time.Second, "Idle upstream keep-alive connections are closed after this.")
 	fs.IntVar(&o.MaxIdlePerEndpoint, "upstream-keepalive", 512, "Idle keep-alive connections kept per endpoint.")
 	fs.IntVar(&o.MaxHeaderBytes, "max-header-bytes", 64<<10, "Largest request header block accepted.")
-	fs.StringVar(&o.MaxBodySize, "max-body-size", "0", "Largest request body (e.g. 8m) unless the Ingress sets metalgate.io/proxy-body-size; 0: unlimited.")
+	fs.StringVar(&o.DefaultBodySize, "default-body-size", "", "Largest request body (e.g. 8m) on Ingress routes without metalgate.io/proxy-body-size, as ingress-nginx's proxy-body-size default; over it: 413. 0: unlimited. Default: 1m, or --max-body-size when only that is given.")
+	fs.StringVar(&o.MaxBodySize, "max-body-size", "0", "Largest request body (e.g. 8m) on Gateway API routes, which have no setting of their own (Ingress routes: --default-body-size); 0: unlimited.")
 	fs.IntVar(&o.Retries, "retries", 2, "Other endpoints tried after a connection failure (idempotent requests without a body); -1 disables.")
 	fs.IntVar(&o.FailureThreshold, "eject-after", 3, "Consecutive connection failures that take an endpoint out of rotation.")
 	fs.DurationVar(&o.EjectFor, "eject-for", 10*time.Second, "How long an ejected endpoint stays out of rotation.")
@@ -192,6 +199,10 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.SSLPassthrough, "enable-ssl-passthrough", false, "Honour the ssl-passthrough annotation: the HTTPS listener reads each ClientHello's server name first and passes the connections for passthrough hosts, undecrypted, to their backend. Off: the annotation is reported and every host's TLS is terminated.")
 	fs.BoolVar(&o.AllowUnderscoreHeaders, "allow-underscores-in-headers", false, "Forward request headers whose names contain '_'; default: dropped (X_Forwarded_For would read as X-Forwarded-For behind CGI/WSGI servers).")
 	fs.StringVar(&o.ServerHeader, "server-header", "metalgate", "Server header of every response (a backend's is replaced); empty: none.")
+	fs.BoolVar(&o.HSTS, "hsts", true, "Send Strict-Transport-Security on HTTPS responses for hosts an Ingress lists under spec.tls (replacing a backend's), never over plain HTTP, as ingress-nginx does by default. false: the proxy leaves the header alone.")
+	fs.Int64Var(&o.HSTSMaxAge, "hsts-max-age", 31536000, "max-age of --hsts, in seconds.")
+	fs.BoolVar(&o.HSTSIncludeSubdomains, "hsts-include-subdomains", true, "Add includeSubDomains to --hsts.")
+	fs.BoolVar(&o.HSTSPreload, "hsts-preload", false, "Add preload to --hsts (browsers' preload lists also ask for includeSubDomains and a max-age of a year or more).")
 	fs.IntVar(&o.PublicHTTPPort, "public-http-port", 80, "Port clients connect to for plain HTTP (the Service port), sent as X-Forwarded-Port.")
 	fs.IntVar(&o.PublicHTTPSPort, "public-https-port", 443, "Port clients connect to for HTTPS (the Service port), sent as X-Forwarded-Port.")
 	fs.StringVar(&o.AffinityKeySecret, "affinity-key-secret", "", "namespace/name of a Secret whose key \"key\" signs affinity cookies, created with a random key when missing, so that every replica names endpoints alike. Default: <pod namespace>/metalgate-proxy-affinity; \"-\" for a random key per process.")
@@ -237,6 +248,11 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 	if o.ServerHeader == "" {
 		d.ServerHeader = "-"
 	}
+	hsts, err := hstsValue(o.HSTS, o.HSTSMaxAge, o.HSTSIncludeSubdomains, o.HSTSPreload)
+	if err != nil {
+		return d, err
+	}
+	d.HSTS = hsts
 	if o.ShutdownDelay < 0 {
 		return d, fmt.Errorf("--shutdown-delay %v: want 0 (none) or more", o.ShutdownDelay)
 	}
@@ -326,6 +342,9 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 		return d, fmt.Errorf("--max-body-size: %w", err)
 	}
 	d.MaxBodyBytes = size
+	if d.IngressMaxBodyBytes, err = ingressBodySize(o.DefaultBodySize, o.MaxBodySize); err != nil {
+		return d, err
+	}
 	if o.DefaultCertFile != "" || o.DefaultKeyFile != "" {
 		c, err := tls.LoadX509KeyPair(o.DefaultCertFile, o.DefaultKeyFile)
 		if err != nil {
@@ -334,6 +353,48 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 		d.DefaultCertificate = &c
 	}
 	return d, nil
+}
+
+// ingressBodySize is dataplane.Options.IngressMaxBodyBytes for --default-body-size (def) and
+// --max-body-size (maxSize): def, else max when it limits (before --default-body-size it was the
+// Ingress routes' default too, and a proxy started with it keeps its limit), else 1m, as
+// ingress-nginx; 0 (unlimited) is -1.
+func ingressBodySize(def, maxSize string) (int64, error) {
+	name := "--default-body-size"
+	switch {
+	case def != "":
+	case maxSize != "" && maxSize != "0":
+		def, name = maxSize, "--max-body-size"
+	default:
+		def = "1m"
+	}
+	n, err := parseByteSize(def)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	if n == 0 {
+		return -1, nil
+	}
+	return n, nil
+}
+
+// hstsValue is dataplane.Options.HSTS for the --hsts flags: the Strict-Transport-Security
+// value (RFC 6797 §6.1), or "-" for none.
+func hstsValue(on bool, maxAge int64, subdomains, preload bool) (string, error) {
+	if !on {
+		return "-", nil
+	}
+	if maxAge < 0 {
+		return "", fmt.Errorf("--hsts-max-age %d: want 0 or more seconds", maxAge)
+	}
+	v := "max-age=" + strconv.FormatInt(maxAge, 10)
+	if subdomains {
+		v += "; includeSubDomains"
+	}
+	if preload {
+		v += "; preload"
+	}
+	return v, nil
 }
 
 // parsePrefixOrAddr parses a CIDR, or an address as its own /32 or /128.

@@ -95,6 +95,8 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 		return
 	}
 	a.route = route
+	w.hsts = hstsFor(r, route)
+	a.https = r.TLS != nil
 	if m := s.opts.Metrics; m != nil {
 		a.series = m.seriesFor(rt.series, route, route.Backend)
 	}
@@ -169,11 +171,15 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 	s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), attemptKey{}, a)))
 }
 
-// limitBody applies the route's body limit (else the server's): a request that declares a
-// larger body is answered 413 and limitBody returns false; any other body is wrapped so that
-// reading past the limit fails and a stalled client is noticed (clientBody).
+// limitBody applies the route's body limit (else, for an Ingress route, the server's Ingress
+// default, else the server's): a request that declares a larger body is answered 413 and
+// limitBody returns false; any other body is wrapped so that reading past the limit fails
+// (413 too) and a stalled client is noticed (clientBody).
 func (s *Server) limitBody(w *responseWriter, r *http.Request, route *table.Route, a *attempt) bool {
 	limit := route.Options.MaxBodyBytes
+	if limit == 0 && !route.Source.IsGateway() {
+		limit = s.opts.IngressMaxBodyBytes
+	}
 	if limit == 0 {
 		limit = s.opts.MaxBodyBytes
 	}
@@ -380,7 +386,7 @@ func (b *clientBody) finish() {
 
 // responseWriter records the status and size for metrics and the access log, puts this
 // hop's Server and X-Request-Id headers on every final response (and no sniffed
-// Content-Type), and bounds each write to a slow client by SendTimeout. Unwrap lets http.ResponseController (used by ReverseProxy)
+// Content-Type), Strict-Transport-Security as hsts.go decides, and bounds each write to a slow client by SendTimeout. Unwrap lets http.ResponseController (used by ReverseProxy)
 // reach Flush and Hijack underneath.
 type responseWriter struct {
 	http.ResponseWriter
@@ -388,11 +394,15 @@ type responseWriter struct {
 	code     int
 	bytes    int64
 	reqID    string
+	hsts     hstsMode  // what happens to Strict-Transport-Security (hsts.go)
 	deadline time.Time // of the current write; renewed when half of SendTimeout is gone
 	timedOut bool      // counted once
 }
 
 func (w *responseWriter) WriteHeader(code int) {
+	if w.s.hsts != nil {
+		w.s.applyHSTS(w.ResponseWriter.Header(), code, w.hsts)
+	}
 	if code >= 200 {
 		h := w.ResponseWriter.Header()
 		if w.s.serverHeader != nil {

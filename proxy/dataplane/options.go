@@ -68,9 +68,13 @@ type Options struct {
 	ClientIdleTimeout time.Duration
 	// MaxHeaderBytes limits a request's headers. Default 64 KiB.
 	MaxHeaderBytes int
-	// MaxBodyBytes limits request bodies unless the Ingress says otherwise
-	// (metalgate.io/proxy-body-size). Default 0: unlimited.
+	// MaxBodyBytes limits request bodies of routes without a limit of their own: Gateway API
+	// routes, and Ingress routes when IngressMaxBodyBytes is 0. Default 0: unlimited.
 	MaxBodyBytes int64
+	// IngressMaxBodyBytes limits request bodies of Ingress routes without
+	// metalgate.io/proxy-body-size (cmd/metalgate gives ingress-nginx's 1m). Default 0:
+	// MaxBodyBytes; -1: unlimited.
+	IngressMaxBodyBytes int64
 	// MaxConnections limits the client connections open at once on each listener; a
 	// connection over it is closed when accepted. Default 16384; negative: no limit.
 	MaxConnections int
@@ -100,6 +104,10 @@ type Options struct {
 	// ServerHeader is the Server header of every response (the backend's is replaced).
 	// Default "metalgate"; "-" sends none.
 	ServerHeader string
+	// HSTS is the Strict-Transport-Security header of HTTPS responses for hosts that an
+	// Ingress lists under spec.tls, as ingress-nginx sends it (hsts.go says which responses
+	// carry it and why). Default DefaultHSTS; "-" sends none and leaves backends' own alone.
+	HSTS string
 	// PublicHTTPPort and PublicHTTPSPort are the ports clients connect to, sent as
 	// X-Forwarded-Port: the proxy's Service ports, not its container ports. Defaults 80, 443.
 	PublicHTTPPort, PublicHTTPSPort int
@@ -245,6 +253,9 @@ func (o *Options) defaults() error {
 	}
 	if o.ServerHeader == "" {
 		o.ServerHeader = "metalgate"
+	}
+	if o.HSTS == "" {
+		o.HSTS = DefaultHSTS
 	}
 	if o.PublicHTTPPort == 0 {
 		o.PublicHTTPPort = 80

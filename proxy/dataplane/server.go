@@ -49,7 +49,10 @@ type Server struct {
 	paths    pathPolicy
 	// serverHeader is the Server response header's value, nil for none; shared by every
 	// response (cap 1, so an append never writes into it).
-	serverHeader        []string
+	serverHeader []string
+	// hsts is the Strict-Transport-Security value, nil when the proxy leaves the header
+	// alone (Options.HSTS "-"); shared like serverHeader.
+	hsts                []string
 	httpPort, httpsPort string // X-Forwarded-Port
 	affinityKey         []byte
 	limits              *limiters   // rate limits' state, across tables
@@ -124,6 +127,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.ServerHeader != "-" {
 		s.serverHeader = []string{opts.ServerHeader}
+	}
+	if opts.HSTS != "-" {
+		s.hsts = []string{opts.HSTS}
 	}
 	if opts.AccessLog != nil {
 		fields, _ := parseAccessLogFields(opts.AccessLogFields) // checked by defaults

@@ -30,6 +30,7 @@ type attempt struct {
 	clientIP  string
 	trusted   bool
 	reqID     string
+	https     bool // the request came over TLS
 	route     *table.Route
 	target    *table.Weighted // the backend of route's split with its own edits, or nil
 	realIP    netip.Addr      // the client the policy judges (realClient), when it needs one
@@ -247,10 +248,29 @@ func (s *Server) modifyResponse(resp *http.Response) error {
 
 // affinityCookie adds the cookie that pins the client to the endpoint chosen, when the
 // backend wants one and the endpoint was chosen by the balancer.
+// Its attributes are the backend's (session-cookie-*): Secure when asked, or when the request
+// came over HTTPS (the connection decides, not a client's header), so a cookie that names an
+// endpoint is never sent back in clear once it was set over TLS.
 func affinityCookie(h http.Header, a *attempt) {
 	if a != nil && a.setCookie && a.chosen != nil {
 		p := a.pool
-		c := &http.Cookie{Name: p.backend.Balance.AffinityCookie, Value: p.cookieOf[a.chosen], Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode}
+		at := &p.backend.Balance.AffinityCookieAttrs
+		c := &http.Cookie{Name: p.backend.Balance.AffinityCookie, Value: p.cookieOf[a.chosen], Path: at.Path, HttpOnly: true,
+			Secure: at.Secure || a.https, MaxAge: int(at.MaxAge)}
+		if c.Path == "" {
+			c.Path = "/"
+		}
+		switch at.SameSite {
+		case table.SameSiteStrict:
+			c.SameSite = http.SameSiteStrictMode
+		case table.SameSiteNone:
+			c.SameSite = http.SameSiteNoneMode // Secure too: the parser sets it with None
+		default:
+			c.SameSite = http.SameSiteLaxMode
+		}
+		if at.Expires > 0 {
+			c.Expires = time.Now().Add(time.Duration(at.Expires) * time.Second)
+		}
 		h.Add("Set-Cookie", c.String())
 	}
 }

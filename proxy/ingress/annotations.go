@@ -257,6 +257,74 @@ func (a *annotationReader) balance(o *options) {
 			a.bad(key, v, "cookie or none")
 		}
 	}
+	o.Balance.AffinityCookieAttrs = a.cookieAttrs() // read even without affinity: alone they do nothing
+	if o.Balance.AffinityCookie == "" {
+		o.Balance.AffinityCookieAttrs = table.CookieAttrs{}
+	}
+}
+
+// cookieAttrs reads the affinity cookie's attributes (ingress-nginx's session-cookie-path,
+// -max-age, -expires, -samesite, -secure). A bad value is a problem naming the annotation,
+// and that attribute keeps its default.
+func (a *annotationReader) cookieAttrs() table.CookieAttrs {
+	var c table.CookieAttrs
+	if key, v, ok := a.getAs("affinity-cookie-path", "session-cookie-path"); ok {
+		if validCookiePath(v) {
+			c.Path = v
+		} else {
+			a.bad(key, v, "a path starting with /, without ';', spaces or control characters")
+		}
+	}
+	seconds := func(name, nginxName string, to *int64) {
+		if key, v, ok := a.getAs(name, nginxName); ok {
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n <= 0 {
+				a.bad(key, v, "a number of seconds, more than 0")
+				return
+			}
+			*to = n
+		}
+	}
+	seconds("affinity-cookie-max-age", "session-cookie-max-age", &c.MaxAge)
+	seconds("affinity-cookie-expires", "session-cookie-expires", &c.Expires)
+	if key, v, ok := a.getAs("affinity-cookie-samesite", "session-cookie-samesite"); ok {
+		switch strings.ToLower(v) {
+		case "lax":
+			c.SameSite = table.SameSiteLax
+		case "strict":
+			c.SameSite = table.SameSiteStrict
+		case "none":
+			c.SameSite = table.SameSiteNone
+		default:
+			a.bad(key, v, "None, Lax or Strict")
+		}
+	}
+	if key, v, ok := a.getAs("affinity-cookie-secure", "session-cookie-secure"); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			a.bad(key, v, "true or false")
+		}
+		c.Secure = b
+	}
+	if c.SameSite == table.SameSiteNone {
+		c.Secure = true // browsers refuse SameSite=None without Secure
+	}
+	return c
+}
+
+// validCookiePath reports whether p can be a cookie's Path attribute as it is: it starts with
+// '/' and holds no ';' (which would end the attribute and start another: "/; Domain=…"),
+// space or control character (RFC 6265 §4.1.1, path-value).
+func validCookiePath(p string) bool {
+	if !strings.HasPrefix(p, "/") {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if b := p[i]; b < 0x21 || b >= 0x7f || b == ';' {
+			return false
+		}
+	}
+	return true
 }
 
 // paths reads use-regex, rewrite-target and server-alias.

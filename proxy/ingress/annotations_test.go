@@ -85,6 +85,34 @@ func TestAnnotations(t *testing.T) {
 		{name: "ewma and affinity", ann: m("load-balance", "ewma", "affinity", "cookie"), want: def(func(o *options) {
 			o.Balance = table.Balance{Algorithm: table.EWMA, AffinityCookie: table.DefaultAffinityCookie}
 		})},
+		// Affinity cookie attributes: hostile first. A bad value is a problem naming the
+		// annotation; that attribute keeps its default, the others apply.
+		{name: "cookie path that would add an attribute", ann: m("affinity", "cookie", "affinity-cookie-path", "/; Domain=evil.example", "affinity-cookie-max-age", "60"),
+			want: def(func(o *options) {
+				o.Balance.AffinityCookie, o.Balance.AffinityCookieAttrs = table.DefaultAffinityCookie, table.CookieAttrs{MaxAge: 60}
+			}), problems: []string{`InvalidAnnotation: metalgate.io/affinity-cookie-path="/; Domain=evil.example" is invalid (want a path starting with /`}},
+		{name: "cookie path not a path", nginx: true, ann: m(ng("affinity"), "cookie", ng("session-cookie-path"), "app"),
+			want:     def(func(o *options) { o.Balance.AffinityCookie = table.DefaultAffinityCookie }),
+			problems: []string{`InvalidAnnotation: nginx.ingress.kubernetes.io/session-cookie-path="app"`}},
+		{name: "cookie ages not positive seconds", ann: m("affinity", "cookie", "affinity-cookie-max-age", "-1", "affinity-cookie-expires", "1h"),
+			want: def(func(o *options) { o.Balance.AffinityCookie = table.DefaultAffinityCookie }),
+			problems: []string{`InvalidAnnotation: metalgate.io/affinity-cookie-max-age="-1" is invalid (want a number of seconds, more than 0)`,
+				`InvalidAnnotation: metalgate.io/affinity-cookie-expires="1h"`}},
+		{name: "cookie samesite and secure bad", ann: m("affinity", "cookie", "affinity-cookie-samesite", "sometimes", "affinity-cookie-secure", "yes please"),
+			want: def(func(o *options) { o.Balance.AffinityCookie = table.DefaultAffinityCookie }),
+			problems: []string{`InvalidAnnotation: metalgate.io/affinity-cookie-samesite="sometimes" is invalid (want None, Lax or Strict)`,
+				`InvalidAnnotation: metalgate.io/affinity-cookie-secure="yes please" is invalid (want true or false)`}},
+		{name: "cookie SameSite None forces Secure", ann: m("affinity", "cookie", "affinity-cookie-samesite", "none", "affinity-cookie-secure", "false"),
+			want: def(func(o *options) {
+				o.Balance.AffinityCookie, o.Balance.AffinityCookieAttrs = table.DefaultAffinityCookie, table.CookieAttrs{SameSite: table.SameSiteNone, Secure: true}
+			})},
+		{name: "cookie attributes, nginx forms", nginx: true, ann: m(ng("affinity"), "cookie", ng("session-cookie-path"), "/app", ng("session-cookie-max-age"), "3600",
+			ng("session-cookie-expires"), "7200", ng("session-cookie-samesite"), "Strict", ng("session-cookie-secure"), "true"),
+			want: def(func(o *options) {
+				o.Balance.AffinityCookie, o.Balance.AffinityCookieAttrs = table.DefaultAffinityCookie, table.CookieAttrs{Path: "/app", MaxAge: 3600, Expires: 7200,
+					SameSite: table.SameSiteStrict, Secure: true}
+			})},
+		{name: "cookie attributes without affinity do nothing", ann: m("affinity-cookie-path", "/app", "affinity-cookie-secure", "true"), want: def(nil)},
 		{name: "body size 0 is unlimited", ann: m("proxy-body-size", "0"), want: def(func(o *options) { o.MaxBodyBytes = -1 })},
 		{name: "bad body size", ann: m("proxy-body-size", "lots"), want: def(nil), problems: []string{"InvalidAnnotation: metalgate.io/proxy-body-size=\"lots\""}},
 		{name: "prefix rewrite", ann: m("rewrite-target", "/v2"), want: def(func(o *options) { o.Policy.Rewrite = &table.Rewrite{Target: "/v2"} })},
@@ -211,12 +239,12 @@ func TestAnnotations(t *testing.T) {
 		{name: "the metalgate.io form wins", nginx: true, ann: m("proxy-body-size", "1k", ng("proxy-body-size"), "1m"),
 			want: def(func(o *options) { o.MaxBodyBytes = 1 << 10 })},
 		{name: "snippets refused, unknown reported", nginx: true, ann: m(ng("configuration-snippet"), "more_set_headers x", ng("server-snippet"), "location /x {}",
-			ng("session-cookie-samesite"), "Strict", ng("enable-opentelemetry"), "true"),
+			ng("session-cookie-change-on-failure"), "true", ng("enable-opentelemetry"), "true"),
 			want: def(nil), problems: []string{
 				"RefusedAnnotation: nginx.ingress.kubernetes.io/configuration-snippet is refused",
 				"UnsupportedAnnotation: nginx.ingress.kubernetes.io/enable-opentelemetry",
 				"RefusedAnnotation: nginx.ingress.kubernetes.io/server-snippet is refused",
-				"UnsupportedAnnotation: nginx.ingress.kubernetes.io/session-cookie-samesite",
+				"UnsupportedAnnotation: nginx.ingress.kubernetes.io/session-cookie-change-on-failure",
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/metalgate/metalgate/internal/testenv"
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -239,5 +240,37 @@ func TestCertificates(t *testing.T) {
 	}
 	if !tab.Lookup("x.com", "/").TLS {
 		t.Error("route for x.com not marked TLS")
+	}
+}
+
+// TestAffinityCookieAttrsSplitBackends: two Ingresses on one Service whose affinity cookies
+// differ only in attributes get a backend each, so one Ingress's cookie never carries the
+// other's attributes (Path, Secure, SameSite…); with the same attributes they share one.
+func TestAffinityCookieAttrsSplitBackends(t *testing.T) {
+	aff := func(ing *networkingv1.Ingress, kv ...string) *networkingv1.Ingress {
+		ing.Annotations = map[string]string{PrefixMetalgate + "affinity": "cookie"}
+		for i := 0; i < len(kv); i += 2 {
+			ing.Annotations[PrefixMetalgate+kv[i]] = kv[i+1]
+		}
+		return ing
+	}
+	tab, problems := Build(Input{Classes: []*networkingv1.IngressClass{class("metalgate")}, Services: []*corev1.Service{svc("s")},
+		Ingresses: []*networkingv1.Ingress{
+			aff(ingress("strict", 0, path{"a.com", "/", "Prefix", "s"}), "affinity-cookie-samesite", "Strict", "affinity-cookie-path", "/a"),
+			aff(ingress("plain", 1, path{"b.com", "/", "Prefix", "s"})),
+			aff(ingress("plain2", 2, path{"c.com", "/", "Prefix", "s"})),
+		}})
+	if len(problems) > 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	a, b, c := tab.Lookup("a.com", "/").Backend, tab.Lookup("b.com", "/").Backend, tab.Lookup("c.com", "/").Backend
+	if a == b {
+		t.Errorf("one backend for cookies with different attributes: %+v", a.Balance)
+	}
+	if a.Balance.AffinityCookieAttrs != (table.CookieAttrs{Path: "/a", SameSite: table.SameSiteStrict}) || b.Balance.AffinityCookieAttrs != (table.CookieAttrs{}) {
+		t.Errorf("attributes %+v and %+v, want Strict with /a, and the defaults", a.Balance.AffinityCookieAttrs, b.Balance.AffinityCookieAttrs)
+	}
+	if b != c {
+		t.Errorf("the same attributes, two backends")
 	}
 }

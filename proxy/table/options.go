@@ -1,6 +1,7 @@
 package table
 
 import (
+	"fmt"
 	"net/netip"
 	"net/url"
 	"regexp"
@@ -53,6 +54,34 @@ type Balance struct {
 	// AffinityCookie, when not empty, pins a client to the endpoint named in this cookie; the
 	// first pick uses Algorithm.
 	AffinityCookie string
+	// AffinityCookieAttrs are the affinity cookie's attributes.
+	AffinityCookieAttrs CookieAttrs
+}
+
+// CookieAttrs are the attributes of the affinity cookie (session-cookie-* in ingress-nginx).
+// The zero value is the default: Path=/, a session cookie, SameSite=Lax, HttpOnly, Secure
+// when the request came over HTTPS.
+type CookieAttrs struct {
+	Path string // "" is "/"
+	// MaxAge and Expires, in seconds from the response, when not 0: the Max-Age and Expires
+	// attributes (Expires is the older form; browsers prefer Max-Age when both are there).
+	MaxAge, Expires int64
+	SameSite        SameSite // "" is SameSiteLax
+	// Secure always, not only on HTTPS (SameSite None implies it: browsers refuse it without).
+	Secure bool
+}
+
+// SameSite is a cookie's SameSite attribute.
+type SameSite string
+
+const (
+	SameSiteLax    SameSite = "Lax"
+	SameSiteStrict SameSite = "Strict"
+	SameSiteNone   SameSite = "None"
+)
+
+func (c CookieAttrs) String() string {
+	return fmt.Sprintf("path=%s,max-age=%d,expires=%d,samesite=%s,secure=%t", c.Path, c.MaxAge, c.Expires, c.SameSite, c.Secure)
 }
 
 func (b Balance) String() string {
@@ -62,6 +91,9 @@ func (b Balance) String() string {
 	}
 	if b.AffinityCookie != "" {
 		s += "/affinity:" + b.AffinityCookie
+		if b.AffinityCookieAttrs != (CookieAttrs{}) {
+			s += "[" + b.AffinityCookieAttrs.String() + "]"
+		}
 	}
 	return s
 }
