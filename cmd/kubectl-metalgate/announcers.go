@@ -43,13 +43,13 @@ type speakerAnswer struct {
 // Only listing the pods can fail; a speaker that does not answer is an answer with err.
 func askSpeakers(ctx context.Context, e *env) ([]speakerAnswer, error) {
 	var pods corev1.PodList
-	if err := e.c.List(ctx, &pods, client.InNamespace(e.o.namespace), speakerLabels()); err != nil {
-		return nil, fmt.Errorf("list speaker pods in %s: %w", e.o.namespace, err)
+	if err := e.c.List(ctx, &pods, client.InNamespace(e.o.metalgateNamespace), speakerLabels()); err != nil {
+		return nil, fmt.Errorf("list speaker pods in %s: %w", e.o.metalgateNamespace, err)
 	}
 	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Spec.NodeName < pods.Items[j].Spec.NodeName })
 	var header http.Header
 	if len(pods.Items) > 0 && e.speakerTokens != nil {
-		tok, err := e.speakerTokens.token(ctx, e.o.namespace)
+		tok, err := e.speakerTokens.token(ctx, e.o.metalgateNamespace)
 		if err != nil {
 			return nil, err
 		}
@@ -203,12 +203,15 @@ func announcers(ctx context.Context, e *env, out io.Writer) error {
 		return fmt.Errorf("list Services: %w", err)
 	}
 	var pools v1alpha1.IPAddressPoolList
-	if err := e.c.List(ctx, &pools, client.InNamespace(e.o.namespace)); err != nil {
-		return fmt.Errorf("list IPAddressPools in %s: %w", e.o.namespace, err)
+	if err := e.c.List(ctx, &pools, client.InNamespace(e.o.metalgateNamespace)); err != nil {
+		return fmt.Errorf("list IPAddressPools in %s: %w", e.o.metalgateNamespace, err)
 	}
 	rows, warnings := announcerView(answers, svcs.Items, pools.Items)
+	if ns := e.o.objectNamespace(); ns != "" { // -n: that namespace's VIPs; warnings stay cluster-wide
+		rows = slices.DeleteFunc(rows, func(r announcerRow) bool { return !strings.HasPrefix(r.service, ns+"/") })
+	}
 	if len(answers) == 0 {
-		warnings = append([]string{fmt.Sprintf("no speaker pods in namespace %s (label app.kubernetes.io/component=speaker)", e.o.namespace)}, warnings...)
+		warnings = append([]string{fmt.Sprintf("no speaker pods in namespace %s (label app.kubernetes.io/component=speaker)", e.o.metalgateNamespace)}, warnings...)
 	}
 	return writeAnnouncers(out, rows, warnings)
 }

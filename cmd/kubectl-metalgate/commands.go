@@ -24,8 +24,8 @@ import (
 // pools prints each pool's usage per family, from the status the controller writes.
 func pools(ctx context.Context, e *env, out io.Writer) error {
 	var list v1alpha1.IPAddressPoolList
-	if err := e.c.List(ctx, &list, client.InNamespace(e.o.namespace)); err != nil {
-		return fmt.Errorf("list IPAddressPools in %s: %w", e.o.namespace, err)
+	if err := e.c.List(ctx, &list, client.InNamespace(e.o.metalgateNamespace)); err != nil {
+		return fmt.Errorf("list IPAddressPools in %s: %w", e.o.metalgateNamespace, err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -87,7 +87,7 @@ func joinRanges(addrs []v1alpha1.AddressRange, v4 bool) string {
 // the address or they cannot be asked.
 func allocations(ctx context.Context, e *env, out io.Writer) error {
 	var list corev1.ServiceList
-	if err := e.c.List(ctx, &list); err != nil {
+	if err := e.c.List(ctx, &list, client.InNamespace(e.o.objectNamespace())); err != nil {
 		return fmt.Errorf("list Services: %w", err)
 	}
 	announcer := map[string]string{}

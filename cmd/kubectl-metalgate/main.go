@@ -7,19 +7,20 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -49,15 +50,20 @@ Usage:
                                       applies nothing (docs/migrate.md)
 
 Flags (before or after the command):
-  --kubeconfig PATH   kubeconfig (default: $KUBECONFIG, else ~/.kube/config)
-  --context NAME      kubeconfig context
-  -n, --namespace NS  metalgate's namespace, where pools and speakers live (default
-                      metalgate-system); for backends, TARGET's namespace (default:
-                      the kubeconfig context's); for migrate, where MetalLB's objects go
-  --debug-reader SA   the ServiceAccount in metalgate's namespace whose short-lived token
-                      (TokenRequest) reads the speakers for allocations and announcers
-                      (default metalgate-debug-reader); without one, the kubeconfig's own
-                      bearer token is sent
+  -n, --namespace NS         the namespace of the objects asked about: allocations and
+                             announcers show only NS's Services (default: every namespace);
+                             backends looks TARGET up in NS (default: the context's)
+  -A, --all-namespaces       allocations and announcers: every namespace (the default)
+  --metalgate-namespace NS   metalgate's namespace, where pools and speakers live and where
+                             migrate puts MetalLB's objects (default metalgate-system)
+  --debug-reader SA          the ServiceAccount in metalgate's namespace whose short-lived token
+                             (TokenRequest) reads the speakers for allocations and announcers
+                             (default metalgate-debug-reader); without one, the kubeconfig's own
+                             bearer token is sent
+  kubectl's flags:           --kubeconfig, --context, --cluster, --user, --as, --as-group,
+                             --as-uid, --token, --server (-s), --insecure-skip-tls-verify,
+                             --certificate-authority, --client-certificate, --client-key,
+                             --tls-server-name, --request-timeout, --username, --password
 
 migrate flags:
   -f, --filename FILE|DIR|-   read manifests (YAML or JSON, Lists too) instead of the cluster;
@@ -84,13 +90,57 @@ func main() {
 
 // options are the plugin's global flags.
 type options struct {
-	kubeconfig, context, namespace string
+	// kube are the standard kubectl flags (--kubeconfig, --context, --as, --token, --server,
+	// -n, ...), read by k8s.io/cli-runtime as kubectl reads them.
+	kube *genericclioptions.ConfigFlags
+	// namespace is -n/--namespace: the namespace of the objects asked about (Services,
+	// Ingresses, routes); namespaceSet says it was given.
+	namespace    string
+	namespaceSet bool
+	// allNamespaces is -A/--all-namespaces.
+	allNamespaces bool
+	// metalgateNamespace is --metalgate-namespace: where pools and speakers live and where
+	// migrate puts MetalLB's objects. Default metalgate-system.
+	metalgateNamespace string
 	// debugReader is the ServiceAccount whose token reads the speakers (--debug-reader).
 	debugReader string
-	// namespaceSet says -n was given (backends then takes it as the Ingress's namespace).
-	namespaceSet bool
-	migrate      migrateOptions
+	migrate     migrateOptions
 }
+
+// kubeconfigOptions are the options of a command line naming only a kubeconfig.
+func kubeconfigOptions(path string) options {
+	kube := genericclioptions.NewConfigFlags(true)
+	*kube.KubeConfig = path
+	return options{kube: kube, metalgateNamespace: defaultMetalgateNamespace, debugReader: debugReaderName}
+}
+
+// objectNamespace is the namespace a listing reads the user's objects from: -n's, or ""
+// (every namespace) without -n or with -A.
+func (o options) objectNamespace() string {
+	if o.allNamespaces || !o.namespaceSet {
+		return ""
+	}
+	return o.namespace
+}
+
+// defaultMetalgateNamespace is where metalgate runs unless --metalgate-namespace says otherwise.
+const defaultMetalgateNamespace = "metalgate-system"
+
+// namespaceUse says what a command does with -n/--namespace and -A/--all-namespaces.
+type namespaceUse int
+
+const (
+	// namespaceNone: the command reads no namespaced objects of the user's; -n and -A are
+	// refused (before -n meant metalgate's namespace, so an old command line fails loudly
+	// rather than meaning something else).
+	namespaceNone namespaceUse = iota
+	// namespaceFilter: the command lists objects of every namespace unless -n narrows it
+	// to one; -A says every namespace explicitly.
+	namespaceFilter
+	// namespaceOne: the command names one object, in -n's namespace (default: the
+	// kubeconfig context's); -A is refused.
+	namespaceOne
+)
 
 // env is what a command works with: the cluster, the pods' ports, flags and arguments.
 type env struct {
@@ -116,6 +166,8 @@ type command struct {
 	nargs int
 	// offline says the command needs no cluster with these options (migrate -f).
 	offline func(options) bool
+	// namespaces is what the command does with -n and -A.
+	namespaces namespaceUse
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -131,9 +183,9 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, conne
 func runStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, connect func(options) (*env, error)) int {
 	commands := map[string]command{
 		"pools":       {run: pools},
-		"allocations": {run: allocations},
-		"announcers":  {run: announcers},
-		"backends":    {run: backends, nargs: 1},
+		"allocations": {run: allocations, namespaces: namespaceFilter},
+		"announcers":  {run: announcers, namespaces: namespaceFilter},
+		"backends":    {run: backends, nargs: 1, namespaces: namespaceOne},
 		"check":       {run: check},
 		"migrate":     {run: migrate, offline: func(o options) bool { return len(o.migrate.files) > 0 }},
 	}
@@ -169,49 +221,44 @@ func runStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 // code is the exit code when there is nothing to run (help: 0, a usage error, said on stderr:
 // 2), else -1.
 func parseCommandLine(args []string, commands map[string]command, stderr io.Writer) (o options, cmd string, cmdArgs []string, code int) {
-	fs := flag.NewFlagSet("kubectl metalgate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig")
-	fs.StringVar(&o.context, "context", "", "kubeconfig context")
-	fs.StringVar(&o.namespace, "namespace", "metalgate-system", "metalgate's namespace")
-	fs.StringVar(&o.namespace, "n", "metalgate-system", "metalgate's namespace")
+	fs := pflag.NewFlagSet("kubectl metalgate", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are said once, below
+	fs.Usage = func() {}
+	fs.SortFlags = false
+	o.kube = genericclioptions.NewConfigFlags(true)
+	o.kube.AddFlags(fs)
+	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list the objects of every namespace")
+	fs.StringVar(&o.metalgateNamespace, "metalgate-namespace", defaultMetalgateNamespace, "metalgate's namespace, where pools and speakers live")
 	fs.StringVar(&o.debugReader, "debug-reader", debugReaderName, "ServiceAccount whose token reads the speakers")
 	registerMigrateFlags(fs, &o.migrate)
-	rest := args
-	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return o, "", nil, 0
-			}
-			return o, "", nil, 2
+	usageError := func(format string, a ...any) (options, string, []string, int) {
+		fmt.Fprintf(stderr, "kubectl metalgate: "+format+"\n", a...)
+		fmt.Fprintln(stderr, "See 'kubectl metalgate help'.")
+		return o, "", nil, 2
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			fmt.Fprint(stderr, usage)
+			return o, "", nil, 0
 		}
-		if fs.NArg() == 0 {
-			break
-		}
-		switch {
-		case cmd == "":
-			cmd = fs.Arg(0)
-		case len(cmdArgs) < commands[cmd].nargs:
-			cmdArgs = append(cmdArgs, fs.Arg(0))
-		default:
-			fmt.Fprintf(stderr, "kubectl metalgate: unexpected argument %q\n", fs.Arg(0))
-			return o, "", nil, 2
-		}
-		rest = fs.Args()[1:]
+		return usageError("%v", err)
+	}
+	pos := fs.Args()
+	if len(pos) > 0 {
+		cmd, cmdArgs = pos[0], pos[1:]
+	}
+	o.namespace, o.namespaceSet = *o.kube.Namespace, fs.Changed("namespace")
+	if err := checkKubeFlags(o); err != nil {
+		return usageError("%v", err)
 	}
 	var misplaced string
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "n" || f.Name == "namespace" {
-			o.namespaceSet = true
-		}
+	fs.Visit(func(f *pflag.Flag) {
 		if cmd != "migrate" && slices.Contains(migrateFlagNames, f.Name) {
-			misplaced = f.Name
+			misplaced = flagName(f)
 		}
 	})
 	if misplaced != "" {
-		fmt.Fprintf(stderr, "kubectl metalgate: flag -%s is only for migrate\n", misplaced)
-		return o, "", nil, 2
+		return usageError("flag %s is only for migrate", misplaced)
 	}
 	c, ok := commands[cmd]
 	if !ok {
@@ -221,26 +268,73 @@ func parseCommandLine(args []string, commands map[string]command, stderr io.Writ
 		fmt.Fprint(stderr, usage)
 		return o, "", nil, 2
 	}
+	if len(cmdArgs) > c.nargs {
+		return usageError("unexpected argument %q", cmdArgs[c.nargs])
+	}
 	if len(cmdArgs) != c.nargs {
 		fmt.Fprintf(stderr, "kubectl metalgate %s: want %d argument(s), got %d\n\n", cmd, c.nargs, len(cmdArgs))
 		fmt.Fprint(stderr, usage)
 		return o, "", nil, 2
 	}
+	if err := checkNamespaceFlags(cmd, c.namespaces, o); err != nil {
+		return usageError("%v", err)
+	}
 	return o, cmd, cmdArgs, -1
+}
+
+// flagName is how errors name f: "-f/--filename", "--report".
+func flagName(f *pflag.Flag) string {
+	if f.Shorthand != "" {
+		return "-" + f.Shorthand + "/--" + f.Name
+	}
+	return "--" + f.Name
+}
+
+// checkKubeFlags refuses values of the kube flags that would otherwise fail only when the
+// cluster is asked, without naming the flag.
+func checkKubeFlags(o options) error {
+	if t := *o.kube.Timeout; t != "" && t != "0" {
+		if _, err := strconv.ParseUint(t, 10, 64); err != nil {
+			d, err := time.ParseDuration(t)
+			if err != nil || d < 0 {
+				return fmt.Errorf("flag --request-timeout: %q is not a duration (a whole number of seconds, or with a unit: 30s, 2m)", t)
+			}
+		}
+	}
+	if o.namespaceSet && o.namespace == "" {
+		return errors.New("flag -n/--namespace: empty namespace")
+	}
+	if o.metalgateNamespace == "" {
+		return errors.New("flag --metalgate-namespace: empty namespace")
+	}
+	return nil
+}
+
+// checkNamespaceFlags refuses -n and -A where cmd has no use for them (use).
+func checkNamespaceFlags(cmd string, use namespaceUse, o options) error {
+	switch use {
+	case namespaceNone:
+		if o.namespaceSet {
+			return fmt.Errorf("flag -n/--namespace: %s reads no objects of one namespace; metalgate's own namespace is --metalgate-namespace", cmd)
+		}
+		if o.allNamespaces {
+			return fmt.Errorf("flag -A/--all-namespaces: %s reads no objects of one namespace", cmd)
+		}
+	case namespaceOne:
+		if o.allNamespaces {
+			return fmt.Errorf("flag -A/--all-namespaces: %s names one object; give its namespace with -n", cmd)
+		}
+	}
+	return nil
 }
 
 // newEnv connects to the cluster of the kubeconfig.
 func newEnv(o options) (*env, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if o.kubeconfig != "" {
-		rules.ExplicitPath = o.kubeconfig
-	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
-	cfg, err := cc.ClientConfig()
+	cfg, err := o.kube.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
-	ns, _, err := cc.Namespace()
+	ns, _, err := o.kube.ToRawKubeConfigLoader().Namespace()
 	if err != nil || ns == "" {
 		ns = "default"
 	}

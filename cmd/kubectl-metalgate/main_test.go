@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,19 @@ func TestUsageErrors(t *testing.T) {
 		{"backends without an Ingress", []string{"backends"}, 2, "backends: want 1 argument(s), got 0"},
 		{"backends with two", []string{"backends", "a/b", "-n", "x", "c"}, 2, `unexpected argument "c"`},
 		{"bad kubeconfig", []string{"pools", "--kubeconfig", "/nonexistent"}, 1, "load kubeconfig"},
+		{"unknown flag", []string{"pools", "--frob"}, 2, "unknown flag: --frob"},
+		{"unknown shorthand", []string{"pools", "-z"}, 2, "unknown shorthand flag: 'z' in -z"},
+		{"-n without a value", []string{"allocations", "-n"}, 2, "flag needs an argument: 'n' in -n"},
+		{"-n for pools, once metalgate's namespace", []string{"pools", "-n", "metalgate-system"}, 2, "flag -n/--namespace: pools reads no objects of one namespace; metalgate's own namespace is --metalgate-namespace"},
+		{"-n for check", []string{"check", "--namespace=metalgate-system"}, 2, "flag -n/--namespace: check"},
+		{"-n for migrate", []string{"migrate", "-n", "mg"}, 2, "flag -n/--namespace: migrate"},
+		{"-A for pools", []string{"pools", "-A"}, 2, "flag -A/--all-namespaces: pools"},
+		{"-A for backends", []string{"backends", "web", "-A"}, 2, "flag -A/--all-namespaces: backends names one object"},
+		{"empty -n", []string{"allocations", "-n", ""}, 2, "flag -n/--namespace: empty namespace"},
+		{"empty --metalgate-namespace", []string{"pools", "--metalgate-namespace="}, 2, "flag --metalgate-namespace: empty namespace"},
+		{"bad --request-timeout", []string{"pools", "--request-timeout", "soon"}, 2, `flag --request-timeout: "soon" is not a duration`},
+		{"negative --request-timeout", []string{"pools", "--request-timeout=-1s"}, 2, `flag --request-timeout: "-1s"`},
+		{"migrate flag elsewhere", []string{"pools", "--strict"}, 2, "flag --strict is only for migrate"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,7 +92,7 @@ func apiServer(t *testing.T, crdDirs ...string) (string, *env) {
 		dirs = append(dirs, abs)
 	}
 	kubeconfig := testenv.Start(t, testenv.Options{CRDs: dirs}).Kubeconfig
-	e, err := newEnv(options{kubeconfig: kubeconfig})
+	e, err := newEnv(kubeconfigOptions(kubeconfig))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,6 +301,17 @@ func TestAgainstAPIServer(t *testing.T) {
 		dontWant []string
 	}{
 		{"pools", []string{"pools"}, 0, []string{"announced  IPv4    3", "announced  IPv6    0", "silent"}, nil},
+		{"pools of another metalgate namespace", []string{"pools", "--metalgate-namespace", "elsewhere"}, 0, []string{"POOL"}, []string{"announced", "silent"}},
+		{"allocations of one namespace", []string{"allocations", "-n", "default"}, 0, []string{
+			"default    web      100.64.0.0  announced  layer2 n1",
+		}, []string{"metalgate-system"}},
+		{"allocations of every namespace", []string{"-A", "allocations", "-n", "default"}, 0, []string{
+			"default           web              100.64.0.0  announced  layer2 n1",
+			"metalgate-system  metalgate-proxy  100.64.0.2  announced  layer2 n1",
+		}, nil},
+		{"announcers of one namespace", []string{"announcers", "--namespace=metalgate-system"}, 0, []string{
+			"100.64.0.2  metalgate-system/metalgate-proxy  -        layer2  n1       eth0",
+		}, []string{"default/web"}},
 		{"allocations", []string{"allocations"}, 0, []string{
 			"default           dark             100.64.0.1  announced  -          -",
 			"default           stuck            <pending>   -          -",
@@ -385,3 +410,87 @@ func manifestObjects(t *testing.T, path string) []*unstructured.Unstructured {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestKubeFlags: the standard kubectl flags reach the REST config the plugin connects with, and
+// -n, -A and --metalgate-namespace land where each command reads them.
+func TestKubeFlags(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- name: a
+  cluster: {server: "https://127.0.0.1:1"}
+- name: b
+  cluster: {server: "https://127.0.0.1:2"}
+users:
+- name: alice
+  user: {token: alice-token}
+- name: bob
+  user: {token: bob-token}
+contexts:
+- name: a
+  context: {cluster: a, user: alice, namespace: shop}
+- name: b
+  context: {cluster: b, user: bob}
+current-context: a
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	commands := map[string]command{"allocations": {namespaces: namespaceFilter}, "backends": {nargs: 1, namespaces: namespaceOne}}
+	tests := []struct {
+		name                        string
+		args                        []string
+		wantHost, wantToken, wantAs string
+		wantGroups                  []string
+		wantTimeout                 time.Duration
+		wantInsecure                bool
+		wantContextNS               string
+		wantObjectNS, wantMetalgate string
+	}{
+		{name: "kubeconfig alone", args: []string{"allocations"},
+			wantHost: "https://127.0.0.1:1", wantToken: "alice-token", wantContextNS: "shop", wantMetalgate: "metalgate-system"},
+		{name: "--context", args: []string{"allocations", "--context", "b"},
+			wantHost: "https://127.0.0.1:2", wantToken: "bob-token", wantContextNS: "default", wantMetalgate: "metalgate-system"},
+		{name: "--cluster and --user", args: []string{"--cluster=b", "--user=bob", "allocations"},
+			wantHost: "https://127.0.0.1:2", wantToken: "bob-token", wantContextNS: "shop", wantMetalgate: "metalgate-system"},
+		{name: "--server, --token, --as, --as-group, --request-timeout, --insecure-skip-tls-verify",
+			args:     []string{"allocations", "--server", "https://[::1]:6443", "--token", "t0k", "--as", "carol", "--as-group", "ops", "--as-group", "dev", "--request-timeout", "7s", "--insecure-skip-tls-verify"},
+			wantHost: "https://[::1]:6443", wantToken: "t0k", wantAs: "carol", wantGroups: []string{"ops", "dev"}, wantTimeout: 7 * time.Second, wantInsecure: true,
+			wantContextNS: "shop", wantMetalgate: "metalgate-system"},
+		{name: "-n is the objects' namespace", args: []string{"allocations", "-n", "web", "--metalgate-namespace", "mg"},
+			wantHost: "https://127.0.0.1:1", wantToken: "alice-token", wantContextNS: "web", wantObjectNS: "web", wantMetalgate: "mg"},
+		{name: "-A wins over -n", args: []string{"-A", "allocations", "-n", "web"},
+			wantHost: "https://127.0.0.1:1", wantToken: "alice-token", wantContextNS: "web", wantObjectNS: "", wantMetalgate: "metalgate-system"},
+		{name: "request timeout in seconds", args: []string{"backends", "x", "--request-timeout", "30"},
+			wantHost: "https://127.0.0.1:1", wantToken: "alice-token", wantTimeout: 30 * time.Second, wantContextNS: "shop", wantMetalgate: "metalgate-system"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var errOut bytes.Buffer
+			o, _, _, code := parseCommandLine(append(tc.args, "--kubeconfig", kubeconfig), commands, &errOut)
+			if code != -1 {
+				t.Fatalf("parse: exit %d, stderr %q", code, errOut.String())
+			}
+			cfg, err := o.kube.ToRESTConfig()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Host != tc.wantHost || cfg.BearerToken != tc.wantToken || cfg.Impersonate.UserName != tc.wantAs ||
+				!slices.Equal(cfg.Impersonate.Groups, tc.wantGroups) || cfg.Timeout != tc.wantTimeout || cfg.Insecure != tc.wantInsecure {
+				t.Errorf("REST config: host %q token %q as %q groups %q timeout %v insecure %t; want %q %q %q %q %v %t",
+					cfg.Host, cfg.BearerToken, cfg.Impersonate.UserName, cfg.Impersonate.Groups, cfg.Timeout, cfg.Insecure,
+					tc.wantHost, tc.wantToken, tc.wantAs, tc.wantGroups, tc.wantTimeout, tc.wantInsecure)
+			}
+			ns, _, err := o.kube.ToRawKubeConfigLoader().Namespace()
+			if err != nil || ns != tc.wantContextNS {
+				t.Errorf("context namespace = %q, %v; want %q", ns, err, tc.wantContextNS)
+			}
+			if got := o.objectNamespace(); got != tc.wantObjectNS {
+				t.Errorf("objects' namespace = %q, want %q", got, tc.wantObjectNS)
+			}
+			if o.metalgateNamespace != tc.wantMetalgate {
+				t.Errorf("metalgate namespace = %q, want %q", o.metalgateNamespace, tc.wantMetalgate)
+			}
+		})
+	}
+}
