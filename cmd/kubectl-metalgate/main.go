@@ -102,6 +102,8 @@ type options struct {
 	// metalgateNamespace is --metalgate-namespace: where pools and speakers live and where
 	// migrate puts MetalLB's objects. Default metalgate-system.
 	metalgateNamespace string
+	// output is -o/--output: table (""), wide, json or yaml, for the listing commands.
+	output outputFormat
 	// debugReader is the ServiceAccount whose token reads the speakers (--debug-reader).
 	debugReader string
 	migrate     migrateOptions
@@ -168,6 +170,8 @@ type command struct {
 	offline func(options) bool
 	// namespaces is what the command does with -n and -A.
 	namespaces namespaceUse
+	// listing says the command prints rows, and so takes -o.
+	listing bool
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -182,9 +186,9 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, conne
 // runStdin is runWith reading standard input (migrate -f -) from stdin.
 func runStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, connect func(options) (*env, error)) int {
 	commands := map[string]command{
-		"pools":       {run: pools},
-		"allocations": {run: allocations, namespaces: namespaceFilter},
-		"announcers":  {run: announcers, namespaces: namespaceFilter},
+		"pools":       {run: pools, listing: true},
+		"allocations": {run: allocations, namespaces: namespaceFilter, listing: true},
+		"announcers":  {run: announcers, namespaces: namespaceFilter, listing: true},
 		"backends":    {run: backends, nargs: 1, namespaces: namespaceOne},
 		"check":       {run: check},
 		"migrate":     {run: migrate, offline: func(o options) bool { return len(o.migrate.files) > 0 }},
@@ -229,6 +233,7 @@ func parseCommandLine(args []string, commands map[string]command, stderr io.Writ
 	o.kube.AddFlags(fs)
 	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list the objects of every namespace")
 	fs.StringVar(&o.metalgateNamespace, "metalgate-namespace", defaultMetalgateNamespace, "metalgate's namespace, where pools and speakers live")
+	output := fs.StringP("output", "o", "", "output format: "+outputFormats)
 	fs.StringVar(&o.debugReader, "debug-reader", debugReaderName, "ServiceAccount whose token reads the speakers")
 	registerMigrateFlags(fs, &o.migrate)
 	usageError := func(format string, a ...any) (options, string, []string, int) {
@@ -249,6 +254,10 @@ func parseCommandLine(args []string, commands map[string]command, stderr io.Writ
 	}
 	o.namespace, o.namespaceSet = *o.kube.Namespace, fs.Changed("namespace")
 	if err := checkKubeFlags(o); err != nil {
+		return usageError("%v", err)
+	}
+	var err error
+	if o.output, err = parseOutput(*output); err != nil {
 		return usageError("%v", err)
 	}
 	var misplaced string
@@ -278,6 +287,9 @@ func parseCommandLine(args []string, commands map[string]command, stderr io.Writ
 	}
 	if err := checkNamespaceFlags(cmd, c.namespaces, o); err != nil {
 		return usageError("%v", err)
+	}
+	if fs.Changed("output") && !c.listing {
+		return usageError("flag -o/--output: %s prints no listing; -o is for pools, allocations and announcers", cmd)
 	}
 	return o, cmd, cmdArgs, -1
 }

@@ -64,6 +64,10 @@ func TestUsageErrors(t *testing.T) {
 		{"bad --request-timeout", []string{"pools", "--request-timeout", "soon"}, 2, `flag --request-timeout: "soon" is not a duration`},
 		{"negative --request-timeout", []string{"pools", "--request-timeout=-1s"}, 2, `flag --request-timeout: "-1s"`},
 		{"migrate flag elsewhere", []string{"pools", "--strict"}, 2, "flag --strict is only for migrate"},
+		{"unknown -o", []string{"pools", "-o", "xml"}, 2, `flag -o/--output: unknown format "xml"; allowed: json, yaml, wide`},
+		{"-o name", []string{"allocations", "--output=name"}, 2, `flag -o/--output: unknown format "name"; allowed: json, yaml, wide`},
+		{"-o for check", []string{"check", "-o", "json"}, 2, "flag -o/--output: check prints no listing"},
+		{"-o for migrate", []string{"migrate", "-o", "yaml"}, 2, "flag -o/--output: migrate prints no listing"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -309,6 +313,9 @@ func TestAgainstAPIServer(t *testing.T) {
 			"default           web              100.64.0.0  announced  layer2 n1",
 			"metalgate-system  metalgate-proxy  100.64.0.2  announced  layer2 n1",
 		}, nil},
+		{"pools wide", []string{"pools", "-o", "wide"}, 0, []string{"AVOID-BUGGY-IPS  ADDRESS-SHARING  PRIORITY", "WithinNamespace"}, nil},
+		{"allocations wide", []string{"allocations", "-o", "wide", "-n", "default"}, 0, []string{"TRAFFIC-POLICY  PORTS", "IP-FAMILIES"}, nil},
+		{"announcers yaml", []string{"announcers", "-o", "yaml"}, 0, []string{"items:\n- mode: layer2\n  nodes:\n  - n1\n  pool: announced\n  service: default/web\n  via:\n  - eth0\n  vip: 100.64.0.0\n", "\nkind: AnnouncerList\n"}, []string{"warning:"}},
 		{"announcers of one namespace", []string{"announcers", "--namespace=metalgate-system"}, 0, []string{
 			"100.64.0.2  metalgate-system/metalgate-proxy  -        layer2  n1       eth0",
 		}, []string{"default/web"}},
@@ -369,6 +376,68 @@ func TestAgainstAPIServer(t *testing.T) {
 			}
 		})
 	}
+
+	// -o json is one document of the documented shape, decoded here as a script would.
+	t.Run("-o json", func(t *testing.T) {
+		for _, tc := range []struct {
+			args     []string
+			wantKind string
+			check    func(t *testing.T, items []map[string]any)
+		}{
+			{[]string{"pools", "-o", "json"}, "PoolList", func(t *testing.T, items []map[string]any) {
+				got := map[string]any{}
+				for _, it := range items {
+					got[it["pool"].(string)+" "+it["family"].(string)] = it["assigned"]
+				}
+				if got["announced IPv4"] != float64(3) || got["announced IPv6"] != float64(0) || len(items) != 3 {
+					t.Errorf("items %v, want announced IPv4 assigned 3, IPv6 0, 3 rows", items)
+				}
+			}},
+			{[]string{"allocations", "--output=json", "-n", "default"}, "AllocationList", func(t *testing.T, items []map[string]any) {
+				var web map[string]any
+				for _, it := range items {
+					if it["namespace"] != "default" {
+						t.Errorf("-n default listed %v", it)
+					}
+					if it["service"] == "web" {
+						web = it
+					}
+				}
+				if web == nil || web["address"] != "100.64.0.0" || web["pool"] != "announced" || web["announcer"] != "layer2 n1" {
+					t.Errorf("web = %v, want 100.64.0.0 from announced, announced by layer2 n1", web)
+				}
+			}},
+			{[]string{"announcers", "-o", "json"}, "AnnouncerList", func(t *testing.T, items []map[string]any) {
+				if len(items) == 0 || items[0]["vip"] != "100.64.0.0" || items[0]["service"] != "default/web" || items[0]["pool"] != "announced" ||
+					fmt.Sprint(items[0]["nodes"]) != "[n1]" || fmt.Sprint(items[0]["via"]) != "[eth0]" {
+					t.Errorf("items %v, want 100.64.0.0 of default/web from announced on n1 eth0 first", items)
+				}
+			}},
+		} {
+			t.Run(tc.args[0], func(t *testing.T) {
+				var out, errOut bytes.Buffer
+				if code := runWith(ctx, append(tc.args, "--kubeconfig", kubeconfig), &out, &errOut, connect); code != 0 {
+					t.Fatalf("exit %d; stderr %q", code, errOut.String())
+				}
+				var doc struct {
+					Kind  string           `json:"kind"`
+					Items []map[string]any `json:"items"`
+				}
+				dec := json.NewDecoder(&out)
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(&doc); err != nil {
+					t.Fatalf("stdout is not one JSON document of kind and items: %v", err)
+				}
+				if dec.More() {
+					t.Errorf("stdout has more after the document")
+				}
+				if doc.Kind != tc.wantKind {
+					t.Errorf("kind = %q, want %q", doc.Kind, tc.wantKind)
+				}
+				tc.check(t, doc.Items)
+			})
+		}
+	})
 
 	// Without the debug reader (and with a kubeconfig of client certificates), the plugin has no
 	// token to read the speakers with and says what is missing.
