@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"syscall"
@@ -48,12 +49,16 @@ Usage:
                                       ingress-nginx Ingresses of the cluster or of -f, and a
                                       report (stderr) of what maps, what changes, what does not;
                                       applies nothing (docs/migrate.md)
+  kubectl metalgate help [COMMAND]    this help, or COMMAND's (also: COMMAND -h)
+  kubectl metalgate version           the plugin's version
+  kubectl metalgate completion SHELL  a bash or zsh completion script
 
 Flags (before or after the command):
   -n, --namespace NS         the namespace of the objects asked about: allocations and
                              announcers show only NS's Services (default: every namespace);
                              backends looks TARGET up in NS (default: the context's)
   -A, --all-namespaces       allocations and announcers: every namespace (the default)
+  -o, --output FORMAT        pools, allocations, announcers: json, yaml or wide
   --metalgate-namespace NS   metalgate's namespace, where pools and speakers live and where
                              migrate puts MetalLB's objects (default metalgate-system)
   --debug-reader SA          the ServiceAccount in metalgate's namespace whose short-lived token
@@ -63,7 +68,7 @@ Flags (before or after the command):
   kubectl's flags:           --kubeconfig, --context, --cluster, --user, --as, --as-group,
                              --as-uid, --token, --server (-s), --insecure-skip-tls-verify,
                              --certificate-authority, --client-certificate, --client-key,
-                             --tls-server-name, --request-timeout, --username, --password
+                             --tls-server-name, --request-timeout, --disable-compression
 
 migrate flags:
   -f, --filename FILE|DIR|-   read manifests (YAML or JSON, Lists too) instead of the cluster;
@@ -172,6 +177,8 @@ type command struct {
 	namespaces namespaceUse
 	// listing says the command prints rows, and so takes -o.
 	listing bool
+	// help is what help COMMAND and COMMAND -h print.
+	help string
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -185,19 +192,11 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, conne
 
 // runStdin is runWith reading standard input (migrate -f -) from stdin.
 func runStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, connect func(options) (*env, error)) int {
-	commands := map[string]command{
-		"pools":       {run: pools, listing: true},
-		"allocations": {run: allocations, namespaces: namespaceFilter, listing: true},
-		"announcers":  {run: announcers, namespaces: namespaceFilter, listing: true},
-		"backends":    {run: backends, nargs: 1, namespaces: namespaceOne},
-		"check":       {run: check},
-		"migrate":     {run: migrate, offline: func(o options) bool { return len(o.migrate.files) > 0 }},
-	}
-	o, cmd, cmdArgs, code := parseCommandLine(args, commands, stderr)
+	o, cmd, cmdArgs, code := parseCommandLine(args, commands(), stdout, stderr)
 	if code >= 0 {
 		return code
 	}
-	c := commands[cmd]
+	c := commands()[cmd]
 	e := &env{o: o, now: time.Now}
 	if c.offline == nil || !c.offline(o) {
 		var err error
@@ -220,37 +219,95 @@ func runStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	return 0
 }
 
-// parseCommandLine reads the flags, the command (one of commands) and its arguments from
-// args, flags before and after the command name and its arguments, as kubectl accepts them.
-// code is the exit code when there is nothing to run (help: 0, a usage error, said on stderr:
-// 2), else -1.
-func parseCommandLine(args []string, commands map[string]command, stderr io.Writer) (o options, cmd string, cmdArgs []string, code int) {
-	fs := pflag.NewFlagSet("kubectl metalgate", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are said once, below
+// commands are the plugin's subcommands that read or translate objects (help, version and
+// completion are answered by parseCommandLine).
+func commands() map[string]command {
+	return map[string]command{
+		"pools":       {run: pools, listing: true, help: poolsHelp},
+		"allocations": {run: allocations, namespaces: namespaceFilter, listing: true, help: allocationsHelp},
+		"announcers":  {run: announcers, namespaces: namespaceFilter, listing: true, help: announcersHelp},
+		"backends":    {run: backends, nargs: 1, namespaces: namespaceOne, help: backendsHelp},
+		"check":       {run: check, help: checkHelp},
+		"migrate":     {run: migrate, offline: func(o options) bool { return len(o.migrate.files) > 0 }, help: migrateHelp},
+	}
+}
+
+// newFlagSet is the plugin's flag set, writing into o; output receives -o's value and help
+// says -h/--help was given.
+func newFlagSet(o *options) (fs *pflag.FlagSet, output *string, help *bool) {
+	fs = pflag.NewFlagSet("kubectl metalgate", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are said once, by parseCommandLine
 	fs.Usage = func() {}
 	fs.SortFlags = false
 	o.kube = genericclioptions.NewConfigFlags(true)
 	o.kube.AddFlags(fs)
 	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list the objects of every namespace")
 	fs.StringVar(&o.metalgateNamespace, "metalgate-namespace", defaultMetalgateNamespace, "metalgate's namespace, where pools and speakers live")
-	output := fs.StringP("output", "o", "", "output format: "+outputFormats)
+	output = fs.StringP("output", "o", "", "output format: "+outputFormats)
 	fs.StringVar(&o.debugReader, "debug-reader", debugReaderName, "ServiceAccount whose token reads the speakers")
 	registerMigrateFlags(fs, &o.migrate)
+	help = fs.BoolP("help", "h", false, "help for the plugin or the command")
+	return fs, output, help
+}
+
+// parseCommandLine reads the flags, the command (one of commands) and its arguments from
+// args, flags before and after the command name and its arguments, as kubectl accepts them.
+// It answers help (help [COMMAND], COMMAND -h), version and completion itself, on stdout.
+// code is the exit code when there is nothing more to run (those: 0; a usage error, said on
+// stderr: 2), else -1.
+func parseCommandLine(args []string, commands map[string]command, stdout, stderr io.Writer) (o options, cmd string, cmdArgs []string, code int) {
+	fs, output, help := newFlagSet(&o)
+	if len(args) > 0 && args[0] == "__complete" { // kubectl_complete-metalgate and the shell scripts
+		for _, c := range complete(commands, fs, args[1:]) {
+			fmt.Fprintln(stdout, c)
+		}
+		return o, "", nil, 0
+	}
 	usageError := func(format string, a ...any) (options, string, []string, int) {
 		fmt.Fprintf(stderr, "kubectl metalgate: "+format+"\n", a...)
 		fmt.Fprintln(stderr, "See 'kubectl metalgate help'.")
 		return o, "", nil, 2
 	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprint(stderr, usage)
-			return o, "", nil, 0
-		}
 		return usageError("%v", err)
 	}
 	pos := fs.Args()
 	if len(pos) > 0 {
 		cmd, cmdArgs = pos[0], pos[1:]
+	}
+	switch {
+	case cmd == "help" || *help:
+		topic := cmd
+		if cmd == "help" {
+			if len(cmdArgs) > 1 {
+				return usageError("help: unexpected argument %q", cmdArgs[1])
+			}
+			topic = ""
+			if len(cmdArgs) == 1 {
+				topic = cmdArgs[0]
+			}
+		}
+		text, ok := helpText(commands, topic)
+		if !ok {
+			return usageError("help: unknown command %q", topic)
+		}
+		fmt.Fprint(stdout, text)
+		return o, "", nil, 0
+	case cmd == "version":
+		if len(cmdArgs) > 0 {
+			return usageError("version: unexpected argument %q", cmdArgs[0])
+		}
+		info, ok := debug.ReadBuildInfo()
+		fmt.Fprint(stdout, versionString(version, info, ok))
+		return o, "", nil, 0
+	case cmd == "completion":
+		if len(cmdArgs) != 1 {
+			return usageError("completion: want one argument, bash or zsh; got %d", len(cmdArgs))
+		}
+		if err := writeCompletion(stdout, cmdArgs[0]); err != nil {
+			return usageError("%v", err)
+		}
+		return o, "", nil, 0
 	}
 	o.namespace, o.namespaceSet = *o.kube.Namespace, fs.Changed("namespace")
 	if err := checkKubeFlags(o); err != nil {

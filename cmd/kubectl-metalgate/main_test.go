@@ -536,7 +536,7 @@ current-context: a
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var errOut bytes.Buffer
-			o, _, _, code := parseCommandLine(append(tc.args, "--kubeconfig", kubeconfig), commands, &errOut)
+			o, _, _, code := parseCommandLine(append(tc.args, "--kubeconfig", kubeconfig), commands, io.Discard, &errOut)
 			if code != -1 {
 				t.Fatalf("parse: exit %d, stderr %q", code, errOut.String())
 			}
