@@ -56,7 +56,7 @@ Flags:
                           wide (+ POOL)
   --debug-reader SA       the ServiceAccount whose token reads the speakers
 ` + kubeFlagsHelp
-	backendsHelp = `Usage: kubectl metalgate backends TARGET [-n NS]
+	backendsHelp = `Usage: kubectl metalgate backends TARGET [-n NS] [-o json|yaml]
 
 The live routing table of the proxies serving TARGET: rules, backends, endpoints, health.
 TARGET is an Ingress (NAME, NAMESPACE/NAME; ingress/ in front is optional), or
@@ -66,6 +66,8 @@ Gateways its parentRefs name route it.
 Flags:
   -n, --namespace NS   TARGET's namespace when TARGET does not say it (default: the
                        kubeconfig context's)
+  -o, --output FORMAT  json or yaml: a BackendList, one item per answering proxy (other
+                       lines on standard error); wide is the table
 ` + kubeFlagsHelp
 	checkHelp = `Usage: kubectl metalgate check [--metalgate-namespace NS]
 

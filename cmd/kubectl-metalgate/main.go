@@ -226,7 +226,7 @@ func commands() map[string]command {
 		"pools":       {run: pools, listing: true, help: poolsHelp},
 		"allocations": {run: allocations, namespaces: namespaceFilter, listing: true, help: allocationsHelp},
 		"announcers":  {run: announcers, namespaces: namespaceFilter, listing: true, help: announcersHelp},
-		"backends":    {run: backends, nargs: 1, namespaces: namespaceOne, help: backendsHelp},
+		"backends":    {run: backends, nargs: 1, namespaces: namespaceOne, listing: true, help: backendsHelp},
 		"check":       {run: check, help: checkHelp},
 		"migrate":     {run: migrate, offline: func(o options) bool { return len(o.migrate.files) > 0 }, help: migrateHelp},
 	}
@@ -346,7 +346,7 @@ func parseCommandLine(args []string, commands map[string]command, stdout, stderr
 		return usageError("%v", err)
 	}
 	if fs.Changed("output") && !c.listing {
-		return usageError("flag -o/--output: %s prints no listing; -o is for pools, allocations and announcers", cmd)
+		return usageError("flag -o/--output: %s prints no listing; -o is for pools, allocations, announcers and backends", cmd)
 	}
 	return o, cmd, cmdArgs, -1
 }

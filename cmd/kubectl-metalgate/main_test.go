@@ -407,6 +407,15 @@ func TestAgainstAPIServer(t *testing.T) {
 					t.Errorf("web = %v, want 100.64.0.0 from announced, announced by layer2 n1", web)
 				}
 			}},
+			{[]string{"backends", "web", "-n", "shop", "-o", "json"}, "BackendList", func(t *testing.T, items []map[string]any) {
+				if len(items) != 1 || items[0]["proxy"] != "metalgate-system/metalgate-proxy-1" || items[0]["node"] != "n2" || items[0]["generation"] != float64(1) {
+					t.Fatalf("items %v, want the one proxy metalgate-system/metalgate-proxy-1 on n2, generation 1", items)
+				}
+				routes, _ := items[0]["routes"].([]any)
+				if len(routes) == 0 || routes[0].(map[string]any)["host"] != "web.test" || routes[0].(map[string]any)["service"] != "shop/shop" {
+					t.Errorf("routes %v, want web.test to shop/shop first", routes)
+				}
+			}},
 			{[]string{"announcers", "-o", "json"}, "AnnouncerList", func(t *testing.T, items []map[string]any) {
 				if len(items) == 0 || items[0]["vip"] != "100.64.0.0" || items[0]["service"] != "default/web" || items[0]["pool"] != "announced" ||
 					fmt.Sprint(items[0]["nodes"]) != "[n1]" || fmt.Sprint(items[0]["via"]) != "[eth0]" {

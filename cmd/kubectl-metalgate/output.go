@@ -32,6 +32,9 @@ func parseOutput(s string) (outputFormat, error) {
 	return "", fmt.Errorf("flag -o/--output: unknown format %q; allowed: %s", s, outputFormats)
 }
 
+// structured says format is a document (json, yaml), not a table.
+func structured(format outputFormat) bool { return format == outputJSON || format == outputYAML }
+
 // column is one column of a listing's table: its header, whether only -o wide shows it, and
 // its cell for a row.
 type column[R any] struct {
