@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"text/tabwriter"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,13 +42,13 @@ type speakerAnswer struct {
 // Only listing the pods can fail; a speaker that does not answer is an answer with err.
 func askSpeakers(ctx context.Context, e *env) ([]speakerAnswer, error) {
 	var pods corev1.PodList
-	if err := e.c.List(ctx, &pods, client.InNamespace(e.o.namespace), speakerLabels()); err != nil {
-		return nil, fmt.Errorf("list speaker pods in %s: %w", e.o.namespace, err)
+	if err := e.c.List(ctx, &pods, client.InNamespace(e.o.metalgateNamespace), speakerLabels()); err != nil {
+		return nil, fmt.Errorf("list speaker pods in %s: %w", e.o.metalgateNamespace, err)
 	}
 	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Spec.NodeName < pods.Items[j].Spec.NodeName })
 	var header http.Header
 	if len(pods.Items) > 0 && e.speakerTokens != nil {
-		tok, err := e.speakerTokens.token(ctx, e.o.namespace)
+		tok, err := e.speakerTokens.token(ctx, e.o.metalgateNamespace)
 		if err != nil {
 			return nil, err
 		}
@@ -203,24 +202,79 @@ func announcers(ctx context.Context, e *env, out io.Writer) error {
 		return fmt.Errorf("list Services: %w", err)
 	}
 	var pools v1alpha1.IPAddressPoolList
-	if err := e.c.List(ctx, &pools, client.InNamespace(e.o.namespace)); err != nil {
-		return fmt.Errorf("list IPAddressPools in %s: %w", e.o.namespace, err)
+	if err := e.c.List(ctx, &pools, client.InNamespace(e.o.metalgateNamespace)); err != nil {
+		return fmt.Errorf("list IPAddressPools in %s: %w", e.o.metalgateNamespace, err)
 	}
 	rows, warnings := announcerView(answers, svcs.Items, pools.Items)
-	if len(answers) == 0 {
-		warnings = append([]string{fmt.Sprintf("no speaker pods in namespace %s (label app.kubernetes.io/component=speaker)", e.o.namespace)}, warnings...)
+	if ns := e.o.objectNamespace(); ns != "" { // -n: that namespace's VIPs; warnings stay cluster-wide
+		rows = slices.DeleteFunc(rows, func(r announcerRow) bool { return !strings.HasPrefix(r.service, ns+"/") })
 	}
-	return writeAnnouncers(out, rows, warnings)
+	if len(answers) == 0 {
+		warnings = append([]string{fmt.Sprintf("no speaker pods in namespace %s (label app.kubernetes.io/component=speaker)", e.o.metalgateNamespace)}, warnings...)
+	}
+	return writeAnnouncers(out, e.stderr, e.o.output, announcerItems(rows, pools.Items), warnings)
 }
 
-func writeAnnouncers(out io.Writer, rows []announcerRow, warnings []string) error {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "VIP\tSERVICE\tGATEWAY\tMODE\tNODE(S)\tINTERFACE/PEERS")
-	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.vip, r.service, orDash(r.gateway), r.mode, orDash(strings.Join(r.nodes, ",")), orDash(strings.Join(r.via, ",")))
+// announcerItem is one VIP of one Service in one mode: a row of announcers.
+type announcerItem struct {
+	VIP     string `json:"vip"`
+	Service string `json:"service"` // namespace/name
+	// Gateway is the Gateway (namespace/name) the Service was made for; "" for others.
+	Gateway string   `json:"gateway,omitempty"`
+	Mode    string   `json:"mode"`  // layer2 or bgp
+	Nodes   []string `json:"nodes"` // the nodes announcing it
+	// Via are the interfaces (layer2) or BGPPeers (bgp) it is announced on.
+	Via []string `json:"via"`
+	// Pool is the pool the VIP is in (wide); "" for none.
+	Pool string `json:"pool"`
+}
+
+// announcerColumns are announcers' table columns.
+func announcerColumns() []column[announcerItem] {
+	return []column[announcerItem]{
+		{header: "VIP", cell: func(r announcerItem) string { return r.VIP }},
+		{header: "SERVICE", cell: func(r announcerItem) string { return r.Service }},
+		{header: "GATEWAY", cell: func(r announcerItem) string { return orDash(r.Gateway) }},
+		{header: "MODE", cell: func(r announcerItem) string { return r.Mode }},
+		{header: "NODE(S)", cell: func(r announcerItem) string { return dashJoin(r.Nodes) }},
+		{header: "INTERFACE/PEERS", cell: func(r announcerItem) string { return dashJoin(r.Via) }},
+		{header: "POOL", wide: true, cell: func(r announcerItem) string { return orDash(r.Pool) }},
 	}
-	if err := w.Flush(); err != nil {
+}
+
+// announcerItems are rows as announcers prints them, each with the pool (of pools) its VIP is in.
+func announcerItems(rows []announcerRow, pools []v1alpha1.IPAddressPool) []announcerItem {
+	items := make([]announcerItem, 0, len(rows))
+	for _, r := range rows {
+		it := announcerItem{VIP: r.vip, Service: r.service, Gateway: r.gateway, Mode: r.mode, Nodes: r.nodes, Via: r.via}
+		if it.Nodes == nil {
+			it.Nodes = []string{}
+		}
+		if it.Via == nil {
+			it.Via = []string{}
+		}
+		if a, err := netip.ParseAddr(r.vip); err == nil {
+			for _, p := range pools {
+				if inAnyPool(a, []v1alpha1.IPAddressPool{p}) {
+					it.Pool = p.Name
+					break
+				}
+			}
+		}
+		items = append(items, it)
+	}
+	return items
+}
+
+// writeAnnouncers prints items in format, then the warnings: after the table as
+// "warning: ..." lines, or on warn (standard error) for -o json and yaml, so that standard
+// output stays one document.
+func writeAnnouncers(out, warn io.Writer, format outputFormat, items []announcerItem, warnings []string) error {
+	if err := printList(out, format, "AnnouncerList", items, announcerColumns()); err != nil {
 		return err
+	}
+	if format == outputJSON || format == outputYAML {
+		out = warn
 	}
 	for _, m := range warnings {
 		fmt.Fprintf(out, "warning: %s\n", m)

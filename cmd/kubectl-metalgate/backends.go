@@ -86,6 +86,13 @@ func backends(ctx context.Context, e *env, out io.Writer) error {
 		return errors.New("no metalgate proxy pods in any namespace (label app.kubernetes.io/component=proxy)")
 	}
 	answers := askProxies(ctx, e.pods, proxies, url.Values{"ingress": {id.String()}})
+	if structured(e.o.output) {
+		var items []backendItem
+		if err := writeBackendsTo(out, e.stderr, id.String(), answers, e.now(), &items); err != nil {
+			return err
+		}
+		return printList(out, e.o.output, "BackendList", items, nil)
+	}
 	return writeBackends(out, id.String(), answers, e.now())
 }
 
@@ -125,6 +132,12 @@ func askProxy(ctx context.Context, pods podProxy, p proxyPod, query url.Values) 
 
 // writeBackends prints one table per proxy pod serving the Ingress; an error when none does.
 func writeBackends(out io.Writer, id string, answers []proxyAnswer, now time.Time) error {
+	return writeBackendsTo(out, out, id, answers, now, nil)
+}
+
+// writeBackendsTo is writeBackends with what is not a table written to msgs; with items set,
+// each serving proxy's answer is appended to it instead of printed (-o json, yaml).
+func writeBackendsTo(out, msgs io.Writer, id string, answers []proxyAnswer, now time.Time, items *[]backendItem) error {
 	served := 0
 	var others []string
 	for _, a := range answers {
@@ -139,6 +152,11 @@ func writeBackends(out io.Writer, id string, answers []proxyAnswer, now time.Tim
 		if a.backends == nil {
 			continue
 		}
+		if items != nil {
+			served++
+			*items = append(*items, newBackendItem("", a))
+			continue
+		}
 		if served > 0 {
 			fmt.Fprintln(out)
 		}
@@ -150,16 +168,36 @@ func writeBackends(out io.Writer, id string, answers []proxyAnswer, now time.Tim
 	}
 	if served == 0 {
 		for _, o := range others {
-			fmt.Fprintln(out, o)
+			fmt.Fprintln(msgs, o)
 		}
 		return fmt.Errorf("no metalgate proxy serves Ingress %s (%d asked); kubectl metalgate check says why", id, len(answers))
 	}
 	for _, o := range others {
 		if !strings.Contains(o, "does not serve") {
-			fmt.Fprintf(out, "warning: %s\n", o)
+			fmt.Fprintf(msgs, "warning: %s\n", o)
 		}
 	}
 	return nil
+}
+
+// backendItem is one proxy's routes of the TARGET: an item of backends -o json and yaml.
+type backendItem struct {
+	// Gateway is the Gateway (namespace/name) whose proxy this is; "" for an Ingress.
+	Gateway    string                  `json:"gateway,omitempty"`
+	Proxy      string                  `json:"proxy"` // namespace/name of the pod
+	Node       string                  `json:"node"`
+	Generation uint64                  `json:"generation"`
+	Applied    time.Time               `json:"applied"`
+	Routes     []contract.BackendRoute `json:"routes"`
+}
+
+func newBackendItem(gateway string, a proxyAnswer) backendItem {
+	routes := a.backends.Routes
+	if routes == nil {
+		routes = []contract.BackendRoute{}
+	}
+	return backendItem{Gateway: gateway, Proxy: a.proxy.String(), Node: a.proxy.pod.Spec.NodeName,
+		Generation: a.backends.Generation, Applied: a.backends.Applied, Routes: routes}
 }
 
 // tableAge is "table generation N, applied D ago" of an answer.
@@ -333,6 +371,13 @@ func routeBackends(ctx context.Context, e *env, out io.Writer, param string, id 
 		}
 		rgs = append(rgs, rg)
 	}
+	if structured(e.o.output) {
+		var items []backendItem
+		if err := writeRouteBackendsTo(out, e.stderr, r.kind+" "+id.String(), rgs, e.now(), &items); err != nil {
+			return err
+		}
+		return printList(out, e.o.output, "BackendList", items, nil)
+	}
 	return writeRouteBackends(out, r.kind+" "+id.String(), rgs, e.now())
 }
 
@@ -403,11 +448,17 @@ func gatewayProblem(ctx context.Context, c client.Reader, gw types.NamespacedNam
 // ns/name"), each proxy's routes of it, and why a Gateway has none; an error when no proxy
 // routes it at all.
 func writeRouteBackends(out io.Writer, id string, rgs []routeGateway, now time.Time) error {
+	return writeRouteBackendsTo(out, out, id, rgs, now, nil)
+}
+
+// writeRouteBackendsTo is writeRouteBackends with what is not a table written to msgs; with
+// items set, each answering proxy's routes are appended to it instead of printed.
+func writeRouteBackendsTo(out, msgs io.Writer, id string, rgs []routeGateway, now time.Time, items *[]backendItem) error {
 	served, unattached, asked := 0, 0, 0
 	var why []string
 	for _, rg := range rgs {
 		if rg.problem != "" {
-			fmt.Fprintf(out, "Gateway %s: %s\n", rg.gateway, rg.problem)
+			fmt.Fprintf(msgs, "Gateway %s: %s\n", rg.gateway, rg.problem)
 			why = append(why, fmt.Sprintf("Gateway %s: %s", rg.gateway, rg.problem))
 			continue
 		}
@@ -415,26 +466,33 @@ func writeRouteBackends(out io.Writer, id string, rgs []routeGateway, now time.T
 			asked++
 			switch {
 			case a.err != nil:
-				fmt.Fprintf(out, "Gateway %s: proxy %s did not answer: %v\n", rg.gateway, a.proxy, a.err)
+				fmt.Fprintf(msgs, "Gateway %s: proxy %s did not answer: %v\n", rg.gateway, a.proxy, a.err)
 				why = append(why, fmt.Sprintf("proxy %s of Gateway %s did not answer", a.proxy, rg.gateway))
 				continue
 			case a.backends == nil:
-				fmt.Fprintf(out, "Gateway %s: proxy %s: %s\n", rg.gateway, a.proxy, a.notOurs)
+				fmt.Fprintf(msgs, "Gateway %s: proxy %s: %s\n", rg.gateway, a.proxy, a.notOurs)
 				why = append(why, fmt.Sprintf("proxy %s of Gateway %s: %s", a.proxy, rg.gateway, a.notOurs))
 				continue
 			}
-			fmt.Fprintf(out, "Gateway %s, proxy %s (node %s): %s\n", rg.gateway, a.proxy, orDash(a.proxy.pod.Spec.NodeName), tableAge(a.backends, now))
+			if items != nil {
+				*items = append(*items, newBackendItem(rg.gateway.String(), a))
+			} else {
+				fmt.Fprintf(out, "Gateway %s, proxy %s (node %s): %s\n", rg.gateway, a.proxy, orDash(a.proxy.pod.Spec.NodeName), tableAge(a.backends, now))
+			}
 			if len(a.backends.Routes) == 0 {
 				unattached++
 				msg := fmt.Sprintf("%s is attached to no listener of Gateway %s", id, rg.gateway)
 				if rg.notAccepted != "" {
 					msg += " (" + rg.notAccepted + ")"
 				}
-				fmt.Fprintf(out, "  no routes: %s\n", msg)
+				fmt.Fprintf(msgs, "  no routes: %s\n", msg)
 				why = append(why, msg)
 				continue
 			}
 			served++
+			if items != nil {
+				continue
+			}
 			if err := writeRoutes(out, a.backends.Routes, true); err != nil {
 				return err
 			}

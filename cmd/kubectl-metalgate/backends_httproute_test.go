@@ -176,6 +176,12 @@ func TestBackendsHTTPRouteAgainstAPIServer(t *testing.T) {
 			"Gateway infra/bare: no proxy pod (label app.kubernetes.io/component=gateway-proxy, argument --gateway=infra/bare) (Programmed=False, Pending: proxy Deployment has no ready replica)",
 			"Gateway infra/far: proxy metalgate-system/gw-far-1 did not answer: pod metalgate-system/gw-far-1 port 10254: no route to host",
 		}, ""},
+		{"-o json: the answering proxy as an item, the rest on stderr", []string{"backends", "httproute/shop", "-n", "app", "-o", "json"}, 0, []string{
+			"{\n  \"kind\": \"BackendList\",\n  \"items\": [\n    {\n      \"gateway\": \"infra/web\",\n      \"proxy\": \"metalgate-system/gw-web-1\",\n      \"node\": \"n1\",\n      \"generation\": 1,",
+			`"host": "shop.test"`, `"address": "10.244.1.5:8080"`,
+		}, "Gateway infra/far: proxy metalgate-system/gw-far-1 did not answer"},
+		{"-o yaml of a route no proxy routes: nothing on stdout", []string{"backends", "httproute/app/lonely", "-o", "yaml"}, 1, nil,
+			"no metalgate proxy routes HTTPRoute app/lonely: Gateway infra/bare: no proxy pod"},
 		{"namespace/name form", []string{"backends", "httproutes.gateway.networking.k8s.io/app/shop"}, 0, []string{"app/shop:80"}, ""},
 		{"no such route", []string{"backends", "httproute/app/missing"}, 1, nil, "HTTPRoute app/missing not found"},
 		{"no parentRefs", []string{"backends", "httproute/orphan", "-n", "app"}, 1, nil, "HTTPRoute app/orphan is attached to no Gateway: its spec.parentRefs name none"},
@@ -210,6 +216,9 @@ func TestBackendsHTTPRouteAgainstAPIServer(t *testing.T) {
 			}
 			if !strings.Contains(errOut.String(), tc.wantErr) {
 				t.Errorf("stderr lacks %q", tc.wantErr)
+			}
+			if strings.Contains(strings.Join(tc.args, " "), "-o ") && (strings.Contains(out.String(), "Gateway ") || (tc.wantCode != 0 && out.Len() > 0)) {
+				t.Errorf("stdout has more than the document: %q", out.String())
 			}
 		})
 	}

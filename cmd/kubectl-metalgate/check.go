@@ -72,7 +72,7 @@ type clusterState struct {
 
 // check lists configuration problems and fails when there is any.
 func check(ctx context.Context, e *env, out io.Writer) error {
-	s, err := readClusterState(ctx, e.c, e.o.namespace)
+	s, err := readClusterState(ctx, e.c, e.o.metalgateNamespace)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"text/tabwriter"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,31 +20,82 @@ import (
 	"github.com/metalgate/metalgate/api/v1alpha1"
 )
 
+// poolItem is one family of one pool: a row of pools.
+type poolItem struct {
+	Pool       string   `json:"pool"`
+	Family     string   `json:"family"` // IPv4 or IPv6
+	Assigned   int64    `json:"assigned"`
+	Available  int64    `json:"available"`
+	AutoAssign bool     `json:"autoAssign"`
+	Addresses  []string `json:"addresses"`
+	// Problems are Overlap reasons and Invalid, from the pool's conditions; empty: none.
+	Problems []string `json:"problems"`
+	// Wide: how the pool allocates.
+	AvoidBuggyIPs  bool   `json:"avoidBuggyIPs"`
+	AddressSharing string `json:"addressSharing"` // WithinNamespace unless set
+	Priority       int    `json:"priority"`       // serviceAllocation.priority; 0 unset
+}
+
+// poolColumns are pools' table columns.
+func poolColumns() []column[poolItem] {
+	return []column[poolItem]{
+		{header: "POOL", cell: func(r poolItem) string { return r.Pool }},
+		{header: "FAMILY", cell: func(r poolItem) string { return r.Family }},
+		{header: "ASSIGNED", cell: func(r poolItem) string { return fmt.Sprint(r.Assigned) }},
+		{header: "AVAILABLE", cell: func(r poolItem) string { return fmt.Sprint(r.Available) }},
+		{header: "AUTO-ASSIGN", cell: func(r poolItem) string { return fmt.Sprint(r.AutoAssign) }},
+		{header: "ADDRESSES", cell: func(r poolItem) string { return strings.Join(r.Addresses, ",") }},
+		{header: "PROBLEMS", cell: func(r poolItem) string { return dashJoin(r.Problems) }},
+		{header: "AVOID-BUGGY-IPS", wide: true, cell: func(r poolItem) string { return fmt.Sprint(r.AvoidBuggyIPs) }},
+		{header: "ADDRESS-SHARING", wide: true, cell: func(r poolItem) string { return r.AddressSharing }},
+		{header: "PRIORITY", wide: true, cell: func(r poolItem) string { return fmt.Sprint(r.Priority) }},
+	}
+}
+
 // pools prints each pool's usage per family, from the status the controller writes.
 func pools(ctx context.Context, e *env, out io.Writer) error {
 	var list v1alpha1.IPAddressPoolList
-	if err := e.c.List(ctx, &list, client.InNamespace(e.o.namespace)); err != nil {
-		return fmt.Errorf("list IPAddressPools in %s: %w", e.o.namespace, err)
+	if err := e.c.List(ctx, &list, client.InNamespace(e.o.metalgateNamespace)); err != nil {
+		return fmt.Errorf("list IPAddressPools in %s: %w", e.o.metalgateNamespace, err)
 	}
-	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "POOL\tFAMILY\tASSIGNED\tAVAILABLE\tAUTO-ASSIGN\tADDRESSES\tPROBLEMS")
-	for _, p := range list.Items {
-		v4, v6 := families(p.Spec.Addresses)
-		auto := p.Spec.AutoAssign == nil || *p.Spec.AutoAssign
-		problems := poolProblems(&p)
-		if v4 || !v6 {
-			fmt.Fprintf(w, "%s\tIPv4\t%d\t%d\t%t\t%s\t%s\n", p.Name, p.Status.AssignedIPv4, p.Status.AvailableIPv4, auto, joinRanges(p.Spec.Addresses, true), problems)
-		}
-		if v6 {
-			fmt.Fprintf(w, "%s\tIPv6\t%d\t%d\t%t\t%s\t%s\n", p.Name, p.Status.AssignedIPv6, p.Status.AvailableIPv6, auto, joinRanges(p.Spec.Addresses, false), problems)
-		}
-	}
-	return w.Flush()
+	return printList(out, e.o.output, "PoolList", poolItems(list.Items), poolColumns())
 }
 
-func poolProblems(p *v1alpha1.IPAddressPool) string {
-	var out []string
+// poolItems are the rows of pools, by name, IPv4 before IPv6.
+func poolItems(pools []v1alpha1.IPAddressPool) []poolItem {
+	sort.Slice(pools, func(i, j int) bool { return pools[i].Name < pools[j].Name })
+	var items []poolItem
+	for _, p := range pools {
+		v4, v6 := families(p.Spec.Addresses)
+		row := poolItem{
+			Pool:           p.Name,
+			AutoAssign:     p.Spec.AutoAssign == nil || *p.Spec.AutoAssign,
+			Problems:       poolProblems(&p),
+			AvoidBuggyIPs:  p.Spec.AvoidBuggyIPs,
+			AddressSharing: string(p.Spec.AddressSharing),
+		}
+		if row.AddressSharing == "" {
+			row.AddressSharing = "WithinNamespace"
+		}
+		if p.Spec.ServiceAllocation != nil {
+			row.Priority = p.Spec.ServiceAllocation.Priority
+		}
+		if v4 || !v6 {
+			r := row
+			r.Family, r.Assigned, r.Available, r.Addresses = "IPv4", p.Status.AssignedIPv4, p.Status.AvailableIPv4, ranges(p.Spec.Addresses, true)
+			items = append(items, r)
+		}
+		if v6 {
+			r := row
+			r.Family, r.Assigned, r.Available, r.Addresses = "IPv6", p.Status.AssignedIPv6, p.Status.AvailableIPv6, ranges(p.Spec.Addresses, false)
+			items = append(items, r)
+		}
+	}
+	return items
+}
+
+func poolProblems(p *v1alpha1.IPAddressPool) []string {
+	out := []string{}
 	for _, t := range []string{v1alpha1.ConditionOverlap} {
 		if c := meta.FindStatusCondition(p.Status.Conditions, t); c != nil && c.Status == "True" {
 			out = append(out, c.Reason)
@@ -54,10 +104,7 @@ func poolProblems(p *v1alpha1.IPAddressPool) string {
 	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionValid); c != nil && c.Status == "False" {
 		out = append(out, "Invalid")
 	}
-	if len(out) == 0 {
-		return "-"
-	}
-	return strings.Join(out, ",")
+	return out
 }
 
 // families reports whether the pool has IPv4 and IPv6 blocks.
@@ -72,22 +119,55 @@ func families(addrs []v1alpha1.AddressRange) (v4, v6 bool) {
 	return v4, v6
 }
 
-func joinRanges(addrs []v1alpha1.AddressRange, v4 bool) string {
-	var out []string
+// ranges are the blocks of addrs of one family.
+func ranges(addrs []v1alpha1.AddressRange, v4 bool) []string {
+	out := []string{}
 	for _, a := range addrs {
 		if strings.Contains(string(a), ":") != v4 {
 			out = append(out, string(a))
 		}
 	}
-	return strings.Join(out, ",")
+	return out
 }
 
-// allocations prints Service → address → pool → announcer for every LoadBalancer Service.
-// The announcer comes from the speakers (as in announcers); "-" when none says it announces
-// the address or they cannot be asked.
+// allocationItem is one address of one LoadBalancer Service: a row of allocations.
+type allocationItem struct {
+	Namespace string `json:"namespace"`
+	Service   string `json:"service"`
+	// Gateway is the Gateway (namespace/name) the Service was made for; "" for others.
+	Gateway string `json:"gateway,omitempty"`
+	Address string `json:"address"` // "<pending>" until the Service has one
+	Pool    string `json:"pool"`    // "-" when no pool annotation names one
+	// Announcer is "layer2 NODE" or "bgp NODE,..." as the speakers say; "-" unknown.
+	Announcer             string `json:"announcer"`
+	LoadBalancerClass     string `json:"loadBalancerClass"` // "-" unset
+	ExternalTrafficPolicy string `json:"externalTrafficPolicy"`
+	// Wide: the Service's ports ("80/TCP") and IP families.
+	Ports      []string `json:"ports"`
+	IPFamilies []string `json:"ipFamilies"`
+}
+
+// allocationColumns are allocations' table columns.
+func allocationColumns() []column[allocationItem] {
+	return []column[allocationItem]{
+		{header: "NAMESPACE", cell: func(r allocationItem) string { return r.Namespace }},
+		{header: "SERVICE", cell: func(r allocationItem) string { return withGateway(r.Service, r.Gateway) }},
+		{header: "ADDRESS", cell: func(r allocationItem) string { return r.Address }},
+		{header: "POOL", cell: func(r allocationItem) string { return r.Pool }},
+		{header: "ANNOUNCER", cell: func(r allocationItem) string { return r.Announcer }},
+		{header: "CLASS", cell: func(r allocationItem) string { return r.LoadBalancerClass }},
+		{header: "TRAFFIC-POLICY", cell: func(r allocationItem) string { return r.ExternalTrafficPolicy }},
+		{header: "PORTS", wide: true, cell: func(r allocationItem) string { return dashJoin(r.Ports) }},
+		{header: "IP-FAMILIES", wide: true, cell: func(r allocationItem) string { return dashJoin(r.IPFamilies) }},
+	}
+}
+
+// allocations prints Service → address → pool → announcer for every LoadBalancer Service
+// (of -n's namespace, else of all). The announcer comes from the speakers (as in
+// announcers); "-" when none says it announces the address or they cannot be asked.
 func allocations(ctx context.Context, e *env, out io.Writer) error {
 	var list corev1.ServiceList
-	if err := e.c.List(ctx, &list); err != nil {
+	if err := e.c.List(ctx, &list, client.InNamespace(e.o.objectNamespace())); err != nil {
 		return fmt.Errorf("list Services: %w", err)
 	}
 	announcer := map[string]string{}
@@ -95,9 +175,14 @@ func allocations(ctx context.Context, e *env, out io.Writer) error {
 		rows, _ := announcerView(answers, nil, nil)
 		announcer = announcerOf(rows)
 	}
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAMESPACE\tSERVICE\tADDRESS\tPOOL\tANNOUNCER\tCLASS\tTRAFFIC-POLICY")
-	for _, s := range sortedLoadBalancers(list.Items) {
+	return printList(out, e.o.output, "AllocationList", allocationItems(list.Items, announcer), allocationColumns())
+}
+
+// allocationItems are the rows of allocations, by namespace and name, one per address;
+// announcer maps canonical addresses to who announces them.
+func allocationItems(services []corev1.Service, announcer map[string]string) []allocationItem {
+	var items []allocationItem
+	for _, s := range sortedLoadBalancers(services) {
 		class := "-"
 		if s.Spec.LoadBalancerClass != nil {
 			class = *s.Spec.LoadBalancerClass
@@ -110,16 +195,27 @@ func allocations(ctx context.Context, e *env, out io.Writer) error {
 		if pool == "" {
 			pool = "-"
 		}
-		name := withGateway(s.Name, s.Annotations[contract.AnnotationGateway]) // the Service metalgate made for a Gateway names it
+		ports := []string{}
+		for _, p := range s.Spec.Ports {
+			ports = append(ports, fmt.Sprintf("%d/%s", p.Port, p.Protocol))
+		}
+		families := []string{}
+		for _, f := range s.Spec.IPFamilies {
+			families = append(families, string(f))
+		}
 		for _, a := range addrs {
 			ann := announcer[canonicalIP(a)]
 			if ann == "" {
 				ann = unknownAnnouncer
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Namespace, name, a, pool, ann, class, s.Spec.ExternalTrafficPolicy)
+			items = append(items, allocationItem{
+				Namespace: s.Namespace, Service: s.Name, Gateway: s.Annotations[contract.AnnotationGateway],
+				Address: a, Pool: pool, Announcer: ann, LoadBalancerClass: class,
+				ExternalTrafficPolicy: string(s.Spec.ExternalTrafficPolicy), Ports: ports, IPFamilies: families,
+			})
 		}
 	}
-	return w.Flush()
+	return items
 }
 
 func sortedLoadBalancers(items []corev1.Service) []corev1.Service {

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,23 @@ func TestUsageErrors(t *testing.T) {
 		{"backends without an Ingress", []string{"backends"}, 2, "backends: want 1 argument(s), got 0"},
 		{"backends with two", []string{"backends", "a/b", "-n", "x", "c"}, 2, `unexpected argument "c"`},
 		{"bad kubeconfig", []string{"pools", "--kubeconfig", "/nonexistent"}, 1, "load kubeconfig"},
+		{"unknown flag", []string{"pools", "--frob"}, 2, "unknown flag: --frob"},
+		{"unknown shorthand", []string{"pools", "-z"}, 2, "unknown shorthand flag: 'z' in -z"},
+		{"-n without a value", []string{"allocations", "-n"}, 2, "flag needs an argument: 'n' in -n"},
+		{"-n for pools, once metalgate's namespace", []string{"pools", "-n", "metalgate-system"}, 2, "flag -n/--namespace: pools reads no objects of one namespace; metalgate's own namespace is --metalgate-namespace"},
+		{"-n for check", []string{"check", "--namespace=metalgate-system"}, 2, "flag -n/--namespace: check"},
+		{"-n for migrate", []string{"migrate", "-n", "mg"}, 2, "flag -n/--namespace: migrate"},
+		{"-A for pools", []string{"pools", "-A"}, 2, "flag -A/--all-namespaces: pools"},
+		{"-A for backends", []string{"backends", "web", "-A"}, 2, "flag -A/--all-namespaces: backends names one object"},
+		{"empty -n", []string{"allocations", "-n", ""}, 2, "flag -n/--namespace: empty namespace"},
+		{"empty --metalgate-namespace", []string{"pools", "--metalgate-namespace="}, 2, "flag --metalgate-namespace: empty namespace"},
+		{"bad --request-timeout", []string{"pools", "--request-timeout", "soon"}, 2, `flag --request-timeout: "soon" is not a duration`},
+		{"negative --request-timeout", []string{"pools", "--request-timeout=-1s"}, 2, `flag --request-timeout: "-1s"`},
+		{"migrate flag elsewhere", []string{"pools", "--strict"}, 2, "flag --strict is only for migrate"},
+		{"unknown -o", []string{"pools", "-o", "xml"}, 2, `flag -o/--output: unknown format "xml"; allowed: json, yaml, wide`},
+		{"-o name", []string{"allocations", "--output=name"}, 2, `flag -o/--output: unknown format "name"; allowed: json, yaml, wide`},
+		{"-o for check", []string{"check", "-o", "json"}, 2, "flag -o/--output: check prints no listing"},
+		{"-o for migrate", []string{"migrate", "-o", "yaml"}, 2, "flag -o/--output: migrate prints no listing"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,7 +96,7 @@ func apiServer(t *testing.T, crdDirs ...string) (string, *env) {
 		dirs = append(dirs, abs)
 	}
 	kubeconfig := testenv.Start(t, testenv.Options{CRDs: dirs}).Kubeconfig
-	e, err := newEnv(options{kubeconfig: kubeconfig})
+	e, err := newEnv(kubeconfigOptions(kubeconfig))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,6 +305,20 @@ func TestAgainstAPIServer(t *testing.T) {
 		dontWant []string
 	}{
 		{"pools", []string{"pools"}, 0, []string{"announced  IPv4    3", "announced  IPv6    0", "silent"}, nil},
+		{"pools of another metalgate namespace", []string{"pools", "--metalgate-namespace", "elsewhere"}, 0, []string{"POOL"}, []string{"announced", "silent"}},
+		{"allocations of one namespace", []string{"allocations", "-n", "default"}, 0, []string{
+			"default    web      100.64.0.0  announced  layer2 n1",
+		}, []string{"metalgate-system"}},
+		{"allocations of every namespace", []string{"-A", "allocations", "-n", "default"}, 0, []string{
+			"default           web              100.64.0.0  announced  layer2 n1",
+			"metalgate-system  metalgate-proxy  100.64.0.2  announced  layer2 n1",
+		}, nil},
+		{"pools wide", []string{"pools", "-o", "wide"}, 0, []string{"AVOID-BUGGY-IPS  ADDRESS-SHARING  PRIORITY", "WithinNamespace"}, nil},
+		{"allocations wide", []string{"allocations", "-o", "wide", "-n", "default"}, 0, []string{"TRAFFIC-POLICY  PORTS", "IP-FAMILIES"}, nil},
+		{"announcers yaml", []string{"announcers", "-o", "yaml"}, 0, []string{"items:\n- mode: layer2\n  nodes:\n  - n1\n  pool: announced\n  service: default/web\n  via:\n  - eth0\n  vip: 100.64.0.0\n", "\nkind: AnnouncerList\n"}, []string{"warning:"}},
+		{"announcers of one namespace", []string{"announcers", "--namespace=metalgate-system"}, 0, []string{
+			"100.64.0.2  metalgate-system/metalgate-proxy  -        layer2  n1       eth0",
+		}, []string{"default/web"}},
 		{"allocations", []string{"allocations"}, 0, []string{
 			"default           dark             100.64.0.1  announced  -          -",
 			"default           stuck            <pending>   -          -",
@@ -345,6 +377,77 @@ func TestAgainstAPIServer(t *testing.T) {
 		})
 	}
 
+	// -o json is one document of the documented shape, decoded here as a script would.
+	t.Run("-o json", func(t *testing.T) {
+		for _, tc := range []struct {
+			args     []string
+			wantKind string
+			check    func(t *testing.T, items []map[string]any)
+		}{
+			{[]string{"pools", "-o", "json"}, "PoolList", func(t *testing.T, items []map[string]any) {
+				got := map[string]any{}
+				for _, it := range items {
+					got[it["pool"].(string)+" "+it["family"].(string)] = it["assigned"]
+				}
+				if got["announced IPv4"] != float64(3) || got["announced IPv6"] != float64(0) || len(items) != 3 {
+					t.Errorf("items %v, want announced IPv4 assigned 3, IPv6 0, 3 rows", items)
+				}
+			}},
+			{[]string{"allocations", "--output=json", "-n", "default"}, "AllocationList", func(t *testing.T, items []map[string]any) {
+				var web map[string]any
+				for _, it := range items {
+					if it["namespace"] != "default" {
+						t.Errorf("-n default listed %v", it)
+					}
+					if it["service"] == "web" {
+						web = it
+					}
+				}
+				if web == nil || web["address"] != "100.64.0.0" || web["pool"] != "announced" || web["announcer"] != "layer2 n1" {
+					t.Errorf("web = %v, want 100.64.0.0 from announced, announced by layer2 n1", web)
+				}
+			}},
+			{[]string{"backends", "web", "-n", "shop", "-o", "json"}, "BackendList", func(t *testing.T, items []map[string]any) {
+				if len(items) != 1 || items[0]["proxy"] != "metalgate-system/metalgate-proxy-1" || items[0]["node"] != "n2" || items[0]["generation"] != float64(1) {
+					t.Fatalf("items %v, want the one proxy metalgate-system/metalgate-proxy-1 on n2, generation 1", items)
+				}
+				routes, _ := items[0]["routes"].([]any)
+				if len(routes) == 0 || routes[0].(map[string]any)["host"] != "web.test" || routes[0].(map[string]any)["service"] != "shop/shop" {
+					t.Errorf("routes %v, want web.test to shop/shop first", routes)
+				}
+			}},
+			{[]string{"announcers", "-o", "json"}, "AnnouncerList", func(t *testing.T, items []map[string]any) {
+				if len(items) == 0 || items[0]["vip"] != "100.64.0.0" || items[0]["service"] != "default/web" || items[0]["pool"] != "announced" ||
+					fmt.Sprint(items[0]["nodes"]) != "[n1]" || fmt.Sprint(items[0]["via"]) != "[eth0]" {
+					t.Errorf("items %v, want 100.64.0.0 of default/web from announced on n1 eth0 first", items)
+				}
+			}},
+		} {
+			t.Run(tc.args[0], func(t *testing.T) {
+				var out, errOut bytes.Buffer
+				if code := runWith(ctx, append(tc.args, "--kubeconfig", kubeconfig), &out, &errOut, connect); code != 0 {
+					t.Fatalf("exit %d; stderr %q", code, errOut.String())
+				}
+				var doc struct {
+					Kind  string           `json:"kind"`
+					Items []map[string]any `json:"items"`
+				}
+				dec := json.NewDecoder(&out)
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(&doc); err != nil {
+					t.Fatalf("stdout is not one JSON document of kind and items: %v", err)
+				}
+				if dec.More() {
+					t.Errorf("stdout has more after the document")
+				}
+				if doc.Kind != tc.wantKind {
+					t.Errorf("kind = %q, want %q", doc.Kind, tc.wantKind)
+				}
+				tc.check(t, doc.Items)
+			})
+		}
+	})
+
 	// Without the debug reader (and with a kubeconfig of client certificates), the plugin has no
 	// token to read the speakers with and says what is missing.
 	t.Run("announcers without the debug reader", func(t *testing.T) {
@@ -385,3 +488,87 @@ func manifestObjects(t *testing.T, path string) []*unstructured.Unstructured {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestKubeFlags: the standard kubectl flags reach the REST config the plugin connects with, and
+// -n, -A and --metalgate-namespace land where each command reads them.
+func TestKubeFlags(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- name: a
+  cluster: {server: "https://127.0.0.1:1"}
+- name: b
+  cluster: {server: "https://127.0.0.1:2"}
+users:
+- name: alice
+  user: {token: alice-token}
+- name: bob
+  user: {token: bob-token}
+contexts:
+- name: a
+  context: {cluster: a, user: alice, namespace: shop}
+- name: b
+  context: {cluster: b, user: bob}
+current-context: a
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	commands := map[string]command{"allocations": {namespaces: namespaceFilter}, "backends": {nargs: 1, namespaces: namespaceOne}}
+	tests := []struct {
+		name                        string
+		args                        []string
+		wantHost, wantToken, wantAs string
+		wantGroups                  []string
+		wantTimeout                 time.Duration
+		wantInsecure                bool
+		wantContextNS               string
+		wantObjectNS, wantMetalgate string
+	}{
+		{name: "kubeconfig alone", args: []string{"allocations"},
+			wantHost: "https://127.0.0.1:1", wantToken: "alice-token", wantContextNS: "shop", wantMetalgate: "metalgate-system"},
+		{name: "--context", args: []string{"allocations", "--context", "b"},
+			wantHost: "https://127.0.0.1:2", wantToken: "bob-token", wantContextNS: "default", wantMetalgate: "metalgate-system"},
+		{name: "--cluster and --user", args: []string{"--cluster=b", "--user=bob", "allocations"},
+			wantHost: "https://127.0.0.1:2", wantToken: "bob-token", wantContextNS: "shop", wantMetalgate: "metalgate-system"},
+		{name: "--server, --token, --as, --as-group, --request-timeout, --insecure-skip-tls-verify",
+			args:     []string{"allocations", "--server", "https://[::1]:6443", "--token", "t0k", "--as", "carol", "--as-group", "ops", "--as-group", "dev", "--request-timeout", "7s", "--insecure-skip-tls-verify"},
+			wantHost: "https://[::1]:6443", wantToken: "t0k", wantAs: "carol", wantGroups: []string{"ops", "dev"}, wantTimeout: 7 * time.Second, wantInsecure: true,
+			wantContextNS: "shop", wantMetalgate: "metalgate-system"},
+		{name: "-n is the objects' namespace", args: []string{"allocations", "-n", "web", "--metalgate-namespace", "mg"},
+			wantHost: "https://127.0.0.1:1", wantToken: "alice-token", wantContextNS: "web", wantObjectNS: "web", wantMetalgate: "mg"},
+		{name: "-A wins over -n", args: []string{"-A", "allocations", "-n", "web"},
+			wantHost: "https://127.0.0.1:1", wantToken: "alice-token", wantContextNS: "web", wantObjectNS: "", wantMetalgate: "metalgate-system"},
+		{name: "request timeout in seconds", args: []string{"backends", "x", "--request-timeout", "30"},
+			wantHost: "https://127.0.0.1:1", wantToken: "alice-token", wantTimeout: 30 * time.Second, wantContextNS: "shop", wantMetalgate: "metalgate-system"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var errOut bytes.Buffer
+			o, _, _, code := parseCommandLine(append(tc.args, "--kubeconfig", kubeconfig), commands, io.Discard, &errOut)
+			if code != -1 {
+				t.Fatalf("parse: exit %d, stderr %q", code, errOut.String())
+			}
+			cfg, err := o.kube.ToRESTConfig()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Host != tc.wantHost || cfg.BearerToken != tc.wantToken || cfg.Impersonate.UserName != tc.wantAs ||
+				!slices.Equal(cfg.Impersonate.Groups, tc.wantGroups) || cfg.Timeout != tc.wantTimeout || cfg.Insecure != tc.wantInsecure {
+				t.Errorf("REST config: host %q token %q as %q groups %q timeout %v insecure %t; want %q %q %q %q %v %t",
+					cfg.Host, cfg.BearerToken, cfg.Impersonate.UserName, cfg.Impersonate.Groups, cfg.Timeout, cfg.Insecure,
+					tc.wantHost, tc.wantToken, tc.wantAs, tc.wantGroups, tc.wantTimeout, tc.wantInsecure)
+			}
+			ns, _, err := o.kube.ToRawKubeConfigLoader().Namespace()
+			if err != nil || ns != tc.wantContextNS {
+				t.Errorf("context namespace = %q, %v; want %q", ns, err, tc.wantContextNS)
+			}
+			if got := o.objectNamespace(); got != tc.wantObjectNS {
+				t.Errorf("objects' namespace = %q, want %q", got, tc.wantObjectNS)
+			}
+			if o.metalgateNamespace != tc.wantMetalgate {
+				t.Errorf("metalgate namespace = %q, want %q", o.metalgateNamespace, tc.wantMetalgate)
+			}
+		})
+	}
+}

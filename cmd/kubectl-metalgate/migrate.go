@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,7 +41,7 @@ type migrateOptions struct {
 
 // migrateSettings decide the translation.
 type migrateSettings struct {
-	// namespace receives the MetalLB objects: -n, default metalgate-system.
+	// namespace receives the MetalLB objects: --metalgate-namespace, default metalgate-system.
 	namespace string
 	// metallbNamespace is MetalLB's namespace: read from it in the cluster; objects from
 	// files in another namespace are moved too, and reported. Default metallb-system.
@@ -65,6 +65,9 @@ type stringList []string
 
 func (l *stringList) String() string { return strings.Join(*l, ",") }
 
+// Type names the flag's value in help (pflag.Value).
+func (l *stringList) Type() string { return "strings" }
+
 func (l *stringList) Set(v string) error {
 	for _, s := range strings.Split(v, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -78,9 +81,8 @@ func (l *stringList) Set(v string) error {
 var migrateFlagNames = []string{"f", "filename", "report", "strict", "metallb-namespace", "nginx-class", "ingress-class", "rewrite-annotations", "drop-unsupported"}
 
 // registerMigrateFlags adds migrate's flags to the plugin's flag set.
-func registerMigrateFlags(fs *flag.FlagSet, o *migrateOptions) {
-	fs.Var(&o.files, "f", "migrate: read manifests from FILE, DIR or - (repeatable); default: the cluster")
-	fs.Var(&o.files, "filename", "migrate: same as -f")
+func registerMigrateFlags(fs *pflag.FlagSet, o *migrateOptions) {
+	fs.VarP(&o.files, "filename", "f", "migrate: read manifests from FILE, DIR or - (repeatable); default: the cluster")
 	fs.StringVar(&o.report, "report", "", "migrate: write the report to FILE instead of standard error")
 	fs.BoolVar(&o.strict, "strict", false, fmt.Sprintf("migrate: exit %d when the report has a BREAKING item", exitBreaking))
 	fs.StringVar(&o.metallbNamespace, "metallb-namespace", "metallb-system", "migrate: MetalLB's namespace")
@@ -106,7 +108,7 @@ type source struct {
 // read (from -f, else from the cluster) and writes the report.
 func migrate(ctx context.Context, e *env, out io.Writer) error {
 	o := e.o.migrate
-	o.namespace = e.o.namespace
+	o.namespace = e.o.metalgateNamespace
 	var srcs []source
 	var notes []string
 	var err error

@@ -105,7 +105,7 @@ func TestMigrateGolden(t *testing.T) {
 		{"ingress-nginx-keep-annotations", []string{"-f", migrateData + "/ingress-nginx", "--rewrite-annotations=false"}, 0},
 		{"ingress-nginx-drop-unsupported", []string{"-f", migrateData + "/ingress-nginx/unsupported.yaml", "--drop-unsupported"}, 0},
 		{"hostile", []string{"-f", migrateData + "/hostile"}, 0},
-		{"other-names", []string{"-n", "lb", "--metallb-namespace", "metallb", "--ingress-class", "edge", "--nginx-class", "internal",
+		{"other-names", []string{"--metalgate-namespace", "lb", "--metallb-namespace", "metallb", "--ingress-class", "edge", "--nginx-class", "internal",
 			"-f", migrateData + "/metallb/ipaddresspools.yaml", "-f", migrateData + "/ingress-nginx/policies.yaml"}, 0},
 	}
 	for _, tc := range tests {
@@ -441,18 +441,19 @@ func TestMigrateFlags(t *testing.T) {
 		wantCode int
 		wantErr  string
 	}{
-		{"-f to pools", []string{"pools", "-f", "x.yaml"}, 2, "flag -f is only for migrate"},
-		{"--report before check", []string{"--report", "r.txt", "check"}, 2, "flag -report is only for migrate"},
-		{"--ingress-class to allocations", []string{"allocations", "--ingress-class", "edge"}, 2, "flag -ingress-class is only for migrate"},
-		{"--drop-unsupported to backends", []string{"backends", "ns/in", "--drop-unsupported"}, 2, "flag -drop-unsupported is only for migrate"},
+		{"-f to pools", []string{"pools", "-f", "x.yaml"}, 2, "flag -f/--filename is only for migrate"},
+		{"--report before check", []string{"--report", "r.txt", "check"}, 2, "flag --report is only for migrate"},
+		{"--ingress-class to allocations", []string{"allocations", "--ingress-class", "edge"}, 2, "flag --ingress-class is only for migrate"},
+		{"--drop-unsupported to backends", []string{"backends", "ns/in", "--drop-unsupported"}, 2, "flag --drop-unsupported is only for migrate"},
 		{"an argument to migrate", []string{"migrate", "-f", "-", "extra"}, 2, `unexpected argument "extra"`},
-		{"an unknown flag", []string{"migrate", "--from-nginx"}, 2, "flag provided but not defined: -from-nginx"},
-		{"-f without a value", []string{"migrate", "-f"}, 2, "flag needs an argument: -f"},
-		{"flags after the command", []string{"migrate", "-f", "-", "-n", "lb"}, 0, ""},
+		{"an unknown flag", []string{"migrate", "--from-nginx"}, 2, "unknown flag: --from-nginx"},
+		{"-f without a value", []string{"migrate", "-f"}, 2, "flag needs an argument: 'f' in -f"},
+		{"flags after the command", []string{"migrate", "-f", "-", "--metalgate-namespace", "lb"}, 0, ""},
+		{"-n, once where MetalLB's objects went", []string{"migrate", "-f", "-", "-n", "lb"}, 2, "flag -n/--namespace: migrate reads no objects of one namespace; metalgate's own namespace is --metalgate-namespace"},
 		{"--strict with a BREAKING item", []string{"migrate", "--strict", "-f", migrateData + "/ingress-nginx/protections.yaml"}, exitBreaking, "--strict: 11 BREAKING item(s)"},
 		{"--strict without", []string{"migrate", "--strict", "-f", migrateData + "/ingress-nginx/paths.yaml"}, 0, ""},
 		{"no --strict: BREAKING reported, exit 0", []string{"migrate", "-f", migrateData + "/ingress-nginx/protections.yaml"}, 0, "\nBREAKING: 11 item(s)"},
-		{"--strict to check", []string{"check", "--strict"}, 2, "flag -strict is only for migrate"},
+		{"--strict to check", []string{"check", "--strict"}, 2, "flag --strict is only for migrate"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

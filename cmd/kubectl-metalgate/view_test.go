@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,7 +121,7 @@ func TestWriteAnnouncersAndAnnouncerOf(t *testing.T) {
 		{vip: "100.64.0.13", service: "metalgate-system/gw-infra-web-1a2b", gateway: "infra/web", mode: contract.ModeLayer2, nodes: []string{"n2"}, via: []string{"eth0"}},
 	}
 	var out bytes.Buffer
-	if err := writeAnnouncers(&out, rows, []string{"something"}); err != nil {
+	if err := writeAnnouncers(&out, io.Discard, outputTable, announcerItems(rows, nil), []string{"something"}); err != nil {
 		t.Fatal(err)
 	}
 	want := `VIP          SERVICE                             GATEWAY    MODE    NODE(S)         INTERFACE/PEERS
