@@ -182,6 +182,10 @@ func command(ctx context.Context, dir string, env []string, name string, args ..
 // goBuild builds pkg for p into out, static, with the release's version stamped in.
 func goBuild(ctx context.Context, o options, p platform, pkg, out string) error {
 	ldflags := fmt.Sprintf("-s -w -X %s.Version=%s -X %s.Revision=%s", versionPkg, "v"+o.Version, versionPkg, o.Revision)
+	if pkg == "./cmd/kubectl-metalgate" {
+		// The plugin cannot import cmd/metalgate's internal version package: its own variable.
+		ldflags = fmt.Sprintf("-s -w -X main.version=%s", "v"+o.Version)
+	}
 	abs, err := filepath.Abs(out)
 	if err != nil {
 		return err

@@ -233,6 +233,9 @@ func checkKrew(t *testing.T, out, version string) {
 	if _, err := os.Stat(filepath.Join(dir, "LICENSE")); err != nil {
 		t.Errorf("the plugin archive has no LICENSE: %v", err)
 	}
+	if got, err := exec.Command(filepath.Join(dir, p.Bin), "version").CombinedOutput(); err != nil || !strings.Contains(string(got), "v"+version) {
+		t.Errorf("kubectl-metalgate version: %v\n%s\nwant v%s", err, got, version)
+	}
 }
 
 func checkSBOM(t *testing.T, file, version string) {
