@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -28,7 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
@@ -107,9 +106,7 @@ func startProxyWith(t *testing.T, ns string, mutate func(*controlplane.Options),
 // startProxyOn is startProxyWith on the API server of config c.
 func startProxyOn(t *testing.T, c *rest.Config, ns string, mutate func(*controlplane.Options), manager func(*ctrl.Options)) *proxy {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	log := testenv.Logger(t, "proxy")
-	ctx = logr.NewContext(ctx, log)
 	dp, err := dataplane.New(dataplane.Options{Logger: log, DialContext: podDialer})
 	if err != nil {
 		t.Fatal(err)
@@ -124,41 +121,27 @@ func startProxyOn(t *testing.T, c *rest.Config, ns string, mutate func(*controlp
 	if err != nil {
 		t.Fatal(err)
 	}
-	mo := ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Logger:                 log,
-		Cache:                  cp.CacheOptions(),
-	}
+	mo := ctrl.Options{Scheme: scheme, Logger: log, Cache: cp.CacheOptions()}
 	if manager != nil {
 		manager(&mo)
-	}
-	mgr, err := ctrl.NewManager(c, mo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.Setup(mgr); err != nil {
-		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
+	served := make(chan struct{})
+	stopManager := testenv.StartManager(t, c, mo, func(ctx context.Context, mgr ctrlmanager.Manager) error {
+		if err := cp.Setup(mgr); err != nil {
+			return err
 		}
-	}()
-	go func() {
-		defer wg.Done()
-		_ = dp.Serve(ctx, ln, nil)
-	}()
+		go func() {
+			defer close(served)
+			_ = dp.Serve(ctx, ln, nil)
+		}()
+		return nil
+	})
 	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); wg.Wait() }) }
+	stop := func() { once.Do(func() { stopManager(); <-served }) }
 	t.Cleanup(stop)
 	testenv.Eventually(t, 20*time.Second, "control plane ready", cp.Ready)
 	return &proxy{addr: ln.Addr().String(), metrics: m, cp: cp, dp: dp, stop: stop}
