@@ -32,19 +32,23 @@ func TestBodyReadAfterTheAnswer(t *testing.T) {
 	}
 	var h2 http.Protocols
 	h2.SetUnencryptedHTTP2(true)
-	h2c := httptest.NewUnstartedServer(early("h2c"))
-	h2c.Config.Protocols = &h2
-	h2c.Start()
-	defer h2c.Close()
-
 	forEachPath(t, func(t *testing.T, opts Options) {
+		// The backend is the subtest's: closing it (before leakCheck looks) also ends the
+		// proxy's connection to it, which may still be sending a body when the answer is in.
+		h2c := httptest.NewUnstartedServer(early("h2c"))
+		h2c.Config.Protocols = &h2
+		h2c.Start()
+		t.Cleanup(h2c.Close)
 		opts.H2C = true
 		opts.ClientBodyTimeout = 5 * time.Second
 		tab := buildTable(t,
 			route{host: "h2c.test", path: "/", endpoints: []string{hostport(h2c)}, annotations: map[string]string{ingress.AnnotationBackendProtocol: "h2c"}},
 		)
 		_, addr, _ := startProxy(t, opts, tab)
-		tr := &http.Transport{Protocols: &h2}
+		// A request's body may still be on its way when the answer is in, so the connection
+		// can be busy when the test closes idle ones: it closes itself once idle too, before
+		// leakCheck looks.
+		tr := &http.Transport{Protocols: &h2, IdleConnTimeout: time.Second}
 		defer tr.CloseIdleConnections()
 		client := &http.Client{Transport: tr, Timeout: 20 * time.Second}
 		var wg sync.WaitGroup
