@@ -29,6 +29,7 @@ type Metrics struct {
 	ConnsDiscarded    *prometheus.CounterVec
 	ClientConnections *prometheus.GaugeVec
 	Mirrors           *prometheus.CounterVec
+	certs             *certExpiry // read from the server's table at each scrape
 }
 
 // Limits counted by metalgate_proxy_limit_hits_total.
@@ -118,7 +119,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 	}
 	m.unrouted = m.newSeries(routeLabelValues{})
-	reg.MustRegister(m.requests, m.duration, m.requestSize, m.responseSize, m.upstreamConnect, m.upstreamFirstByte, m.upstreamTotal,
+	m.certs = newCertExpiry()
+	reg.MustRegister(m.certs, m.requests, m.duration, m.requestSize, m.responseSize, m.upstreamConnect, m.upstreamFirstByte, m.upstreamTotal,
 		m.TLSHandshakes, m.AccessLogDropped, m.UpstreamErrors, m.Ejections, m.Retries, m.TableSwaps, m.LimitHits, m.ConnsDiscarded, m.ClientConnections, m.Mirrors)
 	return m
 }

@@ -139,6 +139,15 @@ func New(opts Options) (*Server, error) {
 			}
 		})
 	}
+	if m := opts.Metrics; m != nil && m.certs != nil {
+		certs := func() []table.ServedCertificate {
+			if r := s.current.Load(); r != nil {
+				return r.table.Certificates()
+			}
+			return nil
+		}
+		m.certs.source.Store(&certs)
+	}
 	if len(s.affinityKey) == 0 {
 		s.affinityKey = make([]byte, 32)
 		if _, err := rand.Read(s.affinityKey); err != nil {
