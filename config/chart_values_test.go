@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -180,6 +181,10 @@ func TestChartValuesRefused(t *testing.T) {
 		{name: "podLabels a list", set: []string{`controller.podLabels=["a"]`}, wantErrs: []string{"/controller/podLabels"}},
 		{name: "a negative shutdown delay", set: []string{"proxy.shutdownDelaySeconds=-1"}, wantErrs: []string{"/proxy/shutdownDelaySeconds"}},
 		{name: "a shutdown timeout as a duration", set: []string{`proxy.shutdownTimeoutSeconds="30s"`}, wantErrs: []string{"/proxy/shutdownTimeoutSeconds", "integer"}},
+		{name: "autoscaling typo", set: []string{"proxy.autoscaling.maxReplica=3"}, wantErrs: []string{"maxReplica", "/proxy/autoscaling"}},
+		{name: "autoscaling min above max", set: []string{"proxy.autoscaling.enabled=true", "proxy.autoscaling.minReplicas=5", "proxy.autoscaling.maxReplicas=3"}, wantErrs: []string{"proxy.autoscaling", "minReplicas 5 is above maxReplicas 3"}},
+		{name: "autoscaling without a metric", set: []string{"proxy.autoscaling.enabled=true", "proxy.autoscaling.targetCPUUtilizationPercentage=null"}, wantErrs: []string{"proxy.autoscaling", "needs a metric"}},
+		{name: "autoscaling zero replicas", set: []string{"proxy.autoscaling.minReplicas=0"}, wantErrs: []string{"/proxy/autoscaling/minReplicas"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var args []string
@@ -335,6 +340,42 @@ func TestChartValues(t *testing.T) {
 				t.Errorf("PodDisruptionBudgets (-want +got):\n%s", diff)
 			}
 		}},
+		{name: "no HorizontalPodAutoscaler by default", check: func(t *testing.T, r rendered) {
+			if hpas := r.of("HorizontalPodAutoscaler"); len(hpas) != 0 {
+				t.Errorf("%d HorizontalPodAutoscalers, want none by default", len(hpas))
+			}
+			if got := proxyReplicas(t, r); got == nil || *got != 1 {
+				t.Errorf("proxy Deployment replicas %v, want 1 (proxy.replicas)", got)
+			}
+		}},
+		{name: "proxy HorizontalPodAutoscaler", set: []string{`proxy.autoscaling={"enabled":true,"minReplicas":3,"maxReplicas":7,"targetMemoryUtilizationPercentage":80,"behavior":{"scaleDown":{"stabilizationWindowSeconds":300}}}`}, check: func(t *testing.T, r rendered) {
+			hpas := r.of("HorizontalPodAutoscaler")
+			if len(hpas) != 1 {
+				t.Fatalf("%d HorizontalPodAutoscalers, want 1", len(hpas))
+			}
+			var h autoscalingv2.HorizontalPodAutoscaler
+			fromUnstructured(t, hpas[0], &h)
+			want := autoscalingv2.HorizontalPodAutoscalerSpec{
+				ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "metalgate-proxy"},
+				MinReplicas:    ptr.To[int32](3),
+				MaxReplicas:    7,
+				Metrics: []autoscalingv2.MetricSpec{
+					{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](70)}}},
+					{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceMemory, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](80)}}},
+				},
+				Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](300)}},
+			}
+			if diff := cmp.Diff(want, h.Spec); diff != "" {
+				t.Errorf("HorizontalPodAutoscaler spec (-want +got):\n%s", diff)
+			}
+			if name, _ := r.workload("proxy"); name != h.Spec.ScaleTargetRef.Name {
+				t.Errorf("the HPA scales %q, the proxy Deployment is %q", h.Spec.ScaleTargetRef.Name, name)
+			}
+			// replicas in the Deployment would fight the HPA at every helm upgrade.
+			if got := proxyReplicas(t, r); got != nil {
+				t.Errorf("proxy Deployment replicas %d, want it unset (the HPA's)", *got)
+			}
+		}},
 		{name: "no debug reader", set: []string{`debugReader.create=false`}, check: func(t *testing.T, r rendered) {
 			r.checkDebugReader(t, nil)
 		}},
@@ -383,6 +424,21 @@ func TestChartValues(t *testing.T) {
 			tc.check(t, r)
 		})
 	}
+}
+
+// proxyReplicas is the proxy Deployment's spec.replicas as rendered (nil when absent).
+func proxyReplicas(t *testing.T, r rendered) *int32 {
+	t.Helper()
+	for _, o := range r.of("Deployment") {
+		if o.GetLabels()["app.kubernetes.io/component"] != "proxy" {
+			continue
+		}
+		var d appsv1.Deployment
+		fromUnstructured(t, o, &d)
+		return d.Spec.Replicas
+	}
+	t.Fatal("no proxy Deployment rendered")
+	return nil
 }
 
 // TestChartPodValues: each per-component pod value lands in that component's pod and no other.
