@@ -137,6 +137,9 @@ M = [
  ("M26h11 affinity cookie path unchecked (attribute injection)", "proxy/ingress/annotations.go", [("\t\tif validCookiePath(v) {\n", "\t\tif true {\n")], "TestAnnotations$", [], "./proxy/ingress/"),
  ("M26h12 affinity cookie attributes ignored", "proxy/dataplane/upstream.go", [("Secure: at.Secure || a.https, MaxAge: int(at.MaxAge)}", "Secure: a.https}")], "TestAffinityCookieAttributes$"),
  ("M26h13 Ingresses sharing a Service share cookie attributes", "proxy/table/options.go", [("\t\tif b.AffinityCookieAttrs != (CookieAttrs{}) {\n", "\t\tif false {\n")], "TestAffinityCookieAttrsSplitBackends", [], "./proxy/ingress/"),
+ ("M24t1 span attributes not made UTF-8 (one bad path fails a batch's export)", "proxy/dataplane/spans.go", [('return strings.ToValidUTF8(s, "\\uFFFD")', "return strings.Clone(s)")], "TestSpans$"),
+ ("M24t2 an untrusted client's sampled flag decides", "proxy/tracing/tracing.go", [("trusted && psc.IsValid()", "trusted || psc.IsValid()")], "TestSpans$"),
+ ("M24t3 the backend gets the client's parent, not the proxy's span", "proxy/dataplane/spans.go", [("\ta.traceparent = traceparentOf(sc)\n", "\t_ = traceparentOf(sc)\n")], "TestSpans$"),
  ("M24x1 certificate expiry without the owner namespace", "proxy/table/certificates.go", [("add(hr.cert, ServedCertificate{Namespace: hr.namespace, Host: host})", "add(hr.cert, ServedCertificate{Host: host})")], "TestCertificateExpiryMetric"),
 ]
 only = sys.argv[1:]

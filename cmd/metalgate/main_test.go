@@ -51,6 +51,8 @@ func TestCommandLine(t *testing.T) {
 		{name: "no shutdown timeout", args: []string{"proxy", "--shutdown-timeout", "0s"}, wantCode: 1, wantErr: "--shutdown-timeout 0s: want more than 0"},
 		{name: "renew deadline past the lease", args: []string{"proxy", "--leader-election-renew-deadline", "20s"}, wantCode: 1, wantErr: "--leader-election-lease-duration 15s: want more than --leader-election-renew-deadline (20s)"},
 		{name: "renew deadline within a retry", args: []string{"proxy", "--leader-election-retry-period", "9s"}, wantCode: 1, wantErr: "--leader-election-renew-deadline 10s: want more than 1.2 × --leader-election-retry-period (9s)"},
+		{name: "OTLP endpoint without a scheme", args: []string{"proxy", "--otlp-endpoint", "collector:4318"}, wantCode: 1, wantErr: "--otlp-endpoint, --otlp-sample-ratio: otlp endpoint \"collector:4318\": the scheme must be http or https"},
+		{name: "OTLP ratio above 1", args: []string{"proxy", "--otlp-endpoint", "http://collector:4318", "--otlp-sample-ratio", "2"}, wantCode: 1, wantErr: "otlp sample ratio 2: must be between 0 and 1"},
 		{name: "negative HSTS max-age", args: []string{"proxy", "--hsts-max-age", "-1"}, wantCode: 1, wantErr: "--hsts-max-age -1: want 0 or more seconds"},
 		{name: "response header size", args: []string{"proxy", "--max-response-header-bytes", "lots"}, wantCode: 1, wantErr: `--max-response-header-bytes "lots"`},
 	}

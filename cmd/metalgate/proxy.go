@@ -34,6 +34,7 @@ import (
 	"github.com/metalgate/metalgate/proxy/dataplane"
 	"github.com/metalgate/metalgate/proxy/ingress"
 	"github.com/metalgate/metalgate/proxy/table"
+	"github.com/metalgate/metalgate/proxy/tracing"
 )
 
 // proxyOptions are the flags of `metalgate proxy`.
@@ -80,6 +81,8 @@ type proxyOptions struct {
 	AccessLogSample         float64
 	AccessLogFields         string
 	AccessLogQuery          bool
+	OTLPEndpoint            string
+	OTLPSampleRatio         float64
 	ShutdownDelay           time.Duration
 	DirectPath              bool
 	UpstreamReadTimeout     time.Duration
@@ -180,6 +183,8 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.Float64Var(&o.AccessLogSample, "access-log-sample", 1, "Fraction of requests the access log records, more than 0 and at most 1 (0.1: one in ten).")
 	fs.StringVar(&o.AccessLogFields, "access-log-fields", "", "Comma-separated access log fields to write (default all): "+strings.Join(dataplane.AccessLogFieldNames(), ",")+".")
 	fs.BoolVar(&o.AccessLogQuery, "access-log-query", false, "Log the request path with its query (off: queries often carry tokens).")
+	fs.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "OpenTelemetry collector's OTLP/HTTP URL (http://collector:4318; traces go to /v1/traces): export a server span per routed request (docs/observability.md, Tracing). Empty: no spans.")
+	fs.Float64Var(&o.OTLPSampleRatio, "otlp-sample-ratio", 0.01, "With --otlp-endpoint, the fraction of requests whose span is exported (0 to 1); a trusted proxy's (--trusted-proxies) traceparent decides for its requests.")
 	fs.BoolVar(&o.DirectPath, "direct-path", true, "Forward HTTP/1.x GET and HEAD without a body on the direct path (its own HTTP/1.1 connection pool); false: httputil.ReverseProxy and http.Transport for everything.")
 	fs.BoolVar(&o.DirectPath, "upstream-fast-path", true, "Deprecated: the old name of --direct-path.")
 	fs.DurationVar(&o.UpstreamReadTimeout, "upstream-read-timeout", 60*time.Second, "Longest wait for each read of a backend's response body (idle, not total); then the response is cut. Negative: none.")
@@ -264,6 +269,11 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 	}
 	if o.AccessLogFields != "" {
 		d.AccessLogFields = strings.Split(o.AccessLogFields, ",")
+	}
+	if o.OTLPEndpoint != "" {
+		if err := (tracing.Options{Endpoint: o.OTLPEndpoint, Ratio: o.OTLPSampleRatio}).Validate(); err != nil {
+			return d, fmt.Errorf("--otlp-endpoint, --otlp-sample-ratio: %w", err)
+		}
 	}
 	if o.Max1xxResponses < 1 {
 		return d, fmt.Errorf("--max-1xx-responses %d: want at least 1", o.Max1xxResponses)
@@ -456,6 +466,23 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 		if dopts.AffinityKey, err = affinityKey(ctx, opts); err != nil {
 			return err
 		}
+	}
+	if opts.OTLPEndpoint != "" {
+		tp, err := tracing.New(ctx, tracing.Options{Endpoint: opts.OTLPEndpoint, Ratio: opts.OTLPSampleRatio,
+			ServiceName: "metalgate-proxy", Version: version.Get().Version})
+		if err != nil {
+			return fmt.Errorf("--otlp-endpoint, --otlp-sample-ratio: %w", err)
+		}
+		defer func() {
+			// The spans of the last requests, within a bound: a collector that is away must
+			// not hold the pod past its grace period.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(sctx); err != nil {
+				logger.Error(err, "spans not exported at shutdown")
+			}
+		}()
+		dopts.Tracer = tp.Tracer()
 	}
 	dp, err := dataplane.New(dopts)
 	if err != nil {

@@ -38,6 +38,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.alog != nil && s.alog.sampled() {
 		s.logRequest(start, elapsed, r, &st.a, rw)
 	}
+	if st.a.span != nil {
+		s.endSpan(&st.a, rw)
+	}
 }
 
 // observe records one request in the metrics of its route (series, set once the route and
@@ -102,6 +105,9 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 	}
 	a.traceparent, a.tracestate = w3cTrace(r.Header)
 	a.clientIP, a.trusted = s.client(r)
+	if s.opts.Tracer != nil {
+		s.startSpan(r, a)
+	}
 	if p := &route.Options.Policy; len(p.Allow) > 0 || len(p.Deny) > 0 || p.RateLimit != nil {
 		a.realIP = s.realClient(r, a)
 	}

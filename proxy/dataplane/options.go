@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configure the data plane. The zero value works; each field says its default.
@@ -168,6 +169,10 @@ type Options struct {
 	// AccessLogQuery logs the path with its query. Default false: without (a query often
 	// carries tokens).
 	AccessLogQuery bool
+	// Tracer, when set, starts a server span per routed request (spans.go) and sends the
+	// backend the span as its parent; proxy/tracing builds one that exports over OTLP.
+	// Default nil: no spans, trace context only passed on (trace.go).
+	Tracer trace.Tracer
 	// Logger receives errors and debug messages. Default: discard.
 	Logger logr.Logger
 	// Metrics, when set, count requests, upstream errors and limits.

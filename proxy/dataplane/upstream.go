@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/metalgate/metalgate/proxy/balancer"
 	"github.com/metalgate/metalgate/proxy/table"
 )
@@ -47,6 +49,9 @@ type attempt struct {
 	// traceparent and tracestate are the client's W3C trace context when valid (trace.go):
 	// forwarded unchanged; "" when absent or invalid (dropped).
 	traceparent, tracestate string
+	// span is the request's OTLP span (spans.go) when Options.Tracer is set: started once
+	// the request is routed; traceparent is then the span's, sent to the backend.
+	span trace.Span
 	// Upstream timing of the last exchange (metrics and the access log): connect is the
 	// time to connect when it needed a new HTTP/1.1 connection (0: reused, or another
 	// transport), firstByte the time to its response headers, total (nanoseconds) to the
