@@ -150,6 +150,24 @@ func TestPrometheus(t *testing.T) {
 
 	sendTraffic(t, p)
 
+	n1Speaker := net.JoinHostPort(n1.IPv4.String(), "7472")
+	alerts := []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"MetalgatePoolExhausted", map[string]string{"pool": tinyPool.Name, "family": "ipv4"}},
+		{"MetalgateVIPWithoutAnnouncer", map[string]string{"mode": "layer2"}},
+		{"MetalgateBGPSessionDown", map[string]string{"peer": promPeer, "instance": n1Speaker}},
+		{"MetalgateBGPPeerInvalid", map[string]string{"peer": promPeer + "-invalid"}},
+	}
+	eventually(t, 60*time.Second, "Prometheus: BGP sessions with "+promPeer+" up on every node", func() error {
+		return prom.expectValue(ctx, `metalgate_bgp_session_up{peer="`+promPeer+`"}`, lab.NodeCount, 1)
+	})
+	// None of them is active before its cause (else its firing would prove nothing).
+	for _, a := range alerts {
+		eventually(t, 30*time.Second, a.name+" inactive before its cause", func() error { return prom.alertState(ctx, a.name, a.labels, "") })
+	}
+
 	// The causes, all at once (each alert is told apart by its labels), and a BGPPeer no
 	// speaker can configure (its password Secret does not exist).
 	invalid := &v1alpha1.BGPPeer{
@@ -167,21 +185,8 @@ func TestPrometheus(t *testing.T) {
 	}
 	hidden := lbService(t, cl, ns, "hidden", hiddenPool.Name, "alpha")
 	serviceVIP(t, cl, ns, hidden.Name)
-	eventually(t, 60*time.Second, "Prometheus: BGP sessions with "+promPeer+" up on every node", func() error {
-		return prom.expectValue(ctx, `metalgate_bgp_session_up{peer="`+promPeer+`"}`, lab.NodeCount, 1)
-	})
 	if out, err := l.Vtysh(ctx, routerNeighbour(n1, true)...); err != nil {
 		t.Fatalf("shut the router's neighbour %s: %v: %s", n1.IPv4, err, shortErr(out))
-	}
-	n1Speaker := net.JoinHostPort(n1.IPv4.String(), "7472")
-	alerts := []struct {
-		name   string
-		labels map[string]string
-	}{
-		{"MetalgatePoolExhausted", map[string]string{"pool": tinyPool.Name, "family": "ipv4"}},
-		{"MetalgateVIPWithoutAnnouncer", map[string]string{"mode": "layer2"}},
-		{"MetalgateBGPSessionDown", map[string]string{"peer": promPeer, "instance": n1Speaker}},
-		{"MetalgateBGPPeerInvalid", map[string]string{"peer": invalid.Name}},
 	}
 	for _, a := range alerts {
 		eventually(t, 90*time.Second, a.name+" fires", func() error { return prom.alertState(ctx, a.name, a.labels, "firing") })
