@@ -227,8 +227,12 @@ func TestChartMonitoring(t *testing.T) {
 				MatchLabels map[string]string `json:"matchLabels"`
 			} `json:"selector"`
 			Endpoints []struct {
-				Port          string `json:"port"`
-				Path          string `json:"path"`
+				Port        string `json:"port"`
+				Path        string `json:"path"`
+				Relabelings []struct {
+					Action string `json:"action"`
+					Regex  string `json:"regex"`
+				} `json:"relabelings"`
 				Authorization struct {
 					Type        string `json:"type"`
 					Credentials struct {
@@ -249,6 +253,16 @@ func TestChartMonitoring(t *testing.T) {
 		ports[e.Port] = true
 		if e.Path != "/metrics" || e.Authorization.Type != "Bearer" || e.Authorization.Credentials.Key != "token" {
 			t.Errorf("PodMonitor endpoint %+v: want /metrics with a bearer token", e)
+		}
+		// The operator gives every target the pod's namespace as label namespace, which the
+		// proxies' route metrics have too: on the admin port it must be dropped, or the route's
+		// namespace ends up in exported_namespace, where no dashboard or alert looks.
+		var dropsNamespace bool
+		for _, rl := range e.Relabelings {
+			dropsNamespace = dropsNamespace || rl.Action == "labeldrop" && rl.Regex == "namespace"
+		}
+		if dropsNamespace != (e.Port == "admin") {
+			t.Errorf("PodMonitor endpoint %s: drops the target label namespace: %v, want %v (only the proxies' admin port, whose metrics carry namespace)", e.Port, dropsNamespace, e.Port == "admin")
 		}
 		secret := e.Authorization.Credentials.Name
 		var found bool
