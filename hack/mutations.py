@@ -140,6 +140,8 @@ M = [
  ("M24t1 span attributes not made UTF-8 (one bad path fails a batch's export)", "proxy/dataplane/spans.go", [('return strings.ToValidUTF8(s, "\\uFFFD")', "return strings.Clone(s)")], "TestSpans$"),
  ("M24t2 an untrusted client's sampled flag decides", "proxy/tracing/tracing.go", [("trusted && psc.IsValid()", "trusted || psc.IsValid()")], "TestSpans$"),
  ("M24t3 the backend gets the client's parent, not the proxy's span", "proxy/dataplane/spans.go", [("\ta.traceparent = traceparentOf(sc)\n", "\t_ = traceparentOf(sc)\n")], "TestSpans$"),
+ ("M24e1 a rebuilt table resets every Service's endpoints-changed time", "proxy/dataplane/backendmetrics.go", [("\t\t\tcontinue // the same endpoints under a rebuilt table\n", "\t\t\t_ = 0 // the same endpoints under a rebuilt table\n")], "TestBackendEndpointsMetric$|TestEndpointChanges$"),
+ ("M24e2 ejected endpoints not counted", "proxy/dataplane/backendmetrics.go", [("if !e.Healthy(now) {", "if false && !e.Healthy(now) {")], "TestBackendEndpointsMetric$"),
  ("M24x1 certificate expiry without the owner namespace", "proxy/table/certificates.go", [("add(hr.cert, ServedCertificate{Namespace: hr.namespace, Host: host})", "add(hr.cert, ServedCertificate{Host: host})")], "TestCertificateExpiryMetric"),
 ]
 only = sys.argv[1:]

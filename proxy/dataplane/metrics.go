@@ -29,7 +29,8 @@ type Metrics struct {
 	ConnsDiscarded    *prometheus.CounterVec
 	ClientConnections *prometheus.GaugeVec
 	Mirrors           *prometheus.CounterVec
-	certs             *certExpiry // read from the server's table at each scrape
+	certs             *certExpiry     // read from the server's table at each scrape
+	backends          *endpointSeries // endpoints per Service, read at each scrape
 }
 
 // Limits counted by metalgate_proxy_limit_hits_total.
@@ -120,7 +121,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m.unrouted = m.newSeries(routeLabelValues{})
 	m.certs = newCertExpiry()
-	reg.MustRegister(m.certs, m.requests, m.duration, m.requestSize, m.responseSize, m.upstreamConnect, m.upstreamFirstByte, m.upstreamTotal,
+	m.backends = newEndpointSeries()
+	reg.MustRegister(m.certs, m.backends, m.requests, m.duration, m.requestSize, m.responseSize, m.upstreamConnect, m.upstreamFirstByte, m.upstreamTotal,
 		m.TLSHandshakes, m.AccessLogDropped, m.UpstreamErrors, m.Ejections, m.Retries, m.TableSwaps, m.LimitHits, m.ConnsDiscarded, m.ClientConnections, m.Mirrors)
 	return m
 }

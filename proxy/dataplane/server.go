@@ -34,19 +34,21 @@ import (
 
 // Server is the data plane. Create it with New, install tables with Swap, serve with Serve.
 type Server struct {
-	opts     Options
-	current  atomic.Pointer[router]
-	swapMu   sync.Mutex   // one Swap at a time: refs follows current
-	refs     endpointRefs // the endpoints of current's pools
-	registry *balancer.Registry
-	h1       *h1Transport    // every HTTP/1.1 exchange with an endpoint
-	h2c      *http.Transport // h2c and gRPC backends
-	tls      *tlsDests       // https and grpcs backends' TLS settings (and grpcs transports)
-	std      *http.Transport // tests only (stdlibTransport): http.Transport for HTTP/1.1, as a reference
-	direct   bool            // the direct path is on
-	proxy    *httputil.ReverseProxy
-	defCert  *tls.Certificate
-	paths    pathPolicy
+	opts    Options
+	current atomic.Pointer[router]
+	swapMu  sync.Mutex   // one Swap at a time: refs follows current
+	refs    endpointRefs // the endpoints of current's pools
+	// endpointChanges: when each backend's endpoints last changed (with Metrics only).
+	endpointChanges endpointChanges
+	registry        *balancer.Registry
+	h1              *h1Transport    // every HTTP/1.1 exchange with an endpoint
+	h2c             *http.Transport // h2c and gRPC backends
+	tls             *tlsDests       // https and grpcs backends' TLS settings (and grpcs transports)
+	std             *http.Transport // tests only (stdlibTransport): http.Transport for HTTP/1.1, as a reference
+	direct          bool            // the direct path is on
+	proxy           *httputil.ReverseProxy
+	defCert         *tls.Certificate
+	paths           pathPolicy
 	// serverHeader is the Server response header's value, nil for none; shared by every
 	// response (cap 1, so an append never writes into it).
 	serverHeader []string
@@ -148,6 +150,12 @@ func New(opts Options) (*Server, error) {
 		}
 		m.certs.source.Store(&certs)
 	}
+	if m := opts.Metrics; m != nil && m.backends != nil {
+		view := func() backendView {
+			return backendView{r: s.current.Load(), changed: s.endpointChanges.snapshot()}
+		}
+		m.backends.source.Store(&view)
+	}
 	if len(s.affinityKey) == 0 {
 		s.affinityKey = make([]byte, 32)
 		if _, err := rand.Read(s.affinityKey); err != nil {
@@ -206,6 +214,7 @@ func (s *Server) Swap(t *table.Table) {
 	prev := s.current.Load()
 	r, added, removed := compile(t, prev, s.registry, s.affinityKey)
 	if m := s.opts.Metrics; m != nil {
+		s.endpointChanges.update(added, removed, time.Now())
 		var ps *tableSeries
 		if prev != nil {
 			ps = prev.series
