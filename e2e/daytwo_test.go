@@ -193,7 +193,7 @@ func TestDayTwo(t *testing.T) {
 	var phases []*d2Phase
 	phase := func(name string, linkLoss bool, run func(p *d2Phase)) {
 		p := &d2Phase{name: name, start: time.Now(), linkLoss: linkLoss}
-		t.Logf("phase %s: start", name)
+		t.Logf("phase %s: start at %s", name, p.start.Format("15:04:05.000"))
 		run(p)
 		p.end = time.Now()
 		t.Logf("phase %s: done in %s", name, p.end.Sub(p.start).Round(time.Millisecond))
@@ -258,6 +258,9 @@ func TestDayTwo(t *testing.T) {
 		maxGap = max(maxGap, st.maxGap)
 		rows = append(rows, fmt.Sprintf("%-30s %8s %9d %7d %11d  %s", p.name, p.end.Sub(p.start).Round(100*time.Millisecond),
 			st.requests, st.failed, st.maxGap.Milliseconds(), st.summary()))
+		for _, f := range st.details {
+			t.Logf("phase %s: failed: %s", p.name, f)
+		}
 		for _, problem := range st.problems {
 			t.Errorf("phase %s: %s", p.name, problem)
 		}
@@ -943,6 +946,8 @@ type d2Stats struct {
 	errs             map[string]int
 	problems         []string
 	note             string
+	// details are the first failures: wall-clock start, target, error (to match the logs).
+	details []string
 }
 
 // judge counts the requests that started in the phase and finds the longest time, per target,
@@ -970,6 +975,10 @@ func (p *d2Phase) judge(probes []d2Probe, targets []*d2Target) d2Stats {
 			}
 			failed++
 			st.errs[tg.name+": "+classify(pr.err)]++
+			if len(st.details) < 20 {
+				st.details = append(st.details, fmt.Sprintf("%s %s after %s: %v", pr.start.Format("15:04:05.000"), tg.name,
+					pr.end.Sub(pr.start).Round(time.Millisecond), pr.err))
+			}
 			if firstFail.IsZero() {
 				firstFail = pr.start
 			}
