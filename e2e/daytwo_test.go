@@ -192,10 +192,12 @@ func TestDayTwo(t *testing.T) {
 	load := startLoad(targets)
 	var phases []*d2Phase
 	phase := func(name string, linkLoss bool, run func(p *d2Phase)) {
+		before := d.restartCounts(ctx)
 		p := &d2Phase{name: name, start: time.Now(), linkLoss: linkLoss}
 		t.Logf("phase %s: start at %s", name, p.start.Format("15:04:05.000"))
 		run(p)
 		p.end = time.Now()
+		p.restarts = restartsSince(before, d.restartCounts(ctx))
 		t.Logf("phase %s: done in %s", name, p.end.Sub(p.start).Round(time.Millisecond))
 		phases = append(phases, p)
 	}
@@ -251,13 +253,17 @@ func TestDayTwo(t *testing.T) {
 	probes := load.results()
 	failed, maxGap := 0, time.Duration(0)
 	var rows []string
-	rows = append(rows, fmt.Sprintf("%-30s %8s %9s %7s %11s  %s", "phase", "length", "requests", "failed", "max gap ms", "failures"))
+	rows = append(rows, fmt.Sprintf("%-30s %8s %9s %7s %11s  %-22s %s", "phase", "length", "requests", "failed", "max gap ms", "restarts", "failures"))
 	for _, p := range phases {
 		st := p.judge(probes, targets)
 		failed += st.failed
 		maxGap = max(maxGap, st.maxGap)
-		rows = append(rows, fmt.Sprintf("%-30s %8s %9d %7d %11d  %s", p.name, p.end.Sub(p.start).Round(100*time.Millisecond),
-			st.requests, st.failed, st.maxGap.Milliseconds(), st.summary()))
+		rows = append(rows, fmt.Sprintf("%-30s %8s %9d %7d %11d  %-22s %s", p.name, p.end.Sub(p.start).Round(100*time.Millisecond),
+			st.requests, st.failed, st.maxGap.Milliseconds(), p.restartSummary(), st.summary()))
+		// The proxy is a data plane: it never exits for an API outage or a lost Lease.
+		if n := p.restarts["proxy"]; n > 0 {
+			t.Errorf("phase %s: proxy containers restarted %d times", p.name, n)
+		}
 		for _, f := range st.details {
 			t.Logf("phase %s: failed: %s", p.name, f)
 		}
@@ -607,8 +613,16 @@ func (d *dayTwo) serviceVIP(ctx context.Context, ns, name, cidr string) netip.Ad
 }
 
 // cleanup removes what the test installed: the release, its namespaces, the kept pools, the
-// client's route. It logs and goes on; CRDs stay (as helm uninstall leaves them).
+// client's route, and metalgate's CRDs (with every metalgate object in the lab): helm install
+// of the previous release fails on CRDs this tree's kubectl apply --server-side left (a field
+// conflict with kubectl over .spec.versions), so a second run on the same lab needs them gone.
+// It logs and goes on.
 func (d *dayTwo) cleanup(ctx context.Context) {
+	defer func() {
+		if out, err := d.l.Kubectl(ctx, "delete", "--ignore-not-found", "--wait", "--timeout=2m", "-f", "../charts/metalgate/crds/"); err != nil {
+			d.t.Logf("delete metalgate's CRDs: %v\n%s", err, out)
+		}
+	}()
 	if out, err := d.helmOut(ctx, "uninstall", d2Release, "-n", d2Namespace, "--ignore-not-found", "--wait", "--timeout", "3m"); err != nil {
 		d.t.Logf("helm uninstall: %v\n%s", err, out)
 	}
@@ -938,6 +952,55 @@ type d2Phase struct {
 	// linkLoss phases may fail requests within d2FailoverBound of cut.
 	linkLoss      bool
 	cut, restored time.Time
+	// restarts counts container restarts of the release's pods during the phase, by component.
+	restarts map[string]int32
+}
+
+func (p *d2Phase) restartSummary() string {
+	var parts []string
+	for _, c := range []string{"controller", "speaker", "proxy"} {
+		if n := p.restarts[c]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", c, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// restartCounts maps each pod of the release (component/name) to its containers' restarts; nil
+// when the API server does not answer.
+func (d *dayTwo) restartCounts(ctx context.Context) map[string]int32 {
+	var pods *corev1.PodList
+	err := testenv.PollEvery(time.Second, time.Minute, func() error {
+		var err error
+		pods, err = d.cs.CoreV1().Pods(d2Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + d2Release})
+		return err
+	})
+	if err != nil {
+		d.t.Logf("restart counts: %v", err)
+		return nil
+	}
+	out := map[string]int32{}
+	for _, p := range pods.Items {
+		for _, c := range p.Status.ContainerStatuses {
+			out[p.Labels["app.kubernetes.io/component"]+"/"+p.Name] += c.RestartCount
+		}
+	}
+	return out
+}
+
+// restartsSince sums, per component, the restarts of each pod since before (a pod new since then:
+// all of its restarts).
+func restartsSince(before, after map[string]int32) map[string]int32 {
+	out := map[string]int32{}
+	for k, n := range after {
+		if d := n - before[k]; d > 0 {
+			out[strings.SplitN(k, "/", 2)[0]] += d
+		}
+	}
+	return out
 }
 
 type d2Stats struct {
