@@ -196,9 +196,8 @@ test-daytwo: ## As root on Linux: TestDayTwo in a throwaway lab: helm install of
 	  $(MAKE) --no-print-directory daytwo-run $(TEST_DAYTWO_LAB) || rc=$$?; \
 	$(MAKE) --no-print-directory lab-down $(TEST_DAYTWO_LAB) || { [ $$rc != 0 ] || rc=1; }; exit $$rc
 
-# TestDayTwo against the lab LAB_PREFIX (up, without the operator: the test installs it).
 .PHONY: daytwo-run
-daytwo-run: daytwo-from $(HELM)
+daytwo-run: daytwo-from $(HELM) ## TestDayTwo against the running lab LAB_PREFIX, without the operator deployed (the test installs it; it removes metalgate's CRDs when done).
 	@rc=0; DAYTWO_FROM_CHART=$(DAYTWO_DIR)/src/charts/metalgate DAYTWO_FROM_IMAGE=$(DAYTWO_DIR)/metalgate.tar \
 	  DAYTWO_FROM_REF=$(DAYTWO_IMAGE_REF) DAYTWO_FROM_COMMIT=$(DAYTWO_FROM) \
 	  go test -tags 'e2e daytwo' -count=1 -v -timeout 30m -run '^TestDayTwo$$' ./e2e/ || rc=$$?; \
