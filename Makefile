@@ -161,6 +161,48 @@ conformance: ## As root on Linux: Gateway API conformance (v1.5.1, GATEWAY-HTTP 
 	@$(MAKE) --no-print-directory e2e-deploy $(CONFORMANCE_LAB)
 	@$(CONFORMANCE_LAB) hack/conformance.sh
 
+# Day 2 (e2e/daytwo_test.go, TestDayTwo, build tags e2e daytwo): the previous release installed
+# with helm install, upgraded with helm upgrade to this checkout, rolled, frozen and cut under
+# steady client load. There is no release tag yet, so the previous release is a fixed earlier
+# main commit, built from its own source (git archive into $(DAYTWO_DIR)/src): its binary into an
+# image tagged $(DAYTWO_IMAGE_REF) (distinct from this tree's :dev, so both are on the nodes) and
+# its chart. f0b5b8b is the oldest commit whose chart installs in the lab (image
+# registry/repository/tag/pullPolicy values) AND whose proxy drains on SIGTERM: an upgrade stops
+# the old pods with the old release's pod spec and binary, so upgrading from an older commit
+# loses requests whatever this tree does. Move it to the last release tag once there is one.
+DAYTWO_FROM ?= f0b5b8bb7f584477da36774f8f6b45552f85d231
+DAYTWO_DIR := $(ROOT)/_out/daytwo-from
+DAYTWO_IMAGE_REF := ghcr.io/metalgate/metalgate:daytwo-from
+# make test runs it in a throwaway lab of its own (prefix dt-), taken down whatever happened.
+TEST_DAYTWO_LAB := LAB_PREFIX=dt- LAB_DIR=$(ROOT)/_out/lab-dt-
+
+.PHONY: daytwo-from
+daytwo-from: ## Build the previous release (DAYTWO_FROM) for TestDayTwo: its image tarball and chart in _out/daytwo-from/.
+	@echo ">> building the previous release $(DAYTWO_FROM) into $(DAYTWO_DIR)"
+	@rev=$$(git rev-parse --verify '$(DAYTWO_FROM)^{commit}'); \
+	  if [ "$$(cat $(DAYTWO_DIR)/src/.daytwo-commit 2>/dev/null)" != "$$rev" ]; then \
+	    rm -rf $(DAYTWO_DIR)/src && mkdir -p $(DAYTWO_DIR)/src && \
+	    git archive "$$rev" | tar -x -C $(DAYTWO_DIR)/src && echo "$$rev" > $(DAYTWO_DIR)/src/.daytwo-commit; fi; \
+	  cd $(DAYTWO_DIR)/src && $(LAB_GO_BUILD) -ldflags "-s -w -X $(VERSION_PKG).Version=v0.0.0-dev+$${rev:0:7} -X $(VERSION_PKG).Revision=$$rev" \
+	    -o $(DAYTWO_DIR)/metalgate ./cmd/metalgate
+	@$(LAB_GO_BUILD) -o $(BIN)/image-builder ./hack/image
+	@$(BIN)/image-builder -binary $(DAYTWO_DIR)/metalgate -path /metalgate -tag $(DAYTWO_IMAGE_REF) -o $(DAYTWO_DIR)/metalgate.tar
+
+.PHONY: test-daytwo
+test-daytwo: ## As root on Linux: TestDayTwo in a throwaway lab: helm install of DAYTWO_FROM, upgrade to this tree, rollouts, API freeze, link loss under load; RESULT day2_failed_requests=… .
+	@if [ "$$(id -u)" != 0 ] || [ "$$(uname -s)" != Linux ]; then \
+	  echo "SKIPPED day-two: the lab needs root on Linux (network namespaces); CI runs it as root"; exit 0; fi; \
+	rc=0; $(MAKE) --no-print-directory lab-up $(TEST_DAYTWO_LAB) && \
+	  $(MAKE) --no-print-directory daytwo-run $(TEST_DAYTWO_LAB) || rc=$$?; \
+	$(MAKE) --no-print-directory lab-down $(TEST_DAYTWO_LAB) || { [ $$rc != 0 ] || rc=1; }; exit $$rc
+
+.PHONY: daytwo-run
+daytwo-run: daytwo-from $(HELM) ## TestDayTwo against the running lab LAB_PREFIX, without the operator deployed (the test installs it; it removes metalgate's CRDs when done).
+	@rc=0; DAYTWO_FROM_CHART=$(DAYTWO_DIR)/src/charts/metalgate DAYTWO_FROM_IMAGE=$(DAYTWO_DIR)/metalgate.tar \
+	  DAYTWO_FROM_REF=$(DAYTWO_IMAGE_REF) DAYTWO_FROM_COMMIT=$(DAYTWO_FROM) \
+	  go test -tags 'e2e daytwo' -count=1 -v -timeout 30m -run '^TestDayTwo$$' ./e2e/ || rc=$$?; \
+	  if [ $$rc != 0 ]; then echo ">> day-two FAILED; logs of the failed test are in $(E2E_LOGS)/"; fi; exit $$rc
+
 # make test runs its lanes one after the other and stops at the first failure: the fast lane
 # (minutes) first, so a lint or unit failure is known before the API-server, lab and
 # conformance runs start. Each step is its own make, in order, whatever -j says.
@@ -171,10 +213,11 @@ test-fast: ## The fast lane: lint, generated files up to date, unit tests, in th
 	@$(MAKE) --no-print-directory test-unit
 
 .PHONY: test-slow
-test-slow: ## What follows the fast lane: integration (real API server; as root netns + FRR), then e2e, then Gateway API conformance.
+test-slow: ## What follows the fast lane: integration (real API server; as root netns + FRR), then e2e, then Gateway API conformance, then day 2.
 	@$(MAKE) --no-print-directory test-integration
 	@$(MAKE) --no-print-directory test-e2e
 	@$(MAKE) --no-print-directory test-conformance
+	@$(MAKE) --no-print-directory test-daytwo
 
 .PHONY: test
 test: ## Everything, stopping at the first failure: test-fast (lint, generated files, unit), then test-slow (integration, e2e, conformance).
