@@ -138,11 +138,11 @@ M = [
  ("M26h12 affinity cookie attributes ignored", "proxy/dataplane/upstream.go", [("Secure: at.Secure || a.https, MaxAge: int(at.MaxAge)}", "Secure: a.https}")], "TestAffinityCookieAttributes$"),
  ("M26h13 Ingresses sharing a Service share cookie attributes", "proxy/table/options.go", [("\t\tif b.AffinityCookieAttrs != (CookieAttrs{}) {\n", "\t\tif false {\n")], "TestAffinityCookieAttrsSplitBackends", [], "./proxy/ingress/"),
  ("M24x1 certificate expiry without the owner namespace", "proxy/table/certificates.go", [("add(hr.cert, ServedCertificate{Namespace: hr.namespace, Host: host})", "add(hr.cert, ServedCertificate{Host: host})")], "TestCertificateExpiryMetric"),
- ("M26a1 outside auth dialer checks no address", "proxy/dataplane/outsideauth.go", [("\t\treturn policy(ap.Addr())\n", "\t\t_ = policy\n\t\treturn nil\n")], "TestOutsideAuthRefused"),
+ ("M26a1 outside auth dialer checks no address", "proxy/dataplane/outsideauth.go", [("\t\treturn policy(ap.Addr())\n", "\t\t_ = policy(ap.Addr())\n\t\treturn nil\n")], "TestOutsideAuthRefused"),
  ("M26a2 outside auth https not verified", "proxy/dataplane/outsideauth.go", [("td.conf = &tls.Config{MinVersion: tls.VersionTLS12,", "td.conf = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12,")], "TestOutsideAuth$"),
  ("M26a3 outside auth response head not capped", "proxy/dataplane/outsideauth.go", [("maxHeaderBytes: opts.MaxResponseHeaderBytes, max1xx: opts.Max1xxResponses, discarded: discarded,", "maxHeaderBytes: 1 << 30, max1xx: opts.Max1xxResponses, discarded: discarded,")], "TestOutsideAuth$"),
  ("M26a4 auth-url to another namespace without a grant", "proxy/ingress/authurl.go", [("if ns != id.Namespace && !refgrant.Allows(", "if false && !refgrant.Allows(")], "TestExternalAuthURL|TestExternalAuthGrantRevoked", [], "./proxy/ingress/"),
- ("M26a5 auth-url to an unlisted outside host", "proxy/ingress/authurl.go", [("\t\tif !b.in.ExternalAuthHosts.Allows(host) {\n", "\t\tif false {\n")], "TestOutsideAuthRefused"),
+ ("M26a5 auth-url to an unlisted outside host", "proxy/ingress/authurl.go", [("\t\tif !b.in.ExternalAuthHosts.Allows(host) {\n", "\t\tif false {\n")], "TestExternalAuthURL", [], "./proxy/ingress/"),
  ("M26a6 auth-url with user information", "proxy/ingress/authurl.go", [("\tcase u.User != nil:\n", "\tcase false:\n")], "TestExternalAuthURL", [], "./proxy/ingress/"),
  ("M26a7 a listed suffix allows the suffix itself", "proxy/table/authhosts.go", [("if len(name) > len(s) && strings.HasSuffix(name, s) {", "if strings.HasSuffix(\".\"+name, s) {")], "TestExternalAuthURL", [], "./proxy/ingress/"),
 ]

@@ -44,9 +44,9 @@ func testNames(names map[string][]string) func(string) ([]netip.Addr, bool) {
 // it could use to reach the proxy's own host or network: an IP literal, user information and
 // an unlisted host are refused when the table is built; a listed name that resolves (when
 // the connection is made — DNS may change its answer after the build) to loopback, IPv4 in
-// IPv6 loopback, link-local, unspecified or multicast addresses is refused by the dialer,
-// and "localhost" through the system resolver too. Every such request is answered 500 and the
-// real loopback server standing by is never asked. Both forwarding paths.
+// IPv6 loopback, link-local, unspecified or multicast addresses is refused by the dialer; a
+// one-label name ("localhost") is a Service, listed or not. Every such request is answered
+// 500 and the real loopback server standing by is never asked. Both forwarding paths.
 func TestOutsideAuthRefused(t *testing.T) {
 	var hits atomic.Int64
 	auth := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) })) // would let anyone in
@@ -57,28 +57,40 @@ func TestOutsideAuthRefused(t *testing.T) {
 		"loop.example": {"127.0.0.1"}, "v6loop.example": {"::1"}, "mapped.example": {"::ffff:127.0.0.1"},
 		"ll.example": {"169.254.169.254"}, "zero.example": {"0.0.0.0"}, "mc.example": {"224.0.0.1"},
 		"many.example": {"0.0.0.0", "::1", "127.0.0.2"},
+		"unlisted.example.org": {"127.0.0.1"}, // never asked: no DNS query leaves the test, whatever the build says
 	})
-	cases := []struct{ host, url string }{
-		{"literal.test", "http://127.0.0.1:" + port + "/check"},
-		{"literal6.test", "http://[::1]:" + port + "/check"},
-		{"userinfo.test", "http://user:pw@loop.example:" + port + "/check"},
-		{"unlisted.test", "http://unlisted.example:" + port + "/check"},
-		{"localhost.test", "http://localhost:" + port + "/check"},
-		{"loop.test", "http://loop.example:" + port + "/check"},
-		{"v6loop.test", "http://v6loop.example:" + port + "/check"},
-		{"mapped.test", "http://mapped.example:" + port + "/check"},
-		{"ll.test", "http://ll.example/latest/meta-data"},
-		{"zero.test", "http://zero.example:" + port + "/check"},
-		{"mc.test", "http://mc.example:" + port + "/check"},
-		{"many.test", "https://many.example:" + port + "/check"},
+	// problem: what the build says; "" for a name refused when the connection is made.
+	cases := []struct{ host, url, problem string }{
+		{"literal.test", "http://127.0.0.1:" + port + "/check", `host "127.0.0.1" is an address`},
+		{"literal6.test", "http://[::1]:" + port + "/check", `host "::1" is an address`},
+		{"userinfo.test", "http://user:pw@loop.example:" + port + "/check", "has user information"},
+		{"unlisted.test", "http://unlisted.example.org:" + port + "/check", `host "unlisted.example.org" is neither a Service`},
+		// One label is a Service of the Ingress's namespace, listed or not: never the host.
+		{"localhost.test", "http://localhost:" + port + "/check", "Service ns/localhost not found"},
+		{"loop.test", "http://loop.example:" + port + "/check", ""},
+		{"v6loop.test", "http://v6loop.example:" + port + "/check", ""},
+		{"mapped.test", "http://mapped.example:" + port + "/check", ""},
+		{"ll.test", "http://ll.example/latest/meta-data", ""},
+		{"zero.test", "http://zero.example:" + port + "/check", ""},
+		{"mc.test", "http://mc.example:" + port + "/check", ""},
+		{"many.test", "https://many.example:" + port + "/check", ""},
 	}
 	var routes []route
+	var want []string
 	for _, c := range cases {
 		routes = append(routes, route{host: c.host, path: "/", endpoints: []string{hostport(app)}, annotations: map[string]string{"metalgate.io/auth-url": c.url}})
+		if c.problem != "" {
+			want = append(want, c.problem)
+		}
 	}
 	tab, problems := outsideTable(t, "localhost,*.example", routes...)
-	if len(problems) != 4 {
-		t.Errorf("problems %v, want the IP literals, the user information and the unlisted host", problems)
+	if len(problems) != len(want) {
+		t.Errorf("problems %v, want %d", problems, len(want))
+	}
+	for i := 0; i < len(problems) && i < len(want); i++ {
+		if !strings.Contains(problems[i].Message, want[i]) {
+			t.Errorf("problem %q, want one saying %q", problems[i].Message, want[i])
+		}
 	}
 	forEachPath(t, func(t *testing.T, opts Options) {
 		opts.externalAuthLookup = names
