@@ -145,6 +145,7 @@ M = [
  ("M26a5 auth-url to an unlisted outside host", "proxy/ingress/authurl.go", [("\t\tif !b.in.ExternalAuthHosts.Allows(host) {\n", "\t\tif false {\n")], "TestExternalAuthURL", [], "./proxy/ingress/"),
  ("M26a6 auth-url with user information", "proxy/ingress/authurl.go", [("\tcase u.User != nil:\n", "\tcase false:\n")], "TestExternalAuthURL", [], "./proxy/ingress/"),
  ("M26a7 a listed suffix allows the suffix itself", "proxy/table/authhosts.go", [("if len(name) > len(s) && strings.HasSuffix(name, s) {", "if strings.HasSuffix(\".\"+name, s) {")], "TestExternalAuthURL", [], "./proxy/ingress/"),
+ ("M26a8 migrate calls a Service of MetalLB's class one to one", "cmd/kubectl-metalgate/migrate_metallb.go", [('class != "" && class != controllers.DefaultLBClass {', 'false && class != controllers.DefaultLBClass {')], "TestMigrateGolden", [], "./cmd/kubectl-metalgate/"),
 ]
 only = sys.argv[1:]
 failed = 0
