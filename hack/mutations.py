@@ -143,6 +143,14 @@ M = [
  ("M24e1 a rebuilt table resets every Service's endpoints-changed time", "proxy/dataplane/backendmetrics.go", [("\t\t\tcontinue // the same endpoints under a rebuilt table\n", "\t\t\t_ = 0 // the same endpoints under a rebuilt table\n")], "TestBackendEndpointsMetric$|TestEndpointChanges$"),
  ("M24e2 ejected endpoints not counted", "proxy/dataplane/backendmetrics.go", [("if !e.Healthy(now) {", "if false && !e.Healthy(now) {")], "TestBackendEndpointsMetric$"),
  ("M24x1 certificate expiry without the owner namespace", "proxy/table/certificates.go", [("add(hr.cert, ServedCertificate{Namespace: hr.namespace, Host: host})", "add(hr.cert, ServedCertificate{Host: host})")], "TestCertificateExpiryMetric"),
+ ("M26a1 outside auth dialer lets loopback through (only loopback: the test never dials another address)", "proxy/dataplane/outsideauth.go", [("\t\treturn policy(ap.Addr())\n", "\t\tif ap.Addr().Unmap().IsLoopback() {\n\t\t\treturn nil\n\t\t}\n\t\treturn policy(ap.Addr())\n")], "TestOutsideAuthRefused"),
+ ("M26a2 outside auth https not verified", "proxy/dataplane/outsideauth.go", [("td.conf = &tls.Config{MinVersion: tls.VersionTLS12,", "td.conf = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12,")], "TestOutsideAuth$"),
+ ("M26a3 outside auth response head not capped", "proxy/dataplane/outsideauth.go", [("maxHeaderBytes: opts.MaxResponseHeaderBytes, max1xx: opts.Max1xxResponses, discarded: discarded,", "maxHeaderBytes: 1 << 30, max1xx: opts.Max1xxResponses, discarded: discarded,")], "TestOutsideAuth$"),
+ ("M26a4 auth-url to another namespace without a grant", "proxy/ingress/authurl.go", [("if ns != id.Namespace && !refgrant.Allows(", "if false && !refgrant.Allows(")], "TestExternalAuthURL|TestExternalAuthGrantRevoked", [], "./proxy/ingress/"),
+ ("M26a5 auth-url to an unlisted outside host", "proxy/ingress/authurl.go", [("\t\tif !b.in.ExternalAuthHosts.Allows(host) {\n", "\t\tif false {\n")], "TestExternalAuthURL", [], "./proxy/ingress/"),
+ ("M26a6 auth-url with user information", "proxy/ingress/authurl.go", [("\tcase u.User != nil:\n", "\tcase false:\n")], "TestExternalAuthURL", [], "./proxy/ingress/"),
+ ("M26a7 a listed suffix allows the suffix itself", "proxy/table/authhosts.go", [("if len(name) > len(s) && strings.HasSuffix(name, s) {", "if strings.HasSuffix(\".\"+name, s) {")], "TestExternalAuthURL", [], "./proxy/ingress/"),
+ ("M26a8 migrate calls a Service of MetalLB's class one to one", "cmd/kubectl-metalgate/migrate_metallb.go", [('class != "" && class != controllers.DefaultLBClass {', 'false && class != controllers.DefaultLBClass {')], "TestMigrateGolden", [], "./cmd/kubectl-metalgate/"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -487,6 +487,13 @@ func serviceReport(svc *unstructured.Unstructured, origin string) *objectReport 
 			}
 		}
 	}
+	// The class is immutable and the controller serves only its own (and none): a Service of
+	// MetalLB's class would stay pending after the cut-over.
+	if class, _, _ := unstructured.NestedString(svc.Object, "spec", "loadBalancerClass"); class != "" && class != controllers.DefaultLBClass {
+		rep.add(breaking, "spec.loadBalancerClass", "class %q is not metalgate's (%s) and cannot be changed in place: the Service stays pending after the cut-over. "+
+			"Recreate it without spec.loadBalancerClass (delete and apply; keep its address with metalgate.io/loadBalancerIPs), "+
+			"or run the controller with --lb-class=%s", class, controllers.DefaultLBClass, class)
+	}
 	if len(rep.entries) == 0 {
 		return nil
 	}

@@ -101,19 +101,22 @@ type proxyOptions struct {
 	KeepDuplicateSlashes    bool
 	AllowUnderscoreHeaders  bool
 	SSLPassthrough          bool
-	ServerHeader            string
-	HSTS                    bool
-	HSTSMaxAge              int64
-	HSTSIncludeSubdomains   bool
-	HSTSPreload             bool
-	PublicHTTPPort          int
-	PublicHTTPSPort         int
-	AffinityKeySecret       string
-	StaticConfig            string
-	Gateway                 string
-	QPS                     float64
-	Burst                   int
-	Zap                     zap.Options
+	ExternalAuthHosts       string
+	// externalAuthHosts is ExternalAuthHosts parsed (by dataplaneOptions, which runs first).
+	externalAuthHosts     table.HostList
+	ServerHeader          string
+	HSTS                  bool
+	HSTSMaxAge            int64
+	HSTSIncludeSubdomains bool
+	HSTSPreload           bool
+	PublicHTTPPort        int
+	PublicHTTPSPort       int
+	AffinityKeySecret     string
+	StaticConfig          string
+	Gateway               string
+	QPS                   float64
+	Burst                 int
+	Zap                   zap.Options
 
 	// registry receives the proxy's metrics and is served on /metrics. Default: the
 	// registry of controller-runtime (which also holds client-go's and the workqueues').
@@ -201,6 +204,7 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.AuthCheckWait, "auth-check-wait", 3*time.Second, "Longest wait of a password check for a free slot; then 503 with Retry-After.")
 	fs.StringVar(&o.EscapedSlashes, "escaped-slashes", "reject", "Encoded '/' or '\\' (%2F, %5C) and bare '\\' in request paths: reject (400), keep (forward as sent), or decode (treat as '/').")
 	fs.BoolVar(&o.KeepDuplicateSlashes, "keep-duplicate-slashes", false, "Route and forward '//' in paths as sent; default: merged into one '/'.")
+	fs.StringVar(&o.ExternalAuthHosts, "external-auth-hosts", "", "Outside hosts an Ingress's auth-url may name, comma-separated: exact names and *.suffix (any name under suffix). Never addresses; a name is refused when it resolves to a loopback, link-local, unspecified or multicast address. Default none: auth-url names a Service only.")
 	fs.BoolVar(&o.SSLPassthrough, "enable-ssl-passthrough", false, "Honour the ssl-passthrough annotation: the HTTPS listener reads each ClientHello's server name first and passes the connections for passthrough hosts, undecrypted, to their backend. Off: the annotation is reported and every host's TLS is terminated.")
 	fs.BoolVar(&o.AllowUnderscoreHeaders, "allow-underscores-in-headers", false, "Forward request headers whose names contain '_'; default: dropped (X_Forwarded_For would read as X-Forwarded-For behind CGI/WSGI servers).")
 	fs.StringVar(&o.ServerHeader, "server-header", "metalgate", "Server header of every response (a backend's is replaced); empty: none.")
@@ -256,6 +260,9 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 	hsts, err := hstsValue(o.HSTS, o.HSTSMaxAge, o.HSTSIncludeSubdomains, o.HSTSPreload)
 	if err != nil {
 		return d, err
+	}
+	if o.externalAuthHosts, err = table.ParseHostList(o.ExternalAuthHosts); err != nil {
+		return d, fmt.Errorf("--external-auth-hosts: %w", err)
 	}
 	d.HSTS = hsts
 	if o.ShutdownDelay < 0 {
@@ -590,7 +597,7 @@ func serveStaticConfig(opts proxyOptions, swap func(*table.Table), logger logr.L
 		return fmt.Errorf("static config %s: %w", opts.StaticConfig, err)
 	}
 	in.Controller, in.WatchDefaultClass, in.NginxAnnotations = opts.Controller, opts.WatchDefaultClass, opts.NginxAnnotations
-	in.SSLPassthrough = opts.SSLPassthrough
+	in.SSLPassthrough, in.ExternalAuthHosts = opts.SSLPassthrough, opts.externalAuthHosts
 	t, problems := ingress.Build(in)
 	for _, p := range problems {
 		logger.Info("build problem", "object", p.Object.String(), "reason", p.Reason, "message", p.Message)
@@ -661,6 +668,7 @@ func controlPlaneOptions(opts *proxyOptions, swap func(*table.Table), reg promet
 	}
 	copts.AllowUnmanagedSlices = opts.AllowUnmanagedSlices
 	copts.NginxAnnotations = opts.NginxAnnotations
+	copts.ExternalAuthHosts = opts.externalAuthHosts
 	copts.SSLPassthrough = opts.SSLPassthrough
 	copts.YieldTraffic = !opts.ServeYielded
 	identity := copts.PodNamespace

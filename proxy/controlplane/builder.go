@@ -16,6 +16,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/proxy/gatewayapi"
@@ -47,6 +48,9 @@ var watched = []watchedKind{
 	{KindService, &corev1.Service{}, func() client.ObjectList { return &corev1.ServiceList{} }},
 	{KindEndpointSlice, &discoveryv1.EndpointSlice{}, func() client.ObjectList { return &discoveryv1.EndpointSliceList{} }},
 	{KindSecret, &corev1.Secret{}, func() client.ObjectList { return &corev1.SecretList{} }},
+	// An auth-url to another namespace's Service needs a ReferenceGrant there (ingress.Input).
+	// Left out when the API server does not serve ReferenceGrant (Options.noReferenceGrant).
+	{KindReferenceGrant, &gatewayv1beta1.ReferenceGrant{}, func() client.ObjectList { return &gatewayv1beta1.ReferenceGrantList{} }},
 }
 
 // kindOf maps a reflector's type description ("*v1.EndpointSlice") to our kind name.
@@ -361,7 +365,7 @@ func (b *builder) leading() bool {
 // (Build only reads).
 func (b *builder) snapshot(ctx context.Context) (ingress.Input, error) {
 	in := ingress.Input{Controller: b.opts.Controller, WatchDefaultClass: b.opts.WatchDefaultClass, AllowUnmanagedSlices: b.opts.AllowUnmanagedSlices,
-		NginxAnnotations: b.opts.NginxAnnotations, SSLPassthrough: b.opts.SSLPassthrough}
+		NginxAnnotations: b.opts.NginxAnnotations, SSLPassthrough: b.opts.SSLPassthrough, ExternalAuthHosts: b.opts.ExternalAuthHosts}
 	nocopy := client.UnsafeDisableDeepCopy
 	watchNS := map[string]bool{}
 	for _, ns := range b.opts.WatchNamespaces {
@@ -384,6 +388,15 @@ func (b *builder) snapshot(ctx context.Context) (ingress.Input, error) {
 	}
 	for i := range classes.Items {
 		in.Classes = append(in.Classes, &classes.Items[i])
+	}
+	if !b.opts.noReferenceGrant {
+		var grants gatewayv1beta1.ReferenceGrantList
+		if err := b.cache.List(ctx, &grants, nocopy); err != nil {
+			return in, fmt.Errorf("list ReferenceGrants: %w", err)
+		}
+		for i := range grants.Items {
+			in.ReferenceGrants = append(in.ReferenceGrants, &grants.Items[i])
+		}
 	}
 	var err error
 	in.Services, in.Slices, in.Secrets, err = b.listShared(ctx)

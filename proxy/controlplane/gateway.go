@@ -50,6 +50,9 @@ var gatewayWatched = []watchedKind{
 // server does not serve it) or an Ingress proxy's.
 func (o *Options) kinds() []watchedKind {
 	if o.Gateway.Name == "" {
+		if o.noReferenceGrant {
+			return slices.DeleteFunc(slices.Clone(watched), func(w watchedKind) bool { return w.kind == KindReferenceGrant })
+		}
 		return watched
 	}
 	if o.noGRPCRoute {
@@ -65,7 +68,7 @@ func (o *Options) kinds() []watchedKind {
 // that cannot start; a GRPCRoute CRD installed later is read after a restart.
 func (o *Options) checkGRPCRoute(m meta.RESTMapper) error {
 	if o.Gateway.Name == "" {
-		return nil
+		return o.checkReferenceGrant(m)
 	}
 	_, err := m.RESTMapping(schema.GroupKind{Group: gatewayv1.GroupName, Kind: KindGRPCRoute}, gatewayv1.GroupVersion.Version)
 	switch {
@@ -74,6 +77,22 @@ func (o *Options) checkGRPCRoute(m meta.RESTMapper) error {
 		o.Logger.Info("GRPCRoute is not installed: this Gateway proxy serves HTTPRoutes only", "gateway", o.Gateway.String())
 	case err != nil:
 		return fmt.Errorf("look up GRPCRoute in the API server: %w", err)
+	}
+	return nil
+}
+
+// checkReferenceGrant sets o.noReferenceGrant when the API server (asked through m) does not
+// serve ReferenceGrant: a cluster without Gateway API. An Ingress proxy then does without
+// (an auth-url to another namespace's Service stays refused) instead of failing readiness on
+// a watch that cannot start; a CRD installed later is read after a restart.
+func (o *Options) checkReferenceGrant(m meta.RESTMapper) error {
+	_, err := m.RESTMapping(schema.GroupKind{Group: gatewayv1beta1.GroupName, Kind: KindReferenceGrant}, gatewayv1beta1.GroupVersion.Version)
+	switch {
+	case meta.IsNoMatchError(err):
+		o.noReferenceGrant = true
+		o.Logger.Info("ReferenceGrant is not installed: auth-url to another namespace's Service stays refused")
+	case err != nil:
+		return fmt.Errorf("look up ReferenceGrant in the API server: %w", err)
 	}
 	return nil
 }

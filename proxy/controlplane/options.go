@@ -40,6 +40,12 @@ type Options struct {
 	NginxAnnotations bool
 	// SSLPassthrough honours the ssl-passthrough annotation; ingress.Input's.
 	SSLPassthrough bool
+	// ExternalAuthHosts are the outside hosts an Ingress's auth-url may name; ingress.Input's.
+	ExternalAuthHosts table.HostList
+	// noReferenceGrant is set by Setup when the API server does not serve ReferenceGrant
+	// (Gateway API not installed): an Ingress proxy then neither watches nor lists them, and
+	// an auth-url to another namespace's Service is refused as ungranted.
+	noReferenceGrant bool
 
 	// PublishService is the Service whose load-balancer addresses go into Ingress status.
 	// Default: the Service (type LoadBalancer first) in PodNamespace whose selector matches

@@ -32,6 +32,8 @@ import (
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
+// ReferenceGrants open another namespace's Service to an Ingress's auth-url:
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=referencegrants,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
@@ -126,6 +128,9 @@ func (cp *ControlPlane) Setup(mgr manager.Manager) error {
 	}
 	if cp.opts.noGRPCRoute {
 		cp.fresh.Forget(KindGRPCRoute) // not watched: its age would only grow
+	}
+	if cp.opts.noReferenceGrant {
+		cp.fresh.Forget(KindReferenceGrant)
 	}
 	if cp.opts.Recorder == nil {
 		cp.opts.Recorder = mgr.GetEventRecorder("metalgate-proxy")

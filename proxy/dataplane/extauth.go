@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metalgate/metalgate/proxy/balancer"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -26,36 +27,13 @@ func (s *Server) externalAuth(w *responseWriter, r *http.Request, ea *table.Exte
 		http.Error(w, "authentication service unavailable", http.StatusInternalServerError)
 		return true
 	}
-	rt := s.current.Load()
-	if ea.Backend == nil || rt == nil {
-		return fail("auth-url refused")
-	}
-	p := rt.pools[ea.Backend]
-	if p == nil || len(p.eps) == 0 {
-		return fail("no endpoint of the authentication service")
-	}
-	e := p.bal.Pick("", nil)
-	if e == nil {
-		return fail("no endpoint of the authentication service")
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), authCheckTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, ea.Method, "http://"+e.Addr+ea.Path, nil)
-	if err != nil {
-		return fail(err.Error())
-	}
-	req.Host = ea.Host
-	s.authHeaders(req.Header, r, ea, a)
-	start := time.Now()
-	e.Start()
-	resp, err := s.h1.do(ctx, e.Addr, nil, req, nil, nil, table.Timeouts{}, nil)
-	if err != nil {
-		e.End(time.Since(start))
-		return fail(err.Error())
+	resp, done, why := s.askAuth(r, ea, a)
+	if resp == nil {
+		return fail(why)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	e.End(time.Since(start))
+	done()
 	switch code := resp.StatusCode; {
 	case code >= 200 && code < 300:
 		a.authSet = make(http.Header, len(ea.ResponseHeaders))
@@ -86,6 +64,62 @@ func (s *Server) externalAuth(w *responseWriter, r *http.Request, ea *table.Exte
 	default:
 		return fail("the authentication service answered " + resp.Status)
 	}
+}
+
+// askAuth sends the check of r to the route's authentication service: a Service's endpoint
+// (Backend) or an outside host (Outside). It returns the response, whose body the caller
+// drains and closes and then calls done; or, when there is none, why.
+func (s *Server) askAuth(r *http.Request, ea *table.ExternalAuth, a *attempt) (resp *http.Response, done func(), why string) {
+	ctx, cancel := context.WithTimeout(r.Context(), authCheckTimeout)
+	newReq := func(addr string) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, ea.Method, "http://"+addr+ea.Path, nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Host = ea.Host
+		s.authHeaders(req.Header, r, ea, a)
+		return req, nil
+	}
+	if o := ea.Outside; o != nil {
+		req, err := newReq(o.Addr())
+		if err != nil {
+			cancel()
+			return nil, nil, err.Error()
+		}
+		resp, err := s.outside.h1.do(ctx, o.Addr(), s.outside.dest(o), req, nil, nil, table.Timeouts{}, nil)
+		if err != nil {
+			cancel()
+			return nil, nil, err.Error()
+		}
+		return resp, cancel, ""
+	}
+	rt := s.current.Load()
+	if ea.Backend == nil || rt == nil {
+		cancel()
+		return nil, nil, "auth-url refused"
+	}
+	var e *balancer.Endpoint
+	if p := rt.pools[ea.Backend]; p != nil && len(p.eps) > 0 {
+		e = p.bal.Pick("", nil)
+	}
+	if e == nil {
+		cancel()
+		return nil, nil, "no endpoint of the authentication service"
+	}
+	req, err := newReq(e.Addr)
+	if err != nil {
+		cancel()
+		return nil, nil, err.Error()
+	}
+	start := time.Now()
+	e.Start()
+	resp, err = s.h1.do(ctx, e.Addr, nil, req, nil, nil, table.Timeouts{}, nil)
+	if err != nil {
+		e.End(time.Since(start))
+		cancel()
+		return nil, nil, err.Error()
+	}
+	return resp, func() { e.End(time.Since(start)); cancel() }, ""
 }
 
 // authHeaders is the header set of an authentication check: the client's headers (not the

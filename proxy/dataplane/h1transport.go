@@ -193,7 +193,7 @@ func (t *h1Transport) get(ctx context.Context, addr string, td *tlsDest, connect
 			c.idle = newIdleCheck(raw)
 		}
 	}
-	if td != nil {
+	if td != nil && td.conf != nil { // a tlsDest without conf only keys the pool (outsideauth.go)
 		if c.tls, err = handshake(dctx, nc, td, addr); err != nil {
 			return nil, false, err
 		}

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -126,6 +127,17 @@ type Options struct {
 	AuthCheckWait time.Duration
 	// authCompare (tests only) replaces table.CheckPassword, to count or hold checks.
 	authCompare func(hash, password string) bool
+	// externalAuthAddrs decides which addresses an outside authentication service (an
+	// auth-url host --external-auth-hosts lists) may be reached at, checked as each
+	// connection is made. Set by defaults to publicAddress; only tests replace it (to let a
+	// loopback server stand in for an outside one).
+	externalAuthAddrs func(netip.Addr) error
+	// externalAuthLookup (tests only) resolves outside auth host names instead of the
+	// system resolver; externalAuthRoots (tests only) verifies https ones instead of the
+	// system's roots.
+	// When it does not know a name (false), the system resolver does.
+	externalAuthLookup func(host string) ([]netip.Addr, bool)
+	externalAuthRoots  *x509.CertPool
 
 	// Retries is how many other endpoints an idempotent request without a body is retried on
 	// after a connection failure. Default 2; negative disables.
@@ -247,6 +259,9 @@ func (o *Options) defaults() error {
 	}
 	if o.rateLimitClients == 0 {
 		o.rateLimitClients = defaultRateLimitClients
+	}
+	if o.externalAuthAddrs == nil {
+		o.externalAuthAddrs = publicAddress
 	}
 	if o.Retries == 0 {
 		o.Retries = 2

@@ -42,6 +42,7 @@ type Server struct {
 	endpointChanges endpointChanges
 	registry        *balancer.Registry
 	h1              *h1Transport    // every HTTP/1.1 exchange with an endpoint
+	outside         *outsideAuth    // authentication services outside the cluster (outsideauth.go)
 	h2c             *http.Transport // h2c and gRPC backends
 	tls             *tlsDests       // https and grpcs backends' TLS settings (and grpcs transports)
 	std             *http.Transport // tests only (stdlibTransport): http.Transport for HTTP/1.1, as a reference
@@ -112,6 +113,7 @@ func (s *Server) transports(opts Options) {
 		responseTimeout: opts.ResponseHeaderTimeout, readTimeout: opts.UpstreamReadTimeout,
 		maxHeaderBytes: opts.MaxResponseHeaderBytes, max1xx: opts.Max1xxResponses,
 		discarded: s.discarded, idle: map[string][]*h1Conn{}}
+	s.outside = newOutsideAuth(opts, s.discarded)
 }
 
 // New returns a data plane with no table: every request gets 503 until the first Swap.
@@ -231,6 +233,7 @@ func (s *Server) Swap(t *table.Table) {
 	// So are those made with TLS settings no backend has any more (a rotated Secret, a
 	// changed annotation): they could never be taken again.
 	s.h1.retain(func(tlsKey, addr string) bool { return s.refs[addr] > 0 && (tlsKey == "" || s.tls.has(tlsKey)) })
+	s.outside.retain(t)
 	if s.opts.Metrics != nil {
 		s.opts.Metrics.TableSwaps.Inc()
 	}
@@ -425,6 +428,7 @@ func (h drainHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // CloseIdleConnections closes the idle connections to endpoints.
 func (s *Server) CloseIdleConnections() {
 	s.h1.CloseIdleConnections()
+	s.outside.h1.CloseIdleConnections()
 	s.h2c.CloseIdleConnections()
 	s.tls.closeIdle()
 	if s.std != nil {

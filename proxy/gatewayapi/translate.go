@@ -19,6 +19,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
+	"github.com/metalgate/metalgate/proxy/refgrant"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -863,25 +864,10 @@ func (b *builder) gatewayBackend(from table.SourceRef, ref gatewayv1.BackendObje
 }
 
 // Granted reports whether one of grants, in the namespace of to, lets objects of the Gateway
-// API kind fromKind in namespace from refer to the core object of kind toKind named to: its
-// from lists that group, kind and namespace, and its to lists the core group, toKind and
-// either no name or to's name. The controller's listener status and the proxy's choice of a
-// certificate both ask it, so what status says is permitted is what is served.
+// API kind fromKind in namespace from refer to the core object of kind toKind named to
+// (refgrant.Allows, the rule every translator shares). The controller's listener status and
+// the proxy's choice of a certificate both ask it, so what status says is permitted is what
+// is served.
 func Granted(grants []*gatewayv1beta1.ReferenceGrant, fromKind, from, toKind string, to types.NamespacedName) bool {
-	for _, g := range grants {
-		if g.Namespace != to.Namespace {
-			continue
-		}
-		fromOK, toOK := false, false
-		for _, f := range g.Spec.From {
-			fromOK = fromOK || string(f.Group) == gatewayGroup && string(f.Kind) == fromKind && string(f.Namespace) == from
-		}
-		for _, t := range g.Spec.To {
-			toOK = toOK || t.Group == corev1.GroupName && string(t.Kind) == toKind && (t.Name == nil || string(*t.Name) == to.Name)
-		}
-		if fromOK && toOK {
-			return true
-		}
-	}
-	return false
+	return refgrant.Allows(grants, refgrant.From{Group: gatewayGroup, Kind: fromKind, Namespace: from}, toKind, to)
 }

@@ -3,16 +3,15 @@ package ingress
 import (
 	"crypto/tls"
 	"fmt"
-	"net/url"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
+	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/metalgate/metalgate/proxy/table"
 )
@@ -47,6 +46,12 @@ type Input struct {
 	// SSLPassthrough honours the ssl-passthrough annotation (the proxy's
 	// --enable-ssl-passthrough); without it the annotation is reported and ignored.
 	SSLPassthrough bool
+	// ReferenceGrants let an Ingress's auth-url name a Service of another namespace
+	// (authurl.go).
+	ReferenceGrants []*gatewayv1beta1.ReferenceGrant
+	// ExternalAuthHosts are the outside hosts an auth-url may name (--external-auth-hosts;
+	// none by default).
+	ExternalAuthHosts table.HostList
 }
 
 // Sources is what the table's backends and certificates are resolved from.
@@ -423,48 +428,6 @@ func (b *builder) basicAuth(id types.NamespacedName, ref *authRef) *table.BasicA
 	}
 	ba.Users, ba.Decoy = users, table.DecoyHash(users)
 	return ba
-}
-
-// externalAuth resolves auth-url to a Service of the Ingress's own namespace: http:// and
-// a host "svc", "svc.ns", "svc.ns.svc" or "svc.ns.svc.cluster.local" (ns the Ingress's), with
-// the Service port named by the URL's port (80 when none). Anything else — another
-// namespace, an outside host, an address, https — is refused: the proxy would otherwise ask
-// whatever a tenant names, the API server or a metadata service included. Refused, the route
-// refuses every request (never lets one through unchecked) and a Problem says why.
-func (b *builder) externalAuth(id types.NamespacedName, ref *extAuthRef) *table.ExternalAuth {
-	ea := &table.ExternalAuth{Method: ref.method, Signin: ref.signin, ResponseHeaders: ref.responseHeaders, RequestRedirect: ref.requestRedirect}
-	fail := func(format string, args ...any) *table.ExternalAuth {
-		b.problem(id, table.ReasonInvalidAnnotation, "%s: "+format+"; every request is refused (500) until it is fixed", append([]any{ref.key}, args...)...)
-		return ea
-	}
-	u, err := url.Parse(ref.url)
-	if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil {
-		return fail("%q is not an http:// URL of a Service of namespace %s (https to the auth service is not supported)", ref.url, id.Namespace)
-	}
-	host, port := u.Hostname(), u.Port()
-	if port == "" {
-		port = "80"
-	}
-	labels := strings.Split(strings.TrimSuffix(strings.ToLower(host), "."), ".")
-	svc, ns := labels[0], id.Namespace
-	switch {
-	case len(labels) == 1:
-	case len(labels) == 2 || len(labels) == 3 && labels[2] == "svc" || len(labels) == 5 && strings.Join(labels[2:], ".") == "svc.cluster.local":
-		ns = labels[1]
-	default:
-		return fail("host %q is not a Service (svc.%s.svc.cluster.local); outside hosts and addresses are not asked", host, id.Namespace)
-	}
-	if ns != id.Namespace {
-		return fail("Service %s/%s is in another namespace; only Services of namespace %s are asked", ns, svc, id.Namespace)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n < 1 || n > 65535 {
-		return fail("port %q is not a number", port)
-	}
-	ea.Host, ea.Path = u.Host, u.RequestURI()
-	ea.Backend = b.backend(id, ns, &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svc,
-		Port: networkingv1.ServiceBackendPort{Number: int32(n)}}}, options{Options: table.DefaultOptions()})
-	return ea
 }
 
 // canary attaches a canary Ingress to the routes it shadows: each of its host and path pairs

@@ -202,11 +202,14 @@ type Canary struct {
 }
 
 // ExternalAuth is an authentication service asked before a request is forwarded, with the
-// request's headers and no body. The service is a Service of the Ingress's own namespace,
-// reached at its endpoints like any backend (never an address a tenant could point at the
-// API server or a metadata service); Backend nil refuses every request (a Problem says why).
+// request's headers and no body. The service is either a Service — of the Ingress's own
+// namespace, or of another whose ReferenceGrant allows it — reached at its endpoints like any
+// backend (Backend), or a host outside the cluster that the install lists (Outside); never an
+// address a tenant could point at the API server or a metadata service. Neither set refuses
+// every request (a Problem says why).
 type ExternalAuth struct {
 	Backend *Backend
+	Outside *OutsideAuth
 	Host    string // the Host header of the check: the auth-url's host
 	Path    string // the auth-url's path and query
 	Method  string // GET unless auth-method
