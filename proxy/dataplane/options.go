@@ -137,7 +137,10 @@ type Options struct {
 	// system's roots.
 	// When it does not know a name (false), the system resolver does.
 	externalAuthLookup func(host string) ([]netip.Addr, bool)
-	externalAuthRoots  *x509.CertPool
+	// externalAuthEscaped (tests only, with externalAuthLookup) is told of each address the
+	// policy allowed that is not loopback; the test guard then refuses it before connecting.
+	externalAuthEscaped func(netip.Addr)
+	externalAuthRoots   *x509.CertPool
 
 	// Retries is how many other endpoints an idempotent request without a body is retried on
 	// after a connection failure. Default 2; negative disables.

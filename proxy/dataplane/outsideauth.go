@@ -57,6 +57,24 @@ func publicAddress(a netip.Addr) error {
 // opts.externalAuthAddrs refuses (publicAddress unless a test replaced it).
 func newOutsideAuth(opts Options, discarded func(string)) *outsideAuth {
 	policy := opts.externalAuthAddrs
+	if opts.externalAuthLookup != nil {
+		// Tests only: whatever the policy under test allows, nothing but loopback is ever
+		// connected to; an address that got past the policy is reported, so that a broken
+		// policy fails its test instead of sending packets off the machine.
+		tested := policy
+		policy = func(a netip.Addr) error {
+			if err := tested(a); err != nil {
+				return err
+			}
+			if !a.Unmap().IsLoopback() {
+				if opts.externalAuthEscaped != nil {
+					opts.externalAuthEscaped(a)
+				}
+				return fmt.Errorf("test guard: %s is not loopback, not connected", a)
+			}
+			return nil
+		}
+	}
 	d := &net.Dialer{KeepAlive: 30 * time.Second, Control: func(network, address string, _ syscall.RawConn) error {
 		ap, err := netip.ParseAddrPort(address)
 		if err != nil {
@@ -74,7 +92,11 @@ func newOutsideAuth(opts Options, discarded func(string)) *outsideAuth {
 			}
 			addrs, ok := lookup(host)
 			if !ok {
-				return d.DialContext(ctx, network, addr)
+				if a, err := netip.ParseAddr(host); err == nil {
+					addrs = []netip.Addr{a} // an address: still through Control
+				} else {
+					return nil, fmt.Errorf("test lookup: %s is not in the test's names (no DNS query from tests)", host)
+				}
 			}
 			err = fmt.Errorf("lookup %s: no address", host)
 			for _, a := range addrs {

@@ -56,7 +56,7 @@ func TestOutsideAuthRefused(t *testing.T) {
 	names := testNames(map[string][]string{
 		"loop.example": {"127.0.0.1"}, "v6loop.example": {"::1"}, "mapped.example": {"::ffff:127.0.0.1"},
 		"ll.example": {"169.254.169.254"}, "zero.example": {"0.0.0.0"}, "mc.example": {"224.0.0.1"},
-		"many.example": {"0.0.0.0", "::1", "127.0.0.2"},
+		"many.example":         {"0.0.0.0", "::1", "127.0.0.2"},
 		"unlisted.example.org": {"127.0.0.1"}, // never asked: no DNS query leaves the test, whatever the build says
 	})
 	// problem: what the build says; "" for a name refused when the connection is made.
@@ -94,6 +94,13 @@ func TestOutsideAuthRefused(t *testing.T) {
 	}
 	forEachPath(t, func(t *testing.T, opts Options) {
 		opts.externalAuthLookup = names
+		var escaped []netip.Addr
+		var mu sync.Mutex
+		opts.externalAuthEscaped = func(a netip.Addr) {
+			mu.Lock()
+			defer mu.Unlock()
+			escaped = append(escaped, a)
+		}
 		_, addr, _ := startProxy(t, opts, tab)
 		for _, c := range cases {
 			resp, _ := get(t, noFollow, "http://"+addr+"/", map[string]string{"Host": c.host})
@@ -103,6 +110,11 @@ func TestOutsideAuthRefused(t *testing.T) {
 		}
 		if n := hits.Load(); n != 0 {
 			t.Errorf("the loopback server was asked %d times", n)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(escaped) != 0 {
+			t.Errorf("the policy allowed %v (the test guard refused them before connecting)", escaped)
 		}
 	})
 }
