@@ -78,7 +78,7 @@ func (s *Server) clientAuth(w *responseWriter, r *http.Request, t *table.Table, 
 		return true
 	}
 	if ca.Refuse != "" {
-		s.limitHit(limitClientCertificate)
+		s.limitHit(limitRefusedRoute) // a protection that cannot be enforced, as Policy.Refuse
 		http.Error(w, "forbidden", http.StatusForbidden)
 		return false
 	}

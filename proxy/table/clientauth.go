@@ -60,7 +60,7 @@ func (b *Builder) ClientAuth(src SourceRef, ref ClientAuthRef) *ClientAuth {
 	}
 	fail := func(format string, args ...any) *ClientAuth {
 		ca.Refuse = fmt.Sprintf(format, args...)
-		b.Problem(src, ReasonInvalidAnnotation, "%s: %s; every request for the Ingress's hosts is refused (403) until it is fixed", ref.Key, ca.Refuse)
+		b.Problem(src, ReasonInvalidAnnotation, "%s: %s; every request is refused (403) until it is fixed (on every route of the Ingress's hosts)", ref.Key, ca.Refuse)
 		return done()
 	}
 	if ref.Secret == "" {
