@@ -253,3 +253,55 @@ func TestClientAuthBuild(t *testing.T) {
 		}
 	})
 }
+
+// TestClientAuthWildcard: a wildcard host's setting covers the names under it that no other
+// namespace owns (an exact host of its namespace without its own setting included, as it
+// takes its certificate), and a route of the wildcard taken by such a host is judged by it;
+// another namespace's exact host is not.
+func TestClientAuthWildcard(t *testing.T) {
+	root := caPEM(t, "ca", true)
+	rule := func(host string) networkingv1.IngressRule {
+		be := networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "svc", Port: networkingv1.ServiceBackendPort{Number: 80}}}
+		return networkingv1.IngressRule{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+			Paths: []networkingv1.HTTPIngressPath{{Path: "/" + strings.SplitN(host, ".", 2)[0], PathType: ptr(networkingv1.PathTypePrefix), Backend: be}}}}}
+	}
+	ing := func(ns, name string, ts int64, ann map[string]string, hosts ...string) *networkingv1.Ingress {
+		i := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann, CreationTimestamp: metav1.NewTime(time.Unix(ts, 0))},
+			Spec: networkingv1.IngressSpec{IngressClassName: ptr("mg")}}
+		for _, h := range hosts {
+			i.Spec.Rules = append(i.Spec.Rules, rule(h))
+		}
+		return i
+	}
+	in := Input{NginxAnnotations: true,
+		Classes: []*networkingv1.IngressClass{{ObjectMeta: metav1.ObjectMeta{Name: "mg"}, Spec: networkingv1.IngressClassSpec{Controller: ControllerName}}},
+		Secrets: []*corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "ca"}, Data: map[string][]byte{"ca.crt": root}}},
+		Ingresses: []*networkingv1.Ingress{
+			ing("other", "theirs", 0, nil, "b.w.example"),
+			ing("ns", "wild", 1, map[string]string{PrefixNginx + "auth-tls-secret": "ca"}, "*.w.example"),
+			ing("ns", "exact", 2, nil, "a.w.example"),
+		}}
+	tab, _ := Build(in)
+	wild := tab.ClientAuth("x.w.example")
+	if wild == nil || wild.Authority == nil {
+		t.Fatal("the wildcard's names have no client auth")
+	}
+	for _, tc := range []struct {
+		name, host, path string
+		want             *table.ClientAuth
+	}{
+		{"the wildcard's route for an exact host of its namespace", "a.w.example", "/*", wild},
+		{"the exact host's own route", "a.w.example", "/a", wild},
+		{"a name only the wildcard covers", "z.w.example", "/*", wild},
+		{"another namespace's exact host", "b.w.example", "/b", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tab.ClientAuthFor(tc.host, tab.Lookup(tc.host, tc.path)); got != tc.want {
+				t.Errorf("ClientAuthFor(%s %s) = %v, want %v", tc.host, tc.path, got, tc.want)
+			}
+		})
+	}
+	if got := tab.ClientAuth("b.w.example"); got != nil {
+		t.Errorf("another namespace's exact host takes the wildcard's setting: %+v", got)
+	}
+}
