@@ -152,6 +152,21 @@ M = [
  ("M26a6 auth-url with user information", "proxy/ingress/authurl.go", [("\tcase u.User != nil:\n", "\tcase false:\n")], "TestExternalAuthURL", [], "./proxy/ingress/"),
  ("M26a7 a listed suffix allows the suffix itself", "proxy/table/authhosts.go", [("if len(name) > len(s) && strings.HasSuffix(name, s) {", "if strings.HasSuffix(\".\"+name, s) {")], "TestExternalAuthURL", [], "./proxy/ingress/"),
  ("M26a8 migrate calls a Service of MetalLB's class one to one", "cmd/kubectl-metalgate/migrate_metallb.go", [('class != "" && class != controllers.DefaultLBClass {', 'false && class != controllers.DefaultLBClass {')], "TestMigrateGolden", [], "./cmd/kubectl-metalgate/"),
+ ("M26c1 client auth: a request may use a connection made for another SNI setting", "proxy/dataplane/clientauth.go", [("sni == nil || sni.ID != ca.ID", "false && sni == nil")], "TestClientCertificateAuthentication"),
+ ("M26c2 client auth: the handshake never asks for a certificate", "proxy/dataplane/clientauth.go", [("if ca == nil || ca.Refuse != \"\" || !ca.Policy.Mode.RequestsCertificate() {", "if true {")], "TestClientCertificateAuthentication"),
+ ("M26c3 client auth: no depth limit", "proxy/clientcert/verify.go", [("if len(best)-1 > depth {", "if false {")], "TestClientCertificateAuthentication"),
+ ("M26c3b client auth: no depth limit (clientcert)", "proxy/clientcert/verify.go", [("if len(best)-1 > depth {", "if false {")], "TestVerify", [], "./proxy/clientcert/"),
+ ("M26c4 client auth: on lets a request without a certificate through", "proxy/clientcert/policy.go", [("\t\tcase None:\n\t\t\treturn RefuseNoCertificate\n", "")], "TestClientCertificateAuthentication"),
+ ("M26c5 client auth: any key usage", "proxy/clientcert/verify.go", [("KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}", "KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}")], "TestClientCertificateAuthentication"),
+ ("M26c6 client auth: the CN of an unverified certificate matches", "proxy/clientcert/policy.go", [("(r.Status != Success || !p.MatchCN.MatchString(SubjectDN(r.Leaf)))", "!p.MatchCN.MatchString(SubjectDN(r.Leaf))")], "TestDecide", [], "./proxy/clientcert/"),
+ ("M26c7 client auth: the backend is not told", "proxy/dataplane/headers.go", [("\t\ta.clientCert.emit(add)\n", "")], "TestClientCertificateAuthentication"),
+ ("M26c8 client auth: a CA Secret of another namespace is read", "proxy/table/clientauth.go", [("if ns != src.Namespace {", "if false {")], "TestClientAuthBuild", [], "./proxy/ingress/"),
+ ("M26c9 client auth: a subject DN with CR LF unescaped", "proxy/clientcert/headers.go", [("\t\t\treturn escapeBytes(s)\n", "")], "TestClientCertificateAuthentication"),
+ ("M26c10 client auth: no revocation check", "proxy/clientcert/verify.go", [("if why := revoked(a, best, now); why != \"\" {", "if why := revoked(a, best, now); false && why != \"\" {")], "TestVerify", [], "./proxy/clientcert/"),
+ ("M26c11 client auth: plain HTTP skips the check", "proxy/dataplane/clientauth.go", [("\tif ca == nil {\n\t\treturn true\n\t}\n\tif ca.Refuse", "\tif ca == nil || r.TLS == nil {\n\t\treturn true\n\t}\n\tif ca.Refuse")], "TestClientCertificateAuthentication"),
+ ("M26c12 client auth: an invalid CN pattern is dropped, not refused", "proxy/ingress/clienttls.go", [("\t\t\ta.refuse(o, fmt.Sprintf(\"annotation %s=%q is invalid (want CN= and an RE2 regular expression: %v); every request is refused (403) until it is fixed\", key, v, err))\n\t\t\treturn\n", "\t\t\ta.bad(key, v, \"CN=\")\n")], "TestClientTLSAnnotations", [], "./proxy/ingress/"),
+ ("M26c13 client auth: a client's own ssl-client-verify reaches the backend", "proxy/dataplane/headers.go", [("\treturn clientCertHeader(k)\n}", "\treturn false\n}")], "TestClientCertificateAuthentication"),
+ ("M26c14 client auth: a rotated CA Secret keeps the old identity", "proxy/table/clientauth.go", [("secret = secretVersion(sec, \"ca.crt\", \"ca.crl\")", "secret = ns + \"/\" + name")], "TestClientAuthBuild", [], "./proxy/ingress/"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -483,7 +483,7 @@ func verdictOf(info ingress.AnnotationInfo) verdict {
 // checkIngresses builds the proxy's table from the migrated Ingresses, as the proxy would
 // (nginx annotations on), and returns each Ingress's routes and annotation problems. Secrets
 // are not read: an auth-secret of the Ingress's own namespace is assumed to exist and hold a
-// valid htpasswd, so only problems of the annotations themselves are reported.
+// valid htpasswd, an auth-tls-secret a valid ca.crt, so only problems of the annotations themselves are reported.
 func (m *ingressMigrator) checkIngresses(results []*ingressResult) (map[types.NamespacedName][]*table.Route, map[types.NamespacedName][]table.Problem, error) {
 	in := ingress.Input{Classes: m.classes(), NginxAnnotations: true}
 	for _, r := range results {
@@ -493,6 +493,7 @@ func (m *ingressMigrator) checkIngresses(results []*ingressResult) (map[types.Na
 		}
 		in.Ingresses = append(in.Ingresses, &ing)
 		in.Secrets = append(in.Secrets, stubAuthSecret(&ing)...)
+		in.Secrets = append(in.Secrets, stubClientCASecret(&ing)...)
 	}
 	t, problems := ingress.Build(in)
 	routes := map[types.NamespacedName][]*table.Route{}

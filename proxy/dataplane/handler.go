@@ -111,7 +111,7 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 	if p := &route.Options.Policy; len(p.Allow) > 0 || len(p.Deny) > 0 || p.RateLimit != nil {
 		a.realIP = s.realClient(r, a)
 	}
-	if s.answer(w, r, route, a) {
+	if !s.clientAuth(w, r, rt.table, route, a) || s.answer(w, r, route, a) {
 		return
 	}
 	if err := s.paths.rewritePath(r, route); err != nil {

@@ -25,11 +25,11 @@ import (
 //     to the same variable, so X_Forwarded_For would read as X-Forwarded-For behind them.
 //     nginx drops them by default for the same reason;
 //   - ingress-nginx's client-certificate headers (ssl-client-cert, ssl-client-verify,
-//     ssl-client-subject-dn, ssl-client-issuer-dn, in any case, with '-' or '_'): behind
-//     ingress-nginx only the proxy sets them, after it verified a client certificate, so a
-//     backend written for it trusts "ssl-client-verify: SUCCESS". metalgate verifies no client
-//     certificate (an Ingress asking for it is refused, proxy/ingress catalog), so a client's
-//     own copy is a forgery and never reaches a backend or an authentication service.
+//     ssl-client-subject-dn, ssl-client-issuer-dn, in any case, with '-' or '_'): a backend
+//     written for ingress-nginx trusts "ssl-client-verify: SUCCESS", so only the proxy sets
+//     them, on hosts with client-certificate authentication (clientauth.go, after the
+//     client's headers); a client's own copy is a forgery and never reaches a backend or an
+//     authentication service.
 
 // hopByHop are the headers that describe one connection (RFC 9110 §7.6.1, and the ones
 // httputil.ReverseProxy removes).
@@ -187,6 +187,9 @@ func (s *Server) outboundHeaders(in *http.Request, a *attempt, emit func(k, v st
 	}
 	add("Forwarded", forwarded)
 	add("X-Request-Id", a.reqID)
+	if a.clientCert != nil {
+		a.clientCert.emit(add)
+	}
 	if a.traceparent != "" {
 		add("Traceparent", a.traceparent)
 		if a.tracestate != "" {

@@ -52,6 +52,7 @@ const (
 	limitRedirectHost            = "redirect_host"
 	limitAuthQueue               = "auth_queue_full"
 	limitAuthWait                = "auth_wait_timeout"
+	limitClientCertificate       = "client_certificate"
 )
 
 // NewMetrics creates the data plane's metrics and registers them with reg.

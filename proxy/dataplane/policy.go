@@ -72,7 +72,7 @@ func (s *Server) answer(w *responseWriter, r *http.Request, route *table.Route, 
 		w.WriteHeader(rr.Code)
 		return true
 	}
-	if p.HTTPSRedirect != 0 && (!p.HTTPSOnlyTLS || route.TLS) && s.forwarded(r, a).proto != "https" {
+	if s.redirectsToHTTPS(r, route, a) {
 		host, ok := redirectHost(r, route)
 		if !ok {
 			s.badRedirectHost(w)
@@ -135,6 +135,13 @@ func (s *Server) answer(w *responseWriter, r *http.Request, route *table.Route, 
 		}
 	}
 	return false
+}
+
+// redirectsToHTTPS reports whether route answers r with a redirect to https:// (ssl-redirect,
+// force-ssl-redirect).
+func (s *Server) redirectsToHTTPS(r *http.Request, route *table.Route, a *attempt) bool {
+	p := &route.Options.Policy
+	return p.HTTPSRedirect != 0 && (!p.HTTPSOnlyTLS || route.TLS) && s.forwarded(r, a).proto != "https"
 }
 
 // limitOwner is the namespace and the source (kind, namespace, name) of the object that

@@ -541,8 +541,8 @@ func TestExternalAuth(t *testing.T) {
 }
 
 // TestUnenforceableProtectionRefused: an Ingress asking for a protection the proxy cannot
-// enforce — client certificates (auth-tls-*, verify on or optional), an address list it cannot
-// read — is refused (403) with a Warning, whoever asks: without a certificate, with one from
+// enforce — client certificates without a CA Secret it can read (auth-tls-*, verify on or
+// optional), an address list it cannot read — is refused (403) with a Warning, whoever asks: without a certificate, with one from
 // another CA, over HTTP or HTTPS; its backend never sees a request. The Ingress beside it is
 // served.
 func TestUnenforceableProtectionRefused(t *testing.T) {

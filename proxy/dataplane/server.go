@@ -250,7 +250,7 @@ func (s *Server) Table() *table.Table {
 // TLSConfig serves certificates by SNI from the current table, else the default certificate,
 // and offers h2 then http/1.1 by ALPN.
 func (s *Server) TLSConfig() *tls.Config {
-	return &tls.Config{
+	c := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -272,13 +272,16 @@ func (s *Server) TLSConfig() *tls.Config {
 			}
 			return s.defCert, nil
 		},
-		// Called on every handshake the server accepts (client certificates are not asked
-		// for); failures are counted from the http.Server's error log (handshakeLog).
+		// Called on every handshake the server accepts (client certificates are asked for
+		// by the hosts that want one, and judged per request: clientauth.go); failures are
+		// counted from the http.Server's error log (handshakeLog).
 		VerifyConnection: func(tls.ConnectionState) error {
 			s.tlsHandshake(handshakeOK)
 			return nil
 		},
 	}
+	c.GetConfigForClient = s.clientAuthConfig(c)
+	return c
 }
 
 // localPort is the local port of conn (the listener port it was accepted on), 0 when unknown.

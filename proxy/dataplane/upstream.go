@@ -38,7 +38,10 @@ type attempt struct {
 	realIP    netip.Addr      // the client the policy judges (realClient), when it needs one
 	release   func()          // ends the request's place under a connection limit
 	authSet   http.Header     // headers an authentication service set (nil values: dropped)
-	upstream  string          // error reason when the backend failed
+	// clientCert is what the backend is told of the client's certificate (clientauth.go);
+	// nil when the host has no client-certificate authentication.
+	clientCert *clientCertInfo
+	upstream   string // error reason when the backend failed
 	// bodyErr is the client's request body's failure (malformed, too large, too slow), set
 	// by the goroutine that writes the body to the backend.
 	bodyErr atomic.Pointer[error]

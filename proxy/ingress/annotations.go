@@ -43,6 +43,8 @@ type options struct {
 	extAuth *extAuthRef
 	// backendTLS is the proxy-ssl-* annotations, resolved at build time (Backend.TLS).
 	backendTLS *table.BackendTLSRef
+	// clientTLS is the auth-tls-* annotations, resolved at build time (clienttls.go).
+	clientTLS *table.ClientAuthRef
 }
 
 // extAuthRef is auth-url and its companions as written.
@@ -158,6 +160,7 @@ func parseOptions(ann map[string]string, nginx bool) (options, []problemText) {
 	a.canary(&o)
 	a.basicAuth(&o)
 	a.externalAuth(&o)
+	a.clientTLS(&o)
 	a.protections(&o)
 	if b, _, ok := a.boolean("ssl-passthrough"); ok {
 		o.SSLPassthrough = b

@@ -169,19 +169,7 @@ func TestAnnotations(t *testing.T) {
 		{name: "bad deny range refuses all", nginx: true, ann: m(ng("denylist-source-range"), "evil"), want: def(func(o *options) {
 			o.Policy.Refuse = `annotation nginx.ingress.kubernetes.io/denylist-source-range="evil" is invalid (want CIDRs or addresses separated by commas); every request is refused (403) until it is fixed`
 		}), problems: []string{"InvalidAnnotation: nginx.ingress.kubernetes.io/denylist-source-range"}},
-		{name: "client-certificate auth refuses all", nginx: true, ann: m(ng("auth-tls-verify-client"), "on", ng("auth-tls-secret"), "ns/ca", ng("auth-tls-verify-depth"), "2"), want: def(func(o *options) {
-			o.Policy.Refuse = "annotation nginx.ingress.kubernetes.io/auth-tls-secret asks for client-certificate authentication (mTLS), which metalgate does not support; every request is refused (403) until it is removed"
-		}), problems: []string{
-			"UnsupportedAnnotation: nginx.ingress.kubernetes.io/auth-tls-secret asks for client-certificate authentication",
-			"UnsupportedAnnotation: nginx.ingress.kubernetes.io/auth-tls-verify-client asks for client-certificate authentication",
-			"UnsupportedAnnotation: nginx.ingress.kubernetes.io/auth-tls-verify-depth is not supported",
-		}},
-		{name: "optional client certificate refuses all", nginx: true, ann: m(ng("auth-tls-verify-client"), "Optional"), want: def(func(o *options) {
-			o.Policy.Refuse = "annotation nginx.ingress.kubernetes.io/auth-tls-verify-client asks for client-certificate authentication (mTLS), which metalgate does not support; every request is refused (403) until it is removed"
-		}), problems: []string{"UnsupportedAnnotation: nginx.ingress.kubernetes.io/auth-tls-verify-client asks"}},
-		{name: "client certificate off is only unsupported", nginx: true, ann: m(ng("auth-tls-verify-client"), "off"), want: def(nil),
-			problems: []string{"UnsupportedAnnotation: nginx.ingress.kubernetes.io/auth-tls-verify-client is not supported"}},
-		{name: "client-certificate auth unread without nginx annotations", ann: m(ng("auth-tls-secret"), "ns/ca"), want: def(nil)},
+		// auth-tls-*: TestClientTLSAnnotations (clienttls_test.go).
 		{name: "rate limits", ann: m("limit-rps", "10", "limit-burst", "15", "limit-connections", "4"),
 			want: def(func(o *options) { o.Policy.RateLimit = &table.RateLimit{RPS: 10, Burst: 15, Connections: 4} })},
 		{name: "rate limit default burst", ann: m("limit-rpm", "120"), want: def(func(o *options) { o.Policy.RateLimit = &table.RateLimit{RPS: 2, Burst: 10} })},

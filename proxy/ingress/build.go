@@ -278,6 +278,7 @@ func (b *builder) ingress(ing *networkingv1.Ingress, p parsedIngress) {
 		}
 	}
 	tlsHosts := b.tls(ing, id)
+	b.clientAuth(ing, id, &opts, rules)
 	if d := ing.Spec.DefaultBackend; d != nil {
 		if be := b.backend(id, ing.Namespace, d, opts); be != nil {
 			b.defaults = append(b.defaults, defaultCandidate{

@@ -82,6 +82,12 @@ func Annotations() []AnnotationInfo {
 		{"auth-method", "auth-method", "GET, HEAD, POST", "GET", ""},
 		{"auth-response-headers", "auth-response-headers", "headers copied from the auth answer into the request", "none", "the client's own headers of those names are dropped"},
 		{"auth-request-redirect", "auth-request-redirect", "the X-Auth-Request-Redirect value", "the request URI", ""},
+		{"auth-tls-secret", "auth-tls-secret", "a Secret of the Ingress's namespace with ca.crt (the CAs client certificates must chain to; an intermediate alone anchors nothing) and optionally ca.crl", "none", "a Secret of another namespace is refused: every request for the Ingress's hosts gets 403, as for a Secret without a usable ca.crt"},
+		{"auth-tls-verify-client", "auth-tls-verify-client", "on, optional, optional_no_ca, off (an invalid value is read as on)", "on", ""},
+		{"auth-tls-verify-depth", "auth-tls-verify-depth", "1 to 10: the most certificates above the client's in its chain, the CA included", "1", ""},
+		{"auth-tls-error-page", "auth-tls-error-page", "an absolute http(s) URL: a request refused for its certificate is redirected there (302)", "none: 400", ""},
+		{"auth-tls-pass-certificate-to-upstream", "auth-tls-pass-certificate-to-upstream", "true, false: the client's certificate goes to the backend in ssl-client-cert", "false", ""},
+		{"auth-tls-match-cn", "auth-tls-match-cn", "CN= and an RE2 regular expression, matched against the verified certificate's subject DN; others get 403", "none", "RE2, not PCRE; never matched on an unverified certificate (optional_no_ca); an invalid pattern refuses every request (403)"},
 		{"proxy-connect-timeout", "proxy-connect-timeout", "seconds, or a duration (500ms)", "--connect-timeout", ""},
 		{"proxy-read-timeout", "proxy-read-timeout", "seconds, or a duration: the response head and each read of the body", "--response-header-timeout, --upstream-read-timeout", ""},
 		{"proxy-send-timeout", "proxy-send-timeout", "seconds, or a duration: each write of the request", "none", ""},
@@ -111,9 +117,9 @@ type Protection struct {
 func Protections() []Protection {
 	clientCert := "client-certificate authentication (mTLS)"
 	return []Protection{
-		{Nginx: "auth-tls-secret", Protects: clientCert},
-		{Nginx: "auth-tls-verify-client", Protects: clientCert, Inert: []string{"off", ""}},
-		{Nginx: "auth-tls-match-cn", Protects: clientCert + ", by the certificate's CN"},
+		{Nginx: "auth-tls-secret", Protects: clientCert, Supported: true},
+		{Nginx: "auth-tls-verify-client", Protects: clientCert, Inert: []string{"off", ""}, Supported: true},
+		{Nginx: "auth-tls-match-cn", Protects: clientCert + ", by the certificate's CN", Supported: true},
 		{Nginx: "enable-modsecurity", Protects: "the ModSecurity web application firewall", Inert: []string{"false", ""}},
 		{Nginx: "enable-owasp-core-rules", Protects: "the OWASP core rules of ModSecurity", Inert: []string{"false", ""}},
 		{Nginx: "global-rate-limit", Protects: "a rate limit shared by every replica", Inert: []string{"0", ""}},

@@ -132,9 +132,11 @@ type EndpointState struct {
 type hostRules struct {
 	namespace string           // the owner; "" for the host-less rules of every namespace
 	cert      *tls.Certificate // from a Secret of the owner namespace; nil: the default one
-	exact     map[string]*Route
-	prefixes  []*Route // longest (by path element) first
-	regexes   []*Route // use-regex routes, longest pattern first
+	// clientAuth is the host's client-certificate authentication (clientauth.go); nil: none.
+	clientAuth *ClientAuth
+	exact      map[string]*Route
+	prefixes   []*Route // longest (by path element) first
+	regexes    []*Route // use-regex routes, longest pattern first
 }
 
 // namespaceRules is where a namespace's own hosts' unmatched requests go.
