@@ -141,6 +141,8 @@ M = [
  ("M25g-a takeover ARP with a broadcast target hardware address (Linux clients ignore it within locktime)", "speaker/layer2/arp.go", [("arp.NewPacket(arp.OperationReply, r.ifi.HardwareAddr, ip, r.ifi.HardwareAddr, ip)", "arp.NewPacket(arp.OperationReply, r.ifi.HardwareAddr, ip, bcast, ip)")], "TestGracefulStopHandsOver", [], "./speaker/netns/"),
  ("M25g-a2 takeover ARP with a broadcast target hardware address (unit)", "speaker/layer2/arp.go", [("arp.NewPacket(arp.OperationReply, r.ifi.HardwareAddr, ip, r.ifi.HardwareAddr, ip)", "arp.NewPacket(arp.OperationReply, r.ifi.HardwareAddr, ip, bcast, ip)")], "TestARPAnswersOwnedAddressesOnly", [], "./speaker/layer2/"),
  ("M25g-b a stopping speaker exits without the memberlist leave (peers wait for failure detection)", "speaker/speaker.go", [("\terr := s.opts.Membership.Leave(s.opts.LeaveTimeout)\n", "\tvar err error\n")], "TestGracefulStopHandsOver", [], "./speaker/netns/"),
+ ("M25g-c a lost Lease ends the controller process", "cmd/metalgate/controller.go", [("\t\tlost()\n\t}\n}", "\t\tlost()\n\t\treturn errors.New(\"leader election lost\")\n\t}\n}")], "TestControllerOutlivesLostLease", [], "./cmd/metalgate/"),
+ ("M25g-d the campaign does not wait for the old term, which outlives the Lease", "cmd/metalgate/controller.go", [("\t\t\t\t\tg.run(termCtx, term, endRun)\n", "\t\t\t\t\tgo g.run(context.WithoutCancel(termCtx), term, endRun)\n")], "TestControllerOutlivesLostLease", [], "./cmd/metalgate/"),
 ]
 only = sys.argv[1:]
 failed = 0
