@@ -143,6 +143,7 @@ M = [
  ("M25g-b a stopping speaker exits without the memberlist leave (peers wait for failure detection)", "speaker/speaker.go", [("\terr := s.opts.Membership.Leave(s.opts.LeaveTimeout)\n", "\tvar err error\n")], "TestGracefulStopHandsOver", [], "./speaker/netns/"),
  ("M25g-c a lost Lease ends the controller process", "cmd/metalgate/controller.go", [("\t\tlost()\n\t}\n}", "\t\tlost()\n\t\treturn errors.New(\"leader election lost\")\n\t}\n}")], "TestControllerOutlivesLostLease", [], "./cmd/metalgate/"),
  ("M25g-d the campaign does not wait for the old term, which outlives the Lease", "cmd/metalgate/controller.go", [("\t\t\t\t\tg.run(termCtx, term, endRun)\n", "\t\t\t\t\tgo g.run(context.WithoutCancel(termCtx), term, endRun)\n")], "TestControllerOutlivesLostLease", [], "./cmd/metalgate/"),
+ ("M25g-e a graceful stop without graceful restart leaves the sessions to the closing sockets (no NOTIFICATION)", "speaker/bgp/speaker.go", [("\t\tif e.cfg.GracefulRestart {\n\t\t\ts.log.Info(\"Leaving BGP sessions open", "\t\tif true {\n\t\t\ts.log.Info(\"Leaving BGP sessions open")], "TestFRR/graceful_stop_without", [], "./speaker/bgp/"),
 ]
 only = sys.argv[1:]
 failed = 0
