@@ -2,10 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -15,11 +20,14 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/util/flowcontrol"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -49,7 +57,20 @@ type controllerOptions struct {
 	Burst                   int
 	ServiceWorkers          int
 	Zap                     zap.Options
+
+	// Set by tests only: the registry of the controller's own metrics (default
+	// metrics.Registry, which /metrics serves) and the leader election timings (default
+	// leaseDuration, renewDeadline, retryPeriod).
+	registry                          prometheus.Registerer
+	leaseDuration, renew, retryPeriod time.Duration
 }
+
+// Leader election timings of the controller's Lease.
+const (
+	leaseDuration = 15 * time.Second
+	renewDeadline = 10 * time.Second
+	retryPeriod   = 2 * time.Second
+)
 
 func (o *controllerOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Default: in-cluster config, else $KUBECONFIG, else ~/.kube/config.")
@@ -87,7 +108,9 @@ func controllerCommand(ctx context.Context, args []string, stderr io.Writer) err
 	return runController(withLogger(ctx, &opts.Zap, stderr), opts)
 }
 
-// runController runs the controller manager until ctx ends.
+// runController runs the controller until ctx ends. With --leader-elect it campaigns for the
+// Lease and runs the controllers only while it holds it; a lost Lease ends that term, not the
+// process (leadTerms).
 func runController(ctx context.Context, opts controllerOptions) error {
 	logger := logr.FromContextOrDiscard(ctx)
 	if err := opts.check(); err != nil {
@@ -97,7 +120,11 @@ func runController(ctx context.Context, opts controllerOptions) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := newControllerManager(cfg, leCfg, opts, logger)
+	reg := opts.registry
+	if reg == nil {
+		reg = metrics.Registry
+	}
+	m, err := controllerMetrics(reg)
 	if err != nil {
 		return err
 	}
@@ -105,31 +132,224 @@ func runController(ctx context.Context, opts controllerOptions) error {
 	if err != nil {
 		return fmt.Errorf("create clientset: %w", err)
 	}
-	if err := mgr.Add(&controllers.MemberlistKeyEnsurer{Secrets: cs.CoreV1(), Namespace: opts.Namespace,
-		Name: opts.MemberlistSecret, Log: logger.WithName("memberlist-key")}); err != nil {
-		return fmt.Errorf("add memberlist key ensurer: %w", err)
-	}
-	m, err := controllerMetrics(metrics.Registry)
-	if err != nil {
-		return err
-	}
-	if err := controllers.Setup(ctx, mgr, controllers.Options{LBClass: opts.LBClass, Namespace: opts.Namespace, Metrics: m,
-		ServiceWorkers: opts.ServiceWorkers}); err != nil {
-		return err
-	}
-	proxy, err := gatewayProxy(ctx, mgr.GetAPIReader(), opts, logger)
-	if err != nil {
-		return err
-	}
-	// Without the Gateway API CRDs in the cluster this registers nothing and logs why.
-	if _, err := gateway.Setup(ctx, mgr, gateway.Options{Namespace: opts.Namespace, Proxy: proxy}); err != nil {
-		return err
+	// term builds a manager with every controller and runs it until ctx ends. Each term has
+	// a manager of its own: a manager cannot start twice.
+	term := func(ctx context.Context, mopts ctrl.Options) error {
+		mgr, err := newControllerManager(cfg, mopts)
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(&controllers.MemberlistKeyEnsurer{Secrets: cs.CoreV1(), Namespace: opts.Namespace,
+			Name: opts.MemberlistSecret, Log: logger.WithName("memberlist-key")}); err != nil {
+			return fmt.Errorf("add memberlist key ensurer: %w", err)
+		}
+		// Every term sets the controllers up again under the same names; terms never overlap
+		// (leadTerms), so their metrics never do either.
+		if err := controllers.Setup(ctx, mgr, controllers.Options{LBClass: opts.LBClass, Namespace: opts.Namespace, Metrics: m,
+			ServiceWorkers: opts.ServiceWorkers, SkipNameValidation: true}); err != nil {
+			return err
+		}
+		proxy, err := gatewayProxy(ctx, mgr.GetAPIReader(), opts, logger)
+		if err != nil {
+			return err
+		}
+		// Without the Gateway API CRDs in the cluster this registers nothing and logs why.
+		if _, err := gateway.Setup(ctx, mgr, gateway.Options{Namespace: opts.Namespace, Proxy: proxy, SkipNameValidation: true}); err != nil {
+			return err
+		}
+		if err := mgr.Start(ctx); err != nil {
+			return fmt.Errorf("run manager: %w", err)
+		}
+		return nil
 	}
 	logger.Info("starting controller", "version", version.Get().Version, "lbClass", opts.LBClass, "leaderElect", opts.LeaderElect)
-	if err := mgr.Start(ctx); err != nil {
+	endpoints := managerOptions(opts, logger)
+	if !opts.LeaderElect {
+		return term(ctx, endpoints)
+	}
+
+	restarts := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "metalgate_controller_leader_election_restarts_total",
+		Help: "Terms that ended because this controller lost its Lease while running: it stopped its controllers and caches and campaigns again in the same process.",
+	})
+	if err := reg.Register(restarts); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	lock, err := controllerLock(leCfg, opts)
+	if err != nil {
+		return err
+	}
+	// The /metrics and probe endpoints outlive the terms: a manager of their own, without
+	// controllers, runs for the whole process; each term's manager serves none.
+	base, err := newControllerManager(cfg, endpoints)
+	if err != nil {
+		return err
+	}
+	quiet := endpoints
+	quiet.Metrics = metricsserver.Options{BindAddress: "0"}
+	quiet.HealthProbeBindAddress = "0"
+	elections := manager.RunnableFunc(func(ctx context.Context) error {
+		return leadTerms(ctx, lock, opts.timings(), func(ctx context.Context) error { return term(ctx, quiet) }, func() {
+			restarts.Inc()
+			logger.Info("lost the Lease: stopped the controllers and their caches; campaigning again", "lease", opts.LeaderElectionID, "identity", lock.Identity())
+		})
+	})
+	if err := base.Add(elections); err != nil {
+		return fmt.Errorf("add leader election: %w", err)
+	}
+	if err := base.Start(ctx); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}
 	return nil
+}
+
+// electionTimings are a Lease's leader election timings.
+type electionTimings struct{ lease, renew, retry time.Duration }
+
+func (opts controllerOptions) timings() electionTimings {
+	t := electionTimings{leaseDuration, renewDeadline, retryPeriod}
+	if opts.leaseDuration > 0 {
+		t = electionTimings{opts.leaseDuration, opts.renew, opts.retryPeriod}
+	}
+	return t
+}
+
+// controllerLock is the controller's Lease (--leader-election-id in
+// --leader-election-namespace, else the Pod's namespace, else "default"), held under this
+// process's identity (host name and a random suffix, as controller-runtime names it).
+func controllerLock(leCfg *rest.Config, opts controllerOptions) (resourcelock.Interface, error) {
+	ns := opts.LeaderElectionNamespace
+	if ns == "" {
+		if b, err := os.ReadFile(inClusterNamespaceFile); err == nil {
+			ns = strings.TrimSpace(string(b))
+		} else {
+			ns = "default" // out of cluster: the namespace every cluster has
+		}
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("leader election identity: %w", err)
+	}
+	suffix := make([]byte, 8)
+	_, _ = rand.Read(suffix) // never fails (crypto/rand)
+	cs, err := kubernetes.NewForConfig(leCfg)
+	if err != nil {
+		return nil, fmt.Errorf("create leader election client: %w", err)
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, opts.LeaderElectionID, cs.CoreV1(), cs.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: host + "_" + hex.EncodeToString(suffix)})
+	if err != nil {
+		return nil, fmt.Errorf("leader election lock %s/%s: %w", ns, opts.LeaderElectionID, err)
+	}
+	return lock, nil
+}
+
+// leadTerms campaigns for lock until ctx ends. Each time it wins, it runs term with a context
+// that ends when the Lease is lost or ctx ends. A lost Lease does not end leadTerms: it waits
+// until term has returned — the term's manager has stopped its controllers and caches, so
+// nothing of the old term writes any more — calls lost, and campaigns again. controller-runtime's
+// own leader election cannot do this: on a lost Lease it skips the graceful stop of its
+// runnables and its Start returns while reconcilers may still run, so a new manager could
+// overlap the old one.
+//
+// When ctx ends, the term stops first and the Lease is released only then, so another
+// controller cannot lead while this one's reconcilers still run.
+//
+// A term that fails or ends by itself while it leads (its manager does not start, or its
+// runnables do not stop within the manager's grace period) gives the Lease up and ends
+// leadTerms with an error: the process exits and the kubelet restarts it, the only safe way
+// out of a term that may still be running.
+func leadTerms(ctx context.Context, lock resourcelock.Interface, t electionTimings, term func(context.Context) error, lost func()) error {
+	for {
+		g := &termGate{}
+		// The campaign's context ends after the term has stopped: on shutdown, or when the
+		// term ends by itself. Its end releases the Lease (ReleaseOnCancel).
+		runCtx, endRun := context.WithCancel(context.WithoutCancel(ctx))
+		stopShutdown := context.AfterFunc(ctx, func() {
+			g.wait()
+			endRun()
+		})
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock: lock, LeaseDuration: t.lease, RenewDeadline: t.renew, RetryPeriod: t.retry,
+			ReleaseOnCancel: true, Name: lock.Describe(),
+			Callbacks: leaderelection.LeaderCallbacks{
+				// tctx ends when the Lease is lost; the term's context also when ctx ends.
+				OnStartedLeading: func(tctx context.Context) {
+					termCtx, cancel := context.WithCancel(tctx)
+					defer cancel()
+					stop := context.AfterFunc(ctx, cancel)
+					defer stop()
+					g.run(termCtx, term, endRun)
+				},
+				OnStoppedLeading: func() {},
+			},
+		})
+		if err != nil {
+			stopShutdown()
+			endRun()
+			return fmt.Errorf("leader election: %w", err)
+		}
+		le.Run(runCtx) // returns once the Lease is lost or runCtx ends
+		stopShutdown()
+		end := g.wait()
+		endRun()
+		switch {
+		case end.err != nil:
+			return end.err
+		case ctx.Err() != nil:
+			return nil
+		case end.byItself:
+			return errors.New("the controllers stopped while this controller held the Lease")
+		}
+		lost()
+	}
+}
+
+// termGate runs one term and lets the campaign wait for it. LeaderElector.Run starts the term
+// on a goroutine of its own and may return before that goroutine runs; wait closes the gate,
+// so a term that had not begun by then never begins, and one that had is waited for.
+type termGate struct {
+	mu       sync.Mutex
+	closed   bool
+	running  bool
+	finished chan struct{}
+	end      termEnd // set before finished is closed
+}
+
+type termEnd struct {
+	err      error
+	byItself bool // the term returned while its context was still alive
+}
+
+// run runs term unless the gate is closed; a term that returns by itself calls ended.
+func (g *termGate) run(ctx context.Context, term func(context.Context) error, ended func()) {
+	g.mu.Lock()
+	if g.closed || ctx.Err() != nil {
+		g.mu.Unlock()
+		return
+	}
+	g.running, g.finished = true, make(chan struct{})
+	g.mu.Unlock()
+	err := term(ctx)
+	g.end = termEnd{err: err, byItself: ctx.Err() == nil}
+	close(g.finished)
+	if g.end.byItself {
+		ended()
+	}
+}
+
+// wait closes the gate and, once the term has returned, says how it ended (zero when no term
+// ran). It may be called more than once.
+func (g *termGate) wait() termEnd {
+	g.mu.Lock()
+	g.closed = true
+	running, finished := g.running, g.finished
+	g.mu.Unlock()
+	if !running {
+		return termEnd{}
+	}
+	<-finished
+	return g.end
 }
 
 // check refuses flag values the controller cannot run with.
@@ -195,42 +415,29 @@ func controllerScheme() (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
-// newControllerManager is the manager of the controller: its metrics and probe endpoints,
-// cache and leader election (a Lease in --leader-election-namespace, else the Pod's, else
-// "default" out of cluster).
-//
-// A lost Lease ends the process (issue #25): controller-runtime v0.23 makes Start return
-// "leader election lost" and offers no option to campaign again (its OnStoppedLeading hook is
-// unexported), so the kubelet restarts the controller. That is safe because every address is
-// claimed on the API server and a new leader learns every assignment before it assigns one;
-// the data plane (speakers, proxies) does not depend on the controller running.
-func newControllerManager(cfg, leCfg *rest.Config, opts controllerOptions, logger logr.Logger) (ctrl.Manager, error) {
-	scheme, err := controllerScheme()
-	if err != nil {
-		return nil, err
-	}
-	leaseNS := opts.LeaderElectionNamespace
-	if _, err := os.Stat(inClusterNamespaceFile); leaseNS == "" && err != nil {
-		leaseNS = "default" // out of cluster: the namespace every cluster has
-	}
-	renew, lease, retry := 10*time.Second, 15*time.Second, 2*time.Second
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
+// managerOptions are the options of the controller's managers: scheme, metrics and probe
+// endpoints, cache. There is no manager leader election: runController campaigns itself
+// (leadTerms), so a lost Lease ends a term instead of the process.
+func managerOptions(opts controllerOptions, logger logr.Logger) ctrl.Options {
+	return ctrl.Options{
 		Logger: logger,
 		// /metrics answers loopback and bearer tokens authorised for it (Prometheus).
 		Metrics: metricsserver.Options{BindAddress: opts.MetricsAddr,
 			FilterProvider: adminauth.FilterProvider(adminGuardOptions(nil, metrics.Registry, logger))},
-		HealthProbeBindAddress:        opts.HealthAddr,
-		Cache:                         controllers.CacheOptions(opts.Namespace),
-		LeaderElection:                opts.LeaderElect,
-		LeaderElectionID:              opts.LeaderElectionID,
-		LeaderElectionNamespace:       leaseNS,
-		LeaderElectionReleaseOnCancel: true,
-		LeaderElectionConfig:          leCfg,
-		LeaseDuration:                 &lease,
-		RenewDeadline:                 &renew,
-		RetryPeriod:                   &retry,
-	})
+		HealthProbeBindAddress: opts.HealthAddr,
+		Cache:                  controllers.CacheOptions(opts.Namespace),
+	}
+}
+
+// newControllerManager is a manager of the controller with mopts (managerOptions) and its
+// health and readiness checks.
+func newControllerManager(cfg *rest.Config, mopts ctrl.Options) (ctrl.Manager, error) {
+	scheme, err := controllerScheme()
+	if err != nil {
+		return nil, err
+	}
+	mopts.Scheme = scheme
+	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}

@@ -1,6 +1,7 @@
 package bgp
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -171,6 +172,27 @@ func TestFRR(t *testing.T) {
 		h.kill()
 	})
 
+	// Without graceful restart, a graceful stop (SIGTERM -> Close) ends the session with a
+	// NOTIFICATION (Cease) before the socket closes: the router withdraws the node's routes
+	// the moment it reads it, not after the hold time, and never keeps them as stale.
+	t.Run("graceful stop without graceful restart withdraws at once", func(t *testing.T) {
+		h := l.startHelper(t, helperConfig{RouterID: srcEBGP, Peers: []Peer{labPeer(srcEBGP)}, Ads: ads("100.64.0.17/32")})
+		l.waitRoute(t, "100.64.0.17/32", srcEBGP)
+		d := l.measureWithdraw(t, mon, "100.64.0.17", func() { h.signal(syscall.SIGTERM) }, 10*time.Second)
+		<-h.done
+		if code := h.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("helper exited with %d after SIGTERM", code)
+		}
+		nb := l.Vtysh(t, "show bgp neighbors "+srcEBGP+" json")
+		t.Logf("SIGTERM without graceful restart: withdrawn after %v (hold time 3s); FRR: %s", d, lastReset(nb))
+		if d > time.Second {
+			t.Errorf("withdrawn after %v, want at once (well under the 3s hold time)", d)
+		}
+		if !strings.Contains(nb, "Notification received") {
+			t.Errorf("FRR's last reset is %q, want a NOTIFICATION received from the speaker (a clean withdraw, not a closed socket)", lastReset(nb))
+		}
+	})
+
 	t.Run("graceful restart keeps the route", func(t *testing.T) {
 		p := labPeer(srcGR)
 		p.GracefulRestart = true
@@ -259,4 +281,19 @@ func (l *lab) measureWithdraw(t testing.TB, mon *netnslab.RouteMonitor, prefix s
 		t.Fatalf("route %s not withdrawn within %v", prefix, timeout)
 	}
 	return at.Sub(start).Round(time.Millisecond)
+}
+
+// lastReset is FRR's reason for a neighbor's last session reset, from "show bgp neighbors X
+// json".
+func lastReset(neighborJSON string) string {
+	var nb map[string]struct {
+		LastResetDueTo string `json:"lastResetDueTo"`
+	}
+	if err := json.Unmarshal([]byte(neighborJSON), &nb); err != nil {
+		return "unreadable: " + err.Error()
+	}
+	for _, n := range nb {
+		return n.LastResetDueTo
+	}
+	return ""
 }

@@ -98,13 +98,17 @@ func (r *arpResponder) handle(c *arpConn, frame []byte) Outcome {
 
 // gratuitous broadcasts an ARP reply "ip is at <our MAC>" (sender = target = ip, RFC 5227 §3
 // "ARP Announcement" style), which updates the neighbour caches of hosts that already know ip.
+// The target hardware address is ours too (RFC 5944 §4.6, as arping -A sends it): only then does
+// Linux take the reply as gratuitous (arp_is_garp) and let it override an entry that changed
+// within the last locktime (1s); a reply with any other target hardware address is ignored by a
+// client that resolved ip less than a second before the takeover.
 func (r *arpResponder) gratuitous(ip netip.Addr) error {
 	c, ok := r.sock.current()
 	if !ok {
 		return errNotOpen
 	}
 	bcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
-	p, err := arp.NewPacket(arp.OperationReply, r.ifi.HardwareAddr, ip, bcast, ip)
+	p, err := arp.NewPacket(arp.OperationReply, r.ifi.HardwareAddr, ip, r.ifi.HardwareAddr, ip)
 	if err != nil {
 		return err
 	}

@@ -127,11 +127,14 @@ func TestARPAnswersOwnedAddressesOnly(t *testing.T) {
 	if err := a.Announce(t.Context(), nil, []speaker.Announcement{{VIP: vip}}); err != nil {
 		t.Fatal(err)
 	}
-	// Takeover: a burst of GratuitousCount gratuitous replies, sender = target = vip, broadcast.
+	// Takeover: a burst of GratuitousCount gratuitous replies, sender = target = vip, target
+	// hardware address = sender's (else Linux clients ignore it within their ARP locktime),
+	// broadcast.
 	for range 3 {
 		p, f := readARP(t, conn)
 		if p.Operation != arp.OperationReply || p.SenderIP != vip || p.TargetIP != vip ||
-			p.SenderHardwareAddr.String() != ourMAC.String() || f.Destination.String() != ethernet.Broadcast.String() {
+			p.SenderHardwareAddr.String() != ourMAC.String() || p.TargetHardwareAddr.String() != ourMAC.String() ||
+			f.Destination.String() != ethernet.Broadcast.String() {
 			t.Fatalf("gratuitous ARP = %+v to %s", p, f.Destination)
 		}
 	}

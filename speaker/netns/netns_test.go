@@ -166,25 +166,67 @@ func TestFailoverSendsGratuitousBurst(t *testing.T) {
 	t.Logf("tcpdump:\n%s", got)
 }
 
-// TestGracefulStopHandsOver: SIGTERM leaves the membership first, so the next owner takes over
-// without waiting for failure detection.
+// suspicionTimeout is memberlist's suspicion timeout with membership.Config (SuspicionMult 2 ×
+// max(1, log10 n) × ProbeInterval 150ms, n < 10). A takeover by failure detection cannot come
+// sooner than a failed probe (ProbeInterval) plus this (450ms; measured 461ms at best), so a
+// takeover faster than this came from the leave message.
+const suspicionTimeout = 300 * time.Millisecond
+
+// TestGracefulStopHandsOver: SIGTERM leaves the membership first, so the next owner takes over on
+// the leave message, well within the suspicion timeout; and a client that resolved the VIP a
+// moment before (its neighbour entry changed less than the kernel's ARP locktime, 1s, ago) moves
+// its entry to the new owner by the gratuitous ARP / unsolicited NA alone: Linux ignores a
+// plain ARP reply that would change an entry within locktime, but not a gratuitous one.
 func TestGracefulStopHandsOver(t *testing.T) {
 	netnslab.SkipUnlessRoot(t)
-	l, obs := newLab(t)
-	startCluster(t, l, obs)
-	owner := expectedOwner(vip6, nodeNames(3))
-	start := time.Now()
-	l.Signal(owner, syscall.SIGTERM)
-	s, ok := obs.WaitMAC(vip6, start, 5*time.Second, func(m string) bool { return m != netnslab.NodeMAC(owner) })
-	if !ok {
-		t.Fatalf("no takeover after SIGTERM; sightings %v", obs.Since(vip6, start))
-	}
-	if err := l.Wait(owner); err != nil {
-		t.Errorf("speaker exited with %v\n%s", err, l.Log(owner))
-	}
-	t.Logf("SIGTERM of n%d → client saw %s after %v", owner, s.MAC, s.At.Sub(start))
-	if d := s.At.Sub(start); d > time.Second {
-		t.Errorf("graceful handover took %v, want well under the crash detection time", d)
+	for _, vip := range []netip.Addr{vip4, vip6} {
+		t.Run(vip.String(), func(t *testing.T) {
+			l, obs := newLab(t)
+			startCluster(t, l, obs)
+			owner := expectedOwner(vip, nodeNames(3))
+			var rest []string
+			for _, n := range nodeNames(3) {
+				if n != fmt.Sprintf("n%d", owner) {
+					rest = append(rest, n)
+				}
+			}
+			next := expectedOwner(vip, rest)
+			fam := "-4"
+			if vip.Is6() {
+				fam = "-6"
+			}
+			// The client has just resolved the VIP to the owner (its entry changed now).
+			l.Run("ip", "-n", l.NS("c"), fam, "neigh", "replace", vip.String(), "lladdr", netnslab.NodeMAC(owner), "dev", "eth0", "nud", "reachable")
+			start := time.Now()
+			l.Signal(owner, syscall.SIGTERM)
+			// The client's own neighbour entry, as its traffic would use it.
+			var entryAt time.Duration
+			var entry string
+			for time.Since(start) < 3*time.Second {
+				entry = netnslab.Run(t, "ip", "-n", l.NS("c"), fam, "neigh", "show", vip.String(), "dev", "eth0")
+				if strings.Contains(entry, "lladdr "+netnslab.NodeMAC(next)) {
+					entryAt = time.Since(start)
+					break
+				}
+				time.Sleep(5 * time.Millisecond) // polling a kernel table: the measurement's resolution
+			}
+			s, ok := obs.WaitMAC(vip, start, 5*time.Second, func(m string) bool { return m == netnslab.NodeMAC(next) })
+			if !ok {
+				t.Fatalf("no takeover by n%d after SIGTERM of n%d; sightings %v", next, owner, obs.Since(vip, start))
+			}
+			if err := l.Wait(owner); err != nil {
+				t.Errorf("speaker exited with %v\n%s", err, l.Log(owner))
+			}
+			took := s.At.Sub(start)
+			t.Logf("SIGTERM of n%d → n%d answered after %v; the client's neighbour entry moved after %v", owner, next, took.Round(time.Millisecond), entryAt.Round(time.Millisecond))
+			if took > suspicionTimeout {
+				t.Errorf("graceful handover took %v, want under the suspicion timeout %v: the next owner waited for failure detection, not the leave", took, suspicionTimeout)
+			}
+			if entryAt == 0 || entryAt > suspicionTimeout {
+				t.Errorf("the client's neighbour entry did not move to n%d (%s) within %v of SIGTERM (got %v); last: %q\nn%d log:\n%s",
+					next, netnslab.NodeMAC(next), suspicionTimeout, entryAt, entry, next, l.Log(next))
+			}
+		})
 	}
 }
 
