@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 
@@ -40,6 +41,10 @@ type Options struct {
 	NginxAnnotations bool
 	// SSLPassthrough honours the ssl-passthrough annotation; ingress.Input's.
 	SSLPassthrough bool
+	// DefaultBackendService and DefaultBackendPort name the proxy's own default backend;
+	// ingress.Input's. Its namespace is watched too (CacheOptions).
+	DefaultBackendService types.NamespacedName
+	DefaultBackendPort    networkingv1.ServiceBackendPort
 
 	// PublishService is the Service whose load-balancer addresses go into Ingress status.
 	// Default: the Service (type LoadBalancer first) in PodNamespace whose selector matches

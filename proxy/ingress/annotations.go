@@ -43,6 +43,9 @@ type options struct {
 	extAuth *extAuthRef
 	// backendTLS is the proxy-ssl-* annotations, resolved at build time (Backend.TLS).
 	backendTLS *table.BackendTLSRef
+	// errorPages is custom-http-errors with default-backend, resolved at build time
+	// (Policy.ErrorPages; errorpages.go).
+	errorPages *errorPagesRef
 }
 
 // extAuthRef is auth-url and its companions as written.
@@ -159,6 +162,9 @@ func parseOptions(ann map[string]string, nginx bool) (options, []problemText) {
 	a.basicAuth(&o)
 	a.externalAuth(&o)
 	a.protections(&o)
+	a.errorPages(&o)   // errorpages.go
+	a.nextUpstream(&o) //
+	a.affinityMode(&o) //
 	if b, _, ok := a.boolean("ssl-passthrough"); ok {
 		o.SSLPassthrough = b
 	}

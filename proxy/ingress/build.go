@@ -47,6 +47,12 @@ type Input struct {
 	// SSLPassthrough honours the ssl-passthrough annotation (the proxy's
 	// --enable-ssl-passthrough); without it the annotation is reported and ignored.
 	SSLPassthrough bool
+	// DefaultBackendService and DefaultBackendPort name the proxy's own default backend
+	// (--default-backend-service; no port: the Service's first): the error pages of requests
+	// that match no route and of custom-http-errors without a default-backend
+	// (table.ErrorBackend). Empty: none.
+	DefaultBackendService types.NamespacedName
+	DefaultBackendPort    networkingv1.ServiceBackendPort
 }
 
 // Sources is what the table's backends and certificates are resolved from.
@@ -141,6 +147,7 @@ func Build(in Input) (*table.Table, []table.Problem) {
 		}
 	}
 	b.chooseDefaults()
+	b.errorBackend()
 	ids := make([]types.NamespacedName, len(owned))
 	for i, ing := range owned {
 		ids[i] = types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
@@ -260,6 +267,9 @@ func (b *builder) ingress(ing *networkingv1.Ingress, p parsedIngress) {
 	}
 	if opts.extAuth != nil {
 		opts.Policy.ExternalAuth = b.externalAuth(id, opts.extAuth)
+	}
+	if opts.errorPages != nil {
+		opts.Policy.ErrorPages = b.errorPages(id, opts.errorPages)
 	}
 	// Hosts first: one of another namespace is refused before anything for it is loaded, and
 	// a host of ours is known even without a path (its requests stay in this namespace).
