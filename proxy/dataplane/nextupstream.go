@@ -27,7 +27,7 @@ import (
 //
 // Without a policy on the route: connection failures of requests without a body only, on up
 // to Options.Retries other endpoints. Each attempt after the first counts in
-// metalgate_proxy_upstream_retries_total.
+// metalgate_proxy_retries_total.
 
 // nextPolicy is the retry policy of one request.
 type nextPolicy struct {

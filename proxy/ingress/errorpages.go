@@ -29,9 +29,21 @@ type errorPagesRef struct {
 // defaultNextUpstreamTries is ingress-nginx's proxy-next-upstream-tries.
 const defaultNextUpstreamTries = 3
 
-// errorPages reads custom-http-errors and default-backend.
+// errorPages reads custom-http-errors and default-backend (alone it does nothing here, but a
+// bad value is still reported).
 func (a *annotationReader) errorPages(o *options) {
-	bkey, bv, bok := a.get("default-backend") // read: alone it does nothing here
+	ref := &errorPagesRef{}
+	if bkey, bv, ok := a.get("default-backend"); ok {
+		ref.key = bkey
+		name, port, hasPort := strings.Cut(bv, ":")
+		p, portOK := parseServicePort(port)
+		if !validServiceName(name) || hasPort && !portOK {
+			a.bad(bkey, bv, "the name of a Service of the Ingress's namespace, with an optional :port (a number or a port name)")
+			ref = nil
+		} else {
+			ref.service, ref.port = name, p
+		}
+	}
 	key, v, ok := a.get("custom-http-errors")
 	if !ok {
 		return
@@ -49,24 +61,11 @@ func (a *annotationReader) errorPages(o *options) {
 		a.bad(key, v, "status codes from 400 to 599 separated by commas")
 		return
 	}
-	slices.Sort(codes)
-	ref := &errorPagesRef{codes: slices.Compact(codes), key: bkey}
-	if bok {
-		name, port, hasPort := strings.Cut(bv, ":")
-		switch {
-		case !validServiceName(name):
-			a.bad(bkey, bv, "the name of a Service of the Ingress's namespace, with an optional :port (a number or a port name)")
-			return
-		case hasPort:
-			p, ok := parseServicePort(port)
-			if !ok {
-				a.bad(bkey, bv, "the name of a Service of the Ingress's namespace, with an optional :port (a number or a port name)")
-				return
-			}
-			ref.port = p
-		}
-		ref.service = name
+	if ref == nil {
+		return // an invalid default-backend: no error pages (never another backend's)
 	}
+	slices.Sort(codes)
+	ref.codes = slices.Compact(codes)
 	o.errorPages = ref
 }
 
