@@ -138,6 +138,17 @@ M = [
  ("M26h12 affinity cookie attributes ignored", "proxy/dataplane/upstream.go", [("Secure: at.Secure || a.https, MaxAge: int(at.MaxAge)}", "Secure: a.https}")], "TestAffinityCookieAttributes$"),
  ("M26h13 Ingresses sharing a Service share cookie attributes", "proxy/table/options.go", [("\t\tif b.AffinityCookieAttrs != (CookieAttrs{}) {\n", "\t\tif false {\n")], "TestAffinityCookieAttrsSplitBackends", [], "./proxy/ingress/"),
  ("M24x1 certificate expiry without the owner namespace", "proxy/table/certificates.go", [("add(hr.cert, ServedCertificate{Namespace: hr.namespace, Host: host})", "add(hr.cert, ServedCertificate{Host: host})")], "TestCertificateExpiryMetric"),
+ ("M26e1 direct path streams an intercepted status", "proxy/dataplane/direct.go", [("if p := s.pageFor(a, resp.StatusCode); p != nil {", "if p := s.pageFor(a, resp.StatusCode); false && p != nil {")], "TestErrorPages/503_with_an_endless_body/direct"),
+ ("M26e2 reverse path streams an intercepted status", "proxy/dataplane/upstream.go", [("if p := s.pageFor(a, resp.StatusCode); p != nil {", "if p := s.pageFor(a, resp.StatusCode); false && p != nil {")], "TestErrorPages/503_with_an_endless_body/reference"),
+ ("M26e3 a client's X-Code reaches the error backend", "proxy/dataplane/errorpages.go", [('h["X-Code"] = []string{strconv.Itoa(code)}', 'h["X-Code"] = append(in.Header.Values("X-Code"), strconv.Itoa(code))')], "TestErrorPages/a_client's_own_X-Code"),
+ ("M26e4 no error page size cap", "proxy/dataplane/errorpages.go", [("case len(body) > maxErrorPageBytes:", "case false:")], "TestErrorPages/error_backend_page_too_large"),
+ ("M26e5 no error page timeout", "proxy/dataplane/errorpages.go", [("ctx, cancel := context.WithTimeout(in.Context(), s.opts.ErrorPageTimeout)", "ctx, cancel := context.WithCancel(in.Context())")], "TestErrorPages/error_backend_hangs"),
+ ("M26e6 a request with a body passed on", "proxy/dataplane/nextupstream.go", [("return replayable && (idempotent ||", "return (idempotent ||")], "TestNextUpstream/PUT_with_a_body"),
+ ("M26e7 non-idempotent passed on without non_idempotent", "proxy/dataplane/nextupstream.go", [("return replayable && (idempotent || p.on&table.NextNonIdempotent != 0) &&", "return replayable &&")], "TestNextUpstream/POST_without_non_idempotent"),
+ ("M26e8 balanced affinity names the endpoint", "proxy/dataplane/router.go", [('if be.Balance.AffinityCookie != "" && !persistentAffinity(be) {', "if false {")], "TestAffinityMode/balanced"),
+ ("M26e9 tries not bounded", "proxy/dataplane/nextupstream.go", [("if p.tries > 0 && try+1 >= p.tries {", "if false {")], "TestNextUpstreamPolicy"),
+ ("M26e10 the patched table keeps the old error backend", "proxy/table/patch.go", [("t.ErrorBackend = m.backend(prev.ErrorBackend)", "t.ErrorBackend = prev.ErrorBackend")], "TestPatchEndpointsEqualsBuild", [], "./proxy/ingress/"),
+ ("M26e11 patched error pages keep the old backend", "proxy/table/patch.go", [("pages := m.errorPages(r.Options.Policy.ErrorPages)", "pages := r.Options.Policy.ErrorPages")], "TestPatchEndpointsEqualsBuild", [], "./proxy/ingress/"),
 ]
 only = sys.argv[1:]
 failed = 0
