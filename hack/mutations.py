@@ -173,6 +173,17 @@ M = [
  ("M25g-c a lost Lease ends the controller process", "cmd/metalgate/controller.go", [("\t\tlost()\n\t}\n}", "\t\tlost()\n\t\treturn errors.New(\"leader election lost\")\n\t}\n}")], "TestControllerOutlivesLostLease", [], "./cmd/metalgate/"),
  ("M25g-d the old term outlives the Lease and the campaign goes on without waiting for it", "cmd/metalgate/controller.go", [("termCtx, cancel := context.WithCancel(tctx)", "termCtx, cancel := context.WithCancel(context.WithoutCancel(tctx))"), ("\t\tend := g.wait()\n", "\t\tend := termEnd{}\n")], "TestControllerOutlivesLostLease", [], "./cmd/metalgate/"),
  ("M25g-e a graceful stop without graceful restart leaves the sessions to the closing sockets (no NOTIFICATION)", "speaker/bgp/speaker.go", [("\t\tif e.cfg.GracefulRestart {\n\t\t\ts.log.Info(\"Leaving BGP sessions open", "\t\tif e.cfg.GracefulRestart || true {\n\t\t\ts.log.Info(\"Leaving BGP sessions open")], "TestFRR/graceful_stop_without", [], "./speaker/bgp/"),
+ ("M26e1 direct path streams an intercepted status", "proxy/dataplane/direct.go", [("if p := s.pageFor(a, resp.StatusCode); p != nil {", "if p := s.pageFor(a, resp.StatusCode); false && p != nil {")], "TestErrorPages/503_with_an_endless_body/direct"),
+ ("M26e2 reverse path streams an intercepted status", "proxy/dataplane/upstream.go", [("if p := s.pageFor(a, resp.StatusCode); p != nil {", "if p := s.pageFor(a, resp.StatusCode); false && p != nil {")], "TestErrorPages/503_with_an_endless_body/reference"),
+ ("M26e3 a client's X-Code reaches the error backend", "proxy/dataplane/errorpages.go", [('h["X-Code"] = []string{strconv.Itoa(code)}', 'h["X-Code"] = append(in.Header.Values("X-Code"), strconv.Itoa(code))')], "TestErrorPages/a_client's_own_X-Code"),
+ ("M26e4 no error page size cap", "proxy/dataplane/errorpages.go", [("case len(body) > maxErrorPageBytes:", "case false:")], "TestErrorPages/error_backend_page_too_large"),
+ ("M26e5 no error page timeout", "proxy/dataplane/errorpages.go", [("ctx, cancel := context.WithTimeout(in.Context(), s.opts.ErrorPageTimeout)", "ctx, cancel := context.WithCancel(in.Context())")], "TestErrorPages/error_backend_hangs"),
+ ("M26e6 a request with a body passed on", "proxy/dataplane/nextupstream.go", [("return replayable && (idempotent ||", "return (idempotent ||")], "TestNextUpstream/PUT_with_a_body"),
+ ("M26e7 non-idempotent passed on without non_idempotent", "proxy/dataplane/nextupstream.go", [("return replayable && (idempotent || p.on&table.NextNonIdempotent != 0) &&", "return replayable &&")], "TestNextUpstream/POST_without_non_idempotent"),
+ ("M26e8 balanced affinity names the endpoint", "proxy/dataplane/router.go", [('if be.Balance.AffinityCookie != "" && !persistentAffinity(be) {', "if false {")], "TestAffinityMode/balanced"),
+ ("M26e9 tries not bounded", "proxy/dataplane/nextupstream.go", [("if p.tries > 0 && try+1 >= p.tries {", "if false {")], "TestNextUpstreamPolicy"),
+ ("M26e10 the patched table keeps the old error backend", "proxy/table/patch.go", [("t.ErrorBackend = m.backend(prev.ErrorBackend)", "t.ErrorBackend = prev.ErrorBackend")], "TestPatchEndpointsEqualsBuild", [], "./proxy/ingress/"),
+ ("M26e11 patched error pages keep the old backend", "proxy/table/patch.go", [("pages := m.errorPages(r.Options.Policy.ErrorPages)", "pages := r.Options.Policy.ErrorPages")], "TestPatchEndpointsEqualsBuild", [], "./proxy/ingress/"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -105,6 +105,7 @@ func TestMigrateGolden(t *testing.T) {
 		{"ingress-nginx-keep-annotations", []string{"-f", migrateData + "/ingress-nginx", "--rewrite-annotations=false"}, 0},
 		{"ingress-nginx-drop-unsupported", []string{"-f", migrateData + "/ingress-nginx/unsupported.yaml", "--drop-unsupported"}, 0},
 		{"hostile", []string{"-f", migrateData + "/hostile"}, 0},
+		{"errorpages", []string{"-f", migrateData + "/errorpages"}, 0},
 		{"other-names", []string{"--metalgate-namespace", "lb", "--metallb-namespace", "metallb", "--ingress-class", "edge", "--nginx-class", "internal",
 			"-f", migrateData + "/metallb/ipaddresspools.yaml", "-f", migrateData + "/ingress-nginx/policies.yaml"}, 0},
 	}

@@ -48,6 +48,7 @@ type proxyOptions struct {
 	WatchDefaultClass       bool
 	AllowUnmanagedSlices    bool
 	NginxAnnotations        bool
+	DefaultBackendService   string
 	ProxyProtocolHTTP       string
 	ProxyProtocolHTTPS      string
 	ProxyProtocolFrom       stringList
@@ -205,6 +206,7 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.EscapedSlashes, "escaped-slashes", "reject", "Encoded '/' or '\\' (%2F, %5C) and bare '\\' in request paths: reject (400), keep (forward as sent), or decode (treat as '/').")
 	fs.BoolVar(&o.KeepDuplicateSlashes, "keep-duplicate-slashes", false, "Route and forward '//' in paths as sent; default: merged into one '/'.")
 	fs.StringVar(&o.ExternalAuthHosts, "external-auth-hosts", "", "Outside hosts an Ingress's auth-url may name, comma-separated: exact names and *.suffix (any name under suffix). Never addresses; a name is refused when it resolves to a loopback, link-local, unspecified or multicast address. Default none: auth-url names a Service only.")
+	fs.StringVar(&o.DefaultBackendService, "default-backend-service", "", "namespace/name:port of the proxy's own default backend (no :port: the Service's first): it serves the error page of requests that match no route (404) and of custom-http-errors without a default-backend annotation. Empty: none, a plain 404.")
 	fs.BoolVar(&o.SSLPassthrough, "enable-ssl-passthrough", false, "Honour the ssl-passthrough annotation: the HTTPS listener reads each ClientHello's server name first and passes the connections for passthrough hosts, undecrypted, to their backend. Off: the annotation is reported and every host's TLS is terminated.")
 	fs.BoolVar(&o.AllowUnderscoreHeaders, "allow-underscores-in-headers", false, "Forward request headers whose names contain '_'; default: dropped (X_Forwarded_For would read as X-Forwarded-For behind CGI/WSGI servers).")
 	fs.StringVar(&o.ServerHeader, "server-header", "metalgate", "Server header of every response (a backend's is replaced); empty: none.")
@@ -598,6 +600,11 @@ func serveStaticConfig(opts proxyOptions, swap func(*table.Table), logger logr.L
 	}
 	in.Controller, in.WatchDefaultClass, in.NginxAnnotations = opts.Controller, opts.WatchDefaultClass, opts.NginxAnnotations
 	in.SSLPassthrough, in.ExternalAuthHosts = opts.SSLPassthrough, opts.externalAuthHosts
+	if opts.DefaultBackendService != "" {
+		if in.DefaultBackendService, in.DefaultBackendPort, err = ingress.ParseServiceRef(opts.DefaultBackendService); err != nil {
+			return fmt.Errorf("--default-backend-service: %w", err)
+		}
+	}
 	t, problems := ingress.Build(in)
 	for _, p := range problems {
 		logger.Info("build problem", "object", p.Object.String(), "reason", p.Reason, "message", p.Message)
@@ -670,6 +677,13 @@ func controlPlaneOptions(opts *proxyOptions, swap func(*table.Table), reg promet
 	copts.NginxAnnotations = opts.NginxAnnotations
 	copts.ExternalAuthHosts = opts.externalAuthHosts
 	copts.SSLPassthrough = opts.SSLPassthrough
+	if opts.DefaultBackendService != "" {
+		svc, port, err := ingress.ParseServiceRef(opts.DefaultBackendService)
+		if err != nil {
+			return copts, fmt.Errorf("--default-backend-service: %w", err)
+		}
+		copts.DefaultBackendService, copts.DefaultBackendPort = svc, port
+	}
 	copts.YieldTraffic = !opts.ServeYielded
 	identity := copts.PodNamespace
 	if opts.PublishService != "" {

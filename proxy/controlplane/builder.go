@@ -365,7 +365,8 @@ func (b *builder) leading() bool {
 // (Build only reads).
 func (b *builder) snapshot(ctx context.Context) (ingress.Input, error) {
 	in := ingress.Input{Controller: b.opts.Controller, WatchDefaultClass: b.opts.WatchDefaultClass, AllowUnmanagedSlices: b.opts.AllowUnmanagedSlices,
-		NginxAnnotations: b.opts.NginxAnnotations, SSLPassthrough: b.opts.SSLPassthrough, ExternalAuthHosts: b.opts.ExternalAuthHosts}
+		NginxAnnotations: b.opts.NginxAnnotations, SSLPassthrough: b.opts.SSLPassthrough, ExternalAuthHosts: b.opts.ExternalAuthHosts,
+		DefaultBackendService: b.opts.DefaultBackendService, DefaultBackendPort: b.opts.DefaultBackendPort}
 	nocopy := client.UnsafeDisableDeepCopy
 	watchNS := map[string]bool{}
 	for _, ns := range b.opts.WatchNamespaces {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 
@@ -46,6 +47,10 @@ type Options struct {
 	// (Gateway API not installed): an Ingress proxy then neither watches nor lists them, and
 	// an auth-url to another namespace's Service is refused as ungranted.
 	noReferenceGrant bool
+	// DefaultBackendService and DefaultBackendPort name the proxy's own default backend;
+	// ingress.Input's. Its namespace is watched too (CacheOptions).
+	DefaultBackendService types.NamespacedName
+	DefaultBackendPort    networkingv1.ServiceBackendPort
 
 	// PublishService is the Service whose load-balancer addresses go into Ingress status.
 	// Default: the Service (type LoadBalancer first) in PodNamespace whose selector matches

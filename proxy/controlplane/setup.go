@@ -95,7 +95,7 @@ func (cp *ControlPlane) CacheOptions() cache.Options {
 		for _, ns := range cp.opts.WatchNamespaces {
 			o.DefaultNamespaces[ns] = cache.Config{}
 		}
-		for _, ns := range []string{cp.opts.PublishService.Namespace, cp.opts.PodNamespace} {
+		for _, ns := range []string{cp.opts.PublishService.Namespace, cp.opts.PodNamespace, cp.opts.DefaultBackendService.Namespace} {
 			if ns != "" {
 				o.DefaultNamespaces[ns] = cache.Config{}
 			}

@@ -76,7 +76,7 @@ func (s *Server) forwardDirect(w *responseWriter, r *http.Request, a *attempt) {
 		clear(dst)
 		return nil
 	}
-	resp, err := s.send(ctx, a, true, func(e *balancer.Endpoint, _ int) (*http.Response, error) {
+	resp, err := s.send(ctx, a, true, true, func(e *balancer.Endpoint, _ int) (*http.Response, error) {
 		return s.h1.do(ctx, e.Addr, a.pool.tls, r, func(bw *bufio.Writer) error { return s.writeHead(bw, r, a) }, got1xx, a.route.Options.Policy.Timeouts, &a.connect)
 	})
 	if err != nil {
@@ -87,6 +87,11 @@ func (s *Server) forwardDirect(w *responseWriter, r *http.Request, a *attempt) {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		// No upgrade was asked for: the backend is broken. The connection is not reused.
 		s.failed(w, r, a, errors.New("backend switched protocols without an upgrade request"))
+		return
+	}
+	if p := s.pageFor(a, resp.StatusCode); p != nil {
+		discard(resp) // unread: the connection is closed, not pooled
+		s.errorPage(w, r, a, resp.StatusCode, p)
 		return
 	}
 	s.responseHeaders(resp.Header, resp.StatusCode, a, r.Header.Get("Origin"))

@@ -94,10 +94,10 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 	}
 	route := lookup(rt.table, r)
 	if route == nil {
-		http.Error(w, "no route for this host and path", http.StatusNotFound)
+		s.noRoute(w, r, rt) // errorpages.go
 		return
 	}
-	a.route = route
+	a.route, a.router, a.in = route, rt, r
 	w.hsts = hstsFor(r, route)
 	a.https = r.TLS != nil
 	if m := s.opts.Metrics; m != nil {
@@ -144,13 +144,13 @@ func (s *Server) serve(w *responseWriter, r *http.Request, a *attempt) {
 		// An HTTPRoute backendRef that names nothing usable (the route's ResolvedRefs says
 		// why): Gateway API answers 500.
 		s.countUpstream("unresolved_backend")
-		http.Error(w, "the route's backend reference does not resolve", http.StatusInternalServerError)
+		s.answerError(w, r, a, http.StatusInternalServerError, "the route's backend reference does not resolve")
 		return
 	}
 	p := rt.pools[be]
 	if p == nil || len(p.eps) == 0 {
 		s.countUpstream("no_endpoints")
-		http.Error(w, "no endpoints available for this backend", http.StatusServiceUnavailable)
+		s.answerError(w, r, a, http.StatusServiceUnavailable, "no endpoints available for this backend")
 		return
 	}
 	a.pool = p
@@ -221,9 +221,7 @@ func balanceBy(r *http.Request, p *pool, a *attempt) {
 		a.key = a.clientIP
 	}
 	if bal.AffinityCookie != "" {
-		if c, err := r.Cookie(bal.AffinityCookie); err == nil {
-			a.pinned = p.byCookie[c.Value]
-		}
+		affinity(r, p, a) // affinitymode.go
 	}
 }
 

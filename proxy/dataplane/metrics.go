@@ -89,7 +89,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metalgate_proxy_upstream_errors_total",
-			Help: "Requests that failed, by reason (connect, timeout, no_endpoints, unresolved_backend, tls, tls_settings, client_body, client_gone, response_headers_too_large, too_many_1xx, other).",
+			Help: "Requests that failed, by reason (connect, timeout, no_endpoints, unresolved_backend, tls, tls_settings, client_body, client_gone, response_headers_too_large, too_many_1xx, error_page, other).",
 		}, []string{"reason"}),
 		Ejections: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "metalgate_proxy_endpoint_ejections_total",
@@ -97,7 +97,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		Retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "metalgate_proxy_retries_total",
-			Help: "Requests retried on another endpoint after a connection failure.",
+			Help: "Attempts on another endpoint after a failed one (a connection failure, or what the route's proxy-next-upstream lists).",
 		}),
 		TableSwaps: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "metalgate_proxy_table_swaps_total",

@@ -142,6 +142,10 @@ type Options struct {
 	externalAuthEscaped func(netip.Addr)
 	externalAuthRoots   *x509.CertPool
 
+	// ErrorPageTimeout bounds fetching an error page from an error backend (errorpages.go);
+	// then the built-in page is sent. Default 10s.
+	ErrorPageTimeout time.Duration
+
 	// Retries is how many other endpoints an idempotent request without a body is retried on
 	// after a connection failure. Default 2; negative disables.
 	Retries int
@@ -217,6 +221,7 @@ func (o *Options) defaults() error {
 	def(&o.ClientIdleTimeout, 120*time.Second)
 	def(&o.EjectFor, 10*time.Second)
 	def(&o.ShutdownTimeout, 30*time.Second)
+	def(&o.ErrorPageTimeout, 10*time.Second)
 	switch {
 	case o.AccessLogSample == 0:
 		o.AccessLogSample = 1

@@ -273,12 +273,12 @@ func TestResponseHeaderTruth(t *testing.T) {
 	})
 }
 
-// TestAffinityCookieKeyed: the affinity cookie is an HMAC under the install's key, not a
+// TestAffinityCookieKeyed: the persistent affinity cookie is an HMAC under the install's key, not a
 // hash anyone can compute from an address: replicas with one key agree, another key gives
 // other values, and the value is not the endpoint's address in any form.
 func TestAffinityCookieKeyed(t *testing.T) {
 	eps := []string{hostport(echoBackend(t, "b0")), hostport(echoBackend(t, "b1"))}
-	tab := buildTable(t, route{host: "k.test", path: "/", endpoints: eps, annotations: map[string]string{"metalgate.io/affinity": "cookie"}})
+	tab := buildTable(t, route{host: "k.test", path: "/", endpoints: eps, annotations: map[string]string{"metalgate.io/affinity": "cookie", "metalgate.io/affinity-mode": "persistent"}})
 	cookieOf := func(t *testing.T, opts Options) (*http.Cookie, string) {
 		_, addr, _ := startProxy(t, opts, tab)
 		resp, e := get(t, http.DefaultClient, "http://"+addr+"/", map[string]string{"Host": "k.test"})

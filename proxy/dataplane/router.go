@@ -24,6 +24,7 @@ type pool struct {
 	bal      balancer.Balancer
 	byCookie map[string]*balancer.Endpoint // affinity cookie value → endpoint
 	cookieOf map[*balancer.Endpoint]string // and back
+	ring     *balancer.Hash                // session key → endpoint, for balanced affinity (affinitymode.go)
 	tls      *tlsDest                      // https and grpcs backends (set by Swap)
 }
 
@@ -76,7 +77,9 @@ func newPool(be *table.Backend, reg *balancer.Registry, affinityKey []byte) *poo
 	default:
 		p.bal = balancer.NewRoundRobin(p.eps)
 	}
-	if be.Balance.AffinityCookie != "" {
+	if be.Balance.AffinityCookie != "" && !persistentAffinity(be) {
+		p.ring = balancer.NewHash(p.eps)
+	} else if be.Balance.AffinityCookie != "" {
 		p.byCookie = make(map[string]*balancer.Endpoint, len(p.eps))
 		p.cookieOf = make(map[*balancer.Endpoint]string, len(p.eps))
 		for _, e := range p.eps {

@@ -29,11 +29,14 @@ type attempt struct {
 	triedBuf  [3]*balancer.Endpoint
 	chosen    *balancer.Endpoint
 	setCookie bool
+	session   string // the session key of balanced affinity (affinitymode.go)
 	clientIP  string
 	trusted   bool
 	reqID     string
 	https     bool // the request came over TLS
 	route     *table.Route
+	router    *router         // the table the request was routed by
+	in        *http.Request   // the client's request, as routed (error pages read it)
 	target    *table.Weighted // the backend of route's split with its own edits, or nil
 	realIP    netip.Addr      // the client the policy judges (realClient), when it needs one
 	release   func()          // ends the request's place under a connection limit
@@ -108,8 +111,8 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 	if std {
 		req = req.WithContext(s.limit1xx(req.Context()))
 	}
-	retryable := isIdempotent(req.Method) && (req.Body == nil || req.Body == http.NoBody) && req.Header.Get("Upgrade") == ""
-	resp, err := s.send(req.Context(), a, retryable, func(e *balancer.Endpoint, try int) (*http.Response, error) {
+	replayable := (req.Body == nil || req.Body == http.NoBody) && req.Header.Get("Upgrade") == ""
+	resp, err := s.send(req.Context(), a, replayable, isIdempotent(req.Method), func(e *balancer.Endpoint, try int) (*http.Response, error) {
 		out := req
 		if try > 0 {
 			out = req.Clone(req.Context())
@@ -124,10 +127,12 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // send makes the attempts of one request: it picks the endpoint (affinity, then the
-// balancer), calls exchange with it, counts the outcome (passive health), and after a
-// connection failure tries another endpoint when retryable. A successful response's body
-// ends the endpoint's in-flight count when closed.
-func (s *Server) send(ctx context.Context, a *attempt, retryable bool, exchange func(e *balancer.Endpoint, try int) (*http.Response, error)) (*http.Response, error) {
+// balancer), calls exchange with it, counts the outcome (passive health), and passes the
+// request on to another endpoint as the route's retry policy says (nextupstream.go):
+// replayable says the request has no body and no upgrade, idempotent its method. A
+// successful response's body ends the endpoint's in-flight count when closed.
+func (s *Server) send(ctx context.Context, a *attempt, replayable, idempotent bool, exchange func(e *balancer.Endpoint, try int) (*http.Response, error)) (*http.Response, error) {
+	policy := s.nextPolicyOf(a, time.Now())
 	for try := 0; ; try++ {
 		var e *balancer.Endpoint
 		if try == 0 && a.pinned != nil && a.pinned.Healthy(time.Now()) {
@@ -138,7 +143,9 @@ func (s *Server) send(ctx context.Context, a *attempt, retryable bool, exchange 
 				a.upstream = "no_endpoints"
 				return nil, errNoEndpoint
 			}
-			a.setCookie = a.pool.backend.Balance.AffinityCookie != ""
+			if a.pool.ring == nil { // a balanced session keeps its key
+				a.setCookie = a.pool.backend.Balance.AffinityCookie != ""
+			}
 		}
 		a.tried = append(a.tried, e)
 		a.chosen = e
@@ -153,29 +160,43 @@ func (s *Server) send(ctx context.Context, a *attempt, retryable bool, exchange 
 				e.End(a.firstByte) // the upgraded stream is not a request in flight
 				return resp, nil
 			}
+			if policy.afterStatus(resp.StatusCode, replayable, idempotent) && policy.again(ctx, a, try) {
+				discard(resp)
+				e.End(time.Since(start))
+				s.retried()
+				continue
+			}
 			resp.Body = &endBody{ReadCloser: resp.Body, e: e, start: start, total: &a.total}
 			return resp, nil
 		}
 		e.End(time.Since(start))
-		if !isConnectError(err) {
-			if isTimeout(err) {
-				a.upstream = "timeout"
-				if e.Failed(s.opts.FailureThreshold, s.opts.EjectFor, time.Now()) {
-					s.ejected(e)
-				}
+		switch {
+		case isConnectError(err):
+			a.upstream = "connect"
+		case isTimeout(err):
+			a.upstream = "timeout"
+		}
+		if isConnectError(err) || isTimeout(err) {
+			if e.Failed(s.opts.FailureThreshold, s.opts.EjectFor, time.Now()) {
+				s.ejected(e)
+			}
+		}
+		if !policy.afterError(err, replayable, idempotent) || !policy.again(ctx, a, try) {
+			if isConnectError(err) && policy.legacy && replayable && ctx.Err() == nil && len(a.tried) >= len(a.pool.eps) && try < s.opts.Retries {
+				// Every endpoint refused a connection: none is left to serve (503).
+				a.upstream = "no_endpoints"
+				return nil, errNoEndpoint
 			}
 			return nil, err
 		}
-		a.upstream = "connect"
-		if e.Failed(s.opts.FailureThreshold, s.opts.EjectFor, time.Now()) {
-			s.ejected(e)
-		}
-		if !retryable || try >= s.opts.Retries || ctx.Err() != nil {
-			return nil, err
-		}
-		if s.opts.Metrics != nil {
-			s.opts.Metrics.Retries.Inc()
-		}
+		s.retried()
+	}
+}
+
+// retried counts an attempt after the first.
+func (s *Server) retried() {
+	if s.opts.Metrics != nil {
+		s.opts.Metrics.Retries.Inc()
 	}
 }
 
@@ -250,6 +271,9 @@ func (b *endBody) Close() error {
 // already, responseHeaders does the rest of the policy.
 func (s *Server) modifyResponse(resp *http.Response) error {
 	a, _ := resp.Request.Context().Value(attemptKey{}).(*attempt)
+	if p := s.pageFor(a, resp.StatusCode); p != nil {
+		return &intercepted{code: resp.StatusCode, p: p} // errorpages.go
+	}
 	s.responseHeaders(resp.Header, resp.StatusCode, a, resp.Request.Header.Get("Origin"))
 	return nil
 }
@@ -263,7 +287,7 @@ func affinityCookie(h http.Header, a *attempt) {
 	if a != nil && a.setCookie && a.chosen != nil {
 		p := a.pool
 		at := &p.backend.Balance.AffinityCookieAttrs
-		c := &http.Cookie{Name: p.backend.Balance.AffinityCookie, Value: p.cookieOf[a.chosen], Path: at.Path, HttpOnly: true,
+		c := &http.Cookie{Name: p.backend.Balance.AffinityCookie, Value: a.affinityValue(), Path: at.Path, HttpOnly: true,
 			Secure: at.Secure || a.https, MaxAge: int(at.MaxAge)}
 		if c.Path == "" {
 			c.Path = "/"
@@ -293,6 +317,10 @@ func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error
 // large, 408 too slow, 400 malformed), then the backend's: 503 when no endpoint is left,
 // 504 on a timeout, else 502.
 func (s *Server) failed(w http.ResponseWriter, r *http.Request, a *attempt, err error) {
+	if ie, ok := interceptedError(err); ok {
+		s.errorPage(w, r, a, ie.code, ie.p)
+		return
+	}
 	reason := "other"
 	if a != nil && a.upstream != "" {
 		reason = a.upstream
@@ -340,6 +368,9 @@ func (s *Server) failed(w http.ResponseWriter, r *http.Request, a *attempt, err 
 	s.opts.Logger.V(1).Info("request failed", "error", err.Error(), "endpoint", ep, "host", r.Host, "path", r.URL.Path, "status", code)
 	if code == http.StatusBadRequest || code == http.StatusRequestTimeout || code == http.StatusRequestEntityTooLarge {
 		w.Header().Set("Connection", "close") // the rest of the client's body is unknown
+	} else if p := s.pageFor(a, code); p != nil {
+		s.errorPage(w, r, a, code, p)
+		return
 	}
 	w.WriteHeader(code)
 }

@@ -45,6 +45,9 @@ type options struct {
 	backendTLS *table.BackendTLSRef
 	// clientTLS is the auth-tls-* annotations, resolved at build time (clienttls.go).
 	clientTLS *table.ClientAuthRef
+	// errorPages is custom-http-errors with default-backend, resolved at build time
+	// (Policy.ErrorPages; errorpages.go).
+	errorPages *errorPagesRef
 }
 
 // extAuthRef is auth-url and its companions as written.
@@ -162,6 +165,9 @@ func parseOptions(ann map[string]string, nginx bool) (options, []problemText) {
 	a.externalAuth(&o)
 	a.clientTLS(&o)
 	a.protections(&o)
+	a.errorPages(&o)   // errorpages.go
+	a.nextUpstream(&o) //
+	a.affinityMode(&o) //
 	if b, _, ok := a.boolean("ssl-passthrough"); ok {
 		o.SSLPassthrough = b
 	}

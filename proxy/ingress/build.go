@@ -52,6 +52,12 @@ type Input struct {
 	// ExternalAuthHosts are the outside hosts an auth-url may name (--external-auth-hosts;
 	// none by default).
 	ExternalAuthHosts table.HostList
+	// DefaultBackendService and DefaultBackendPort name the proxy's own default backend
+	// (--default-backend-service; no port: the Service's first): the error pages of requests
+	// that match no route and of custom-http-errors without a default-backend
+	// (table.ErrorBackend). Empty: none.
+	DefaultBackendService types.NamespacedName
+	DefaultBackendPort    networkingv1.ServiceBackendPort
 }
 
 // Sources is what the table's backends and certificates are resolved from.
@@ -146,6 +152,7 @@ func Build(in Input) (*table.Table, []table.Problem) {
 		}
 	}
 	b.chooseDefaults()
+	b.errorBackend()
 	ids := make([]types.NamespacedName, len(owned))
 	for i, ing := range owned {
 		ids[i] = types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
@@ -265,6 +272,9 @@ func (b *builder) ingress(ing *networkingv1.Ingress, p parsedIngress) {
 	}
 	if opts.extAuth != nil {
 		opts.Policy.ExternalAuth = b.externalAuth(id, opts.extAuth)
+	}
+	if opts.errorPages != nil {
+		opts.Policy.ErrorPages = b.errorPages(id, opts.errorPages)
 	}
 	// Hosts first: one of another namespace is refused before anything for it is loaded, and
 	// a host of ours is known even without a path (its requests stay in this namespace).

@@ -27,13 +27,14 @@ func Annotations() []AnnotationInfo {
 		{"load-balance", "load-balance", "round-robin, least-request, ewma, hash", "round-robin", ""},
 		{"hash-by", "", "header:NAME, cookie:NAME, client-ip", "client-ip when hash", ""},
 		{"", "upstream-hash-by", "$remote_addr, $binary_remote_addr, $http_NAME, $cookie_NAME", "", "other nginx variables are refused (InvalidAnnotation)"},
-		{"affinity", "affinity", "cookie", "none", "the cookie is an HMAC of the endpoint under a key per install"},
+		{"affinity", "affinity", "cookie", "none", "with affinity-mode persistent the cookie is an HMAC of the endpoint under a key per install; balanced (the default) a random session key"},
 		{"affinity-cookie-name", "session-cookie-name", "cookie name", "metalgate-affinity", ""},
 		{"affinity-cookie-path", "session-cookie-path", "a path starting with / (no ';', spaces or control characters)", "/", "ingress-nginx's default is the rule's path"},
 		{"affinity-cookie-max-age", "session-cookie-max-age", "seconds, more than 0: the cookie's Max-Age", "none: a session cookie", ""},
 		{"affinity-cookie-expires", "session-cookie-expires", "seconds, more than 0: the cookie's Expires, that long after the response", "none: a session cookie", ""},
 		{"affinity-cookie-samesite", "session-cookie-samesite", "None (adds Secure: browsers refuse None without it), Lax, Strict", "Lax", "without it ingress-nginx sends no SameSite (browsers then use Lax)"},
 		{"affinity-cookie-secure", "session-cookie-secure", "true: Secure on every response; false: the default", "Secure on requests that came over HTTPS", ""},
+		{"affinity-mode", "affinity-mode", "balanced, persistent", "balanced", ""},
 		{"use-regex", "use-regex", "true, false: paths are RE2 regular expressions, Anchored, any case", "false", "RE2, not PCRE: no look-around or back references"},
 		{"rewrite-target", "rewrite-target", "a path; with use-regex (or $N in it) the whole path becomes it with $1…$9 from the groups, else the matched prefix is replaced", "none", "the nginx form always works as a regex, as in ingress-nginx"},
 		{"app-root", "app-root", "a path: / is redirected there (302)", "none", ""},
@@ -91,6 +92,11 @@ func Annotations() []AnnotationInfo {
 		{"proxy-connect-timeout", "proxy-connect-timeout", "seconds, or a duration (500ms)", "--connect-timeout", ""},
 		{"proxy-read-timeout", "proxy-read-timeout", "seconds, or a duration: the response head and each read of the body", "--response-header-timeout, --upstream-read-timeout", ""},
 		{"proxy-send-timeout", "proxy-send-timeout", "seconds, or a duration: each write of the request", "none", ""},
+		{"custom-http-errors", "custom-http-errors", "status codes from 400 to 599, comma-separated: responses of those statuses (the backend's, and the proxy's own 502, 503, 504) get the default backend's error page with their own status", "none", "the page is asked for as GET / (X-Original-URI carries the URI) and sent with the original status whatever the error backend answers; at most 1 MiB within 10s, else a built-in page"},
+		{"default-backend", "default-backend", "NAME or NAME:PORT of a Service of the Ingress's namespace (no port: its first)", "--default-backend-service", "it serves custom-http-errors' pages only: a backend without endpoints answers 503 (the page when 503 is listed), it is not proxied to"},
+		{"proxy-next-upstream", "proxy-next-upstream", "error, timeout, invalid_header, http_500, http_502, http_503, http_504, http_403, http_404, http_429, non_idempotent, off", "error timeout (without any proxy-next-upstream annotation: refused connections only)", "a request with a body is never passed on: bodies are streamed, not buffered"},
+		{"proxy-next-upstream-tries", "proxy-next-upstream-tries", "attempts in all, 0 (each endpoint once) to 100", "3", ""},
+		{"proxy-next-upstream-timeout", "proxy-next-upstream-timeout", "seconds or a duration: no attempt begins after it", "none (0)", ""},
 	}
 }
 

@@ -61,7 +61,8 @@ func patchSlices(rng *rand.Rand, ns, name string, gen int) []*discoveryv1.Endpoi
 
 // patchIngressWorld makes a random Ingress input: hosts, wildcards, host-less rules, Exact,
 // Prefix and regex paths, default backends in several namespaces, canaries, passthrough, TLS,
-// external authentication (a backend in a policy), balancing policies, and a missing Service.
+// external authentication and error pages (backends in a policy), the proxy's own default
+// backend, balancing policies, and a missing Service.
 func patchIngressWorld(rng *rand.Rand, certPEM, keyPEM []byte) Input {
 	in := Input{Classes: []*networkingv1.IngressClass{class("metalgate")}, SSLPassthrough: true}
 	hosts := []string{"x.example.com", "y.example.com", "*.example.com", "", "z.test"}
@@ -95,6 +96,11 @@ func patchIngressWorld(rng *rand.Rand, certPEM, keyPEM []byte) Input {
 			ing.Annotations[AnnotationLoadBalance] = "ewma"
 		case 6:
 			ing.Annotations[AnnotationAffinity] = "cookie"
+		case 7: // error pages: the Ingress's own default-backend, or the proxy's
+			ing.Annotations[PrefixMetalgate+"custom-http-errors"] = "503"
+			if rng.Intn(2) == 0 {
+				ing.Annotations[PrefixMetalgate+"default-backend"] = svcs[rng.Intn(len(svcs))]
+			}
 		}
 		if rng.Intn(3) == 0 {
 			withDefault(ing, svcs[rng.Intn(len(svcs))])
@@ -103,6 +109,9 @@ func patchIngressWorld(rng *rand.Rand, certPEM, keyPEM []byte) Input {
 			withTLS(ing, "cert", "x.example.com", "*.example.com")
 		}
 		in.Ingresses = append(in.Ingresses, ing)
+	}
+	if rng.Intn(2) == 0 { // the proxy's own default backend (--default-backend-service)
+		in.DefaultBackendService = types.NamespacedName{Namespace: patchNamespaces[rng.Intn(len(patchNamespaces))], Name: svcs[rng.Intn(len(svcs))]}
 	}
 	for _, ns := range patchNamespaces {
 		in.Secrets = append(in.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cert"}, Type: corev1.SecretTypeTLS,

@@ -56,6 +56,8 @@ type Balance struct {
 	AffinityCookie string
 	// AffinityCookieAttrs are the affinity cookie's attributes.
 	AffinityCookieAttrs CookieAttrs
+	// AffinityMode is how a session keeps its endpoint (AffinityBalanced by default).
+	AffinityMode AffinityMode
 }
 
 // CookieAttrs are the attributes of the affinity cookie (session-cookie-* in ingress-nginx).
@@ -93,6 +95,9 @@ func (b Balance) String() string {
 		s += "/affinity:" + b.AffinityCookie
 		if b.AffinityCookieAttrs != (CookieAttrs{}) {
 			s += "[" + b.AffinityCookieAttrs.String() + "]"
+		}
+		if b.AffinityMode != AffinityBalanced {
+			s += "/" + string(b.AffinityMode)
 		}
 	}
 	return s

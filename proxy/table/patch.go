@@ -117,6 +117,9 @@ func routeBackends(r *Route) []*Backend {
 	for _, mi := range r.Options.Policy.Mirrors {
 		add(mi.Backend)
 	}
+	if ep := r.Options.Policy.ErrorPages; ep != nil {
+		add(ep.Backend)
+	}
 	return out
 }
 
@@ -203,6 +206,7 @@ type remap struct {
 	backends map[*Backend]*Backend // old → new, replaced ones only
 	routes   map[*Route]*Route     // old → new, copied ones only (a route is shared: Default is a namespace's default too)
 	auths    map[*ExternalAuth]*ExternalAuth
+	pages    map[*ErrorPages]*ErrorPages
 }
 
 func (m *remap) backend(be *Backend) *Backend {
@@ -226,6 +230,26 @@ func (m *remap) auth(ea *ExternalAuth) *ExternalAuth {
 		n = &c
 	}
 	m.auths[ea] = n
+	return n
+}
+
+func (m *remap) errorPages(ep *ErrorPages) *ErrorPages {
+	if ep == nil || ep.Backend == nil {
+		return ep
+	}
+	if n, ok := m.pages[ep]; ok {
+		return n
+	}
+	n := ep
+	if nb := m.backend(ep.Backend); nb != ep.Backend {
+		c := *ep
+		c.Backend = nb
+		n = &c
+	}
+	if m.pages == nil {
+		m.pages = map[*ErrorPages]*ErrorPages{}
+	}
+	m.pages[ep] = n
 	return n
 }
 
@@ -266,11 +290,12 @@ func (m *remap) route(r *Route) *Route {
 	ea := m.auth(r.Options.Policy.ExternalAuth)
 	mirrors := remapEach(m, r.Options.Policy.Mirrors, func(mi *Mirror) **Backend { return &mi.Backend })
 	split := remapEach(m, r.Split, func(w *Weighted) **Backend { return &w.Backend })
-	if be == r.Backend && canary == r.Canary && ea == r.Options.Policy.ExternalAuth && mirrors == nil && split == nil {
+	pages := m.errorPages(r.Options.Policy.ErrorPages)
+	if be == r.Backend && canary == r.Canary && ea == r.Options.Policy.ExternalAuth && mirrors == nil && split == nil && pages == r.Options.Policy.ErrorPages {
 		return r
 	}
 	c := *r
-	c.Backend, c.Canary, c.Options.Policy.ExternalAuth = be, canary, ea
+	c.Backend, c.Canary, c.Options.Policy.ExternalAuth, c.Options.Policy.ErrorPages = be, canary, ea, pages
 	if mirrors != nil {
 		c.Options.Policy.Mirrors = mirrors
 	}
@@ -357,6 +382,9 @@ func (m *remap) table(prev *Table, touched []*serviceRefs) *Table {
 		}
 	}
 	t.Default = m.route(prev.Default)
+	if prev.ErrorBackend != nil {
+		t.ErrorBackend = m.backend(prev.ErrorBackend)
+	}
 	var nss map[string]*namespaceRules
 	for ns, nr := range prev.namespaces {
 		hostless, dflt := m.hostRules(nr.anyHost), m.route(nr.dflt)

@@ -57,6 +57,12 @@ type Policy struct {
 	// Mirrors each get a copy of a sample of the requests (Gateway API's RequestMirror
 	// filter); their responses are discarded and the client's response never waits for them.
 	Mirrors []Mirror
+	// ErrorPages replaces responses of some statuses by an error page (custom-http-errors).
+	ErrorPages *ErrorPages
+	// NextUpstream, when set, is when and how often a request is passed to another endpoint
+	// (proxy-next-upstream); nil: connection failures of requests without a body only, on up
+	// to the server's Retries other endpoints.
+	NextUpstream *NextUpstream
 }
 
 // Mirror is one mirror of a route: a copy of Numerator out of every Denominator requests

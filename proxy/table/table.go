@@ -23,6 +23,10 @@ type Table struct {
 	// Default serves requests for hosts no Ingress names when no host-less rule matches; nil
 	// means 404.
 	Default *Route
+	// ErrorBackend is the proxy's own default backend (--default-backend-service): it serves
+	// the error page of requests that match no route (404), and of the routes whose
+	// ErrorPages name no backend of their own. nil: none (the proxy's plain answers).
+	ErrorBackend *Backend
 	// passthrough holds the TLS passthrough hosts (ssl-passthrough) and their backends.
 	passthrough map[string]*Backend
 	// gateway holds the routes of a Gateway table (proxy/gatewayapi); Match reads it.
