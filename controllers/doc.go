@@ -1,7 +1,10 @@
 // Package controllers holds the controller-runtime reconcilers of `metalgate controller`: the
 // Service reconciler that assigns LoadBalancer addresses from IPAddressPools (through the pure
 // allocator, with an IPAddressClaim per address so the API server is the lock) and the
-// IPAddressPool reconciler that reports usage and overlaps in each pool's status.
+// IPAddressPool reconciler that reports usage and overlaps in each pool's status, and the
+// references reconcilers (refs_controller.go) that write the Valid condition of
+// L2Advertisements, BGPAdvertisements, BGPPeers, BFDProfiles and Communities from
+// internal/refcheck.
 //
 // Layout of one Service reconcile:
 //

@@ -51,13 +51,19 @@ const DefaultLBClass = "metalgate.io/metalgate"
 const DefaultNamespace = "metalgate-system"
 
 // CacheOptions restrict the manager's cache to what the controllers need: configuration
-// objects only from the configuration namespace.
+// objects only from the configuration namespace (the controller's Role grants no more).
 func CacheOptions(namespace string) cache.Options {
 	if namespace == "" {
 		namespace = DefaultNamespace
 	}
+	ns := map[string]cache.Config{namespace: {}}
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&v1alpha1.IPAddressPool{}: {Namespaces: map[string]cache.Config{namespace: {}}},
+		&v1alpha1.IPAddressPool{}:    {Namespaces: ns},
+		&v1alpha1.L2Advertisement{}:  {Namespaces: ns},
+		&v1alpha1.BGPAdvertisement{}: {Namespaces: ns},
+		&v1alpha1.BGPPeer{}:          {Namespaces: ns},
+		&v1alpha1.BFDProfile{}:       {Namespaces: ns},
+		&v1alpha1.Community{}:        {Namespaces: ns},
 	}}
 }
 
@@ -71,7 +77,8 @@ func CacheOptions(namespace string) cache.Options {
 // +kubebuilder:rbac:groups=metalgate.io,namespace=metalgate-system,resources=ipaddresspools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=metalgate.io,resources=ipaddressclaims,verbs=get;list;watch;create;update;patch;delete
 
-// Setup registers the Service and IPAddressPool reconcilers with mgr. They share one allocator.
+// Setup registers the Service and IPAddressPool reconcilers with mgr (they share one
+// allocator), and the references reconcilers (refs_controller.go).
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.Metrics == nil {
 		return fmt.Errorf("controllers: Options.Metrics is required")
@@ -150,7 +157,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("set up IPAddressPool controller: %w", err)
 	}
-	return nil
+	// The Valid condition of advertisements, peers, BFD profiles and communities.
+	return setupRefs(mgr, opts.Namespace, &opts.SkipNameValidation)
 }
 
 // loadBalancers lists the LoadBalancer Services of a namespace ("" for all) as requests.

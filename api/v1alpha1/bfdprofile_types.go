@@ -11,10 +11,12 @@ import (
 // implementation, given with each field.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=bfdprofile,categories=metalgate
 // +kubebuilder:printcolumn:name="Transmit Interval",type=integer,JSONPath=`.spec.transmitInterval`
 // +kubebuilder:printcolumn:name="Receive Interval",type=integer,JSONPath=`.spec.receiveInterval`
 // +kubebuilder:printcolumn:name="Multiplier",type=integer,JSONPath=`.spec.detectMultiplier`
+// +kubebuilder:printcolumn:name="Valid",type=string,JSONPath=`.status.conditions[?(@.type=="Valid")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type BFDProfile struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -24,7 +26,7 @@ type BFDProfile struct {
 	// setting.
 	// +optional
 	Spec BFDProfileSpec `json:"spec,omitempty"`
-	// Status is reserved for future use.
+	// Status is written by the controller: the Valid condition.
 	// +optional
 	Status BFDProfileStatus `json:"status,omitempty"`
 }
@@ -88,8 +90,23 @@ type BFDProfileSpec struct {
 	MinimumTTL *uint32 `json:"minimumTtl,omitempty"`
 }
 
-// BFDProfileStatus is reserved for future use; it has no fields yet.
-type BFDProfileStatus struct{}
+// BFDProfileStatus is written by the controller: whether the speakers can use the profile.
+type BFDProfileStatus struct {
+	// ObservedGeneration is the metadata.generation the controller last
+	// checked; the conditions describe that generation.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Valid is True when every reference of the object resolves,
+	// False with a reason (PoolNotFound, CommunityNotFound, InvalidSelector, …)
+	// and a message naming each offending field otherwise.
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
 
 // +kubebuilder:object:root=true
 

@@ -10,11 +10,13 @@ import (
 // with different communities.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=bgpadv,categories=metalgate
 // +kubebuilder:printcolumn:name="IPAddressPools",type=string,JSONPath=`.spec.ipAddressPools`
 // +kubebuilder:printcolumn:name="IPAddressPool Selectors",type=string,JSONPath=`.spec.ipAddressPoolSelectors`
 // +kubebuilder:printcolumn:name="Peers",type=string,JSONPath=`.spec.peers`
 // +kubebuilder:printcolumn:name="Node Selectors",type=string,JSONPath=`.spec.nodeSelectors`,priority=10
+// +kubebuilder:printcolumn:name="Valid",type=string,JSONPath=`.status.conditions[?(@.type=="Valid")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type BGPAdvertisement struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -25,7 +27,7 @@ type BGPAdvertisement struct {
 	// from every node, one route per address.
 	// +optional
 	Spec BGPAdvertisementSpec `json:"spec,omitempty"`
-	// Status is reserved for future use.
+	// Status is written by the controller: the Valid condition.
 	// +optional
 	Status BGPAdvertisementStatus `json:"status,omitempty"`
 }
@@ -103,8 +105,23 @@ type BGPAdvertisementSpec struct {
 	Peers []string `json:"peers,omitempty"`
 }
 
-// BGPAdvertisementStatus is reserved for future use; it has no fields yet.
-type BGPAdvertisementStatus struct{}
+// BGPAdvertisementStatus is written by the controller: whether the pools, peers and community names it uses exist and its selectors parse.
+type BGPAdvertisementStatus struct {
+	// ObservedGeneration is the metadata.generation the controller last
+	// checked; the conditions describe that generation.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Valid is True when every reference of the object resolves,
+	// False with a reason (PoolNotFound, CommunityNotFound, InvalidSelector, …)
+	// and a message naming each offending field otherwise.
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
 
 // +kubebuilder:object:root=true
 

@@ -38,6 +38,7 @@ const (
 // +kubebuilder:printcolumn:name="My ASN",type=integer,JSONPath=`.spec.myASN`
 // +kubebuilder:printcolumn:name="BFD Profile",type=string,JSONPath=`.spec.bfdProfile`
 // +kubebuilder:printcolumn:name="Multi Hops",type=boolean,JSONPath=`.spec.ebgpMultiHop`,priority=1
+// +kubebuilder:printcolumn:name="Valid",type=string,JSONPath=`.status.conditions[?(@.type=="Valid")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type BGPPeer struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -45,8 +46,8 @@ type BGPPeer struct {
 
 	// Spec describes the peer and the session parameters.
 	Spec BGPPeerSpec `json:"spec"`
-	// Status is written by the speakers: the state of the session from each
-	// node.
+	// Status is written by the speakers (the state of the session from each
+	// node) and by the controller (the Valid condition).
 	// +optional
 	Status BGPPeerStatus `json:"status,omitempty"`
 }
@@ -191,6 +192,21 @@ type BGPPeerStatus struct {
 	// +listMapKey=node
 	// +optional
 	Nodes []BGPPeerNodeStatus `json:"nodes,omitempty"`
+
+	// Conditions are written by the controller: Valid is True when
+	// spec.bfdProfile names an existing, usable BFDProfile (or is unset) and
+	// spec.nodeSelectors parse; False with a reason (BFDProfileNotFound,
+	// BFDMultiHopUnsupported, InvalidSelector, …) and a message naming the
+	// field otherwise. spec.passwordSecret is not checked here: each speaker
+	// reads the Secret and reports a missing one in its nodes entry
+	// (lastError). Each condition's observedGeneration is the generation the
+	// controller checked.
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // BGPPeerNodeStatus is the state of the session between one node and the

@@ -9,8 +9,10 @@ import (
 // instead of the value ("65535:65281").
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=metalgate
 // +kubebuilder:printcolumn:name="Communities",type=string,JSONPath=`.spec.communities`,priority=1
+// +kubebuilder:printcolumn:name="Valid",type=string,JSONPath=`.status.conditions[?(@.type=="Valid")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Community struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -19,6 +21,9 @@ type Community struct {
 	// Spec lists the aliases.
 	// +optional
 	Spec CommunitySpec `json:"spec,omitempty"`
+	// Status is written by the controller: the Valid condition.
+	// +optional
+	Status CommunityStatus `json:"status,omitempty"`
 }
 
 // CommunitySpec lists community aliases.
@@ -48,6 +53,24 @@ type CommunityAlias struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule=`(self.matches('^[0-9]{1,5}:[0-9]{1,5}$') && int(self.find('^[0-9]+')) <= 65535 && int(self.find('[0-9]+$')) <= 65535) || (self.matches('^large:[0-9]{1,10}:[0-9]{1,10}:[0-9]{1,10}$') && self.findAll('[0-9]+').all(n, int(n) <= 4294967295))`,message="must be a standard community such as 65000:100 (two numbers from 0 to 65535) or a large community such as large:65000:1:2 (three numbers from 0 to 4294967295)"
 	Value string `json:"value"`
+}
+
+// CommunityStatus is written by the controller: whether each name it defines has one value in the namespace.
+type CommunityStatus struct {
+	// ObservedGeneration is the metadata.generation the controller last
+	// checked; the conditions describe that generation.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Valid is True when every reference of the object resolves,
+	// False with a reason (PoolNotFound, CommunityNotFound, InvalidSelector, …)
+	// and a message naming each offending field otherwise.
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // +kubebuilder:object:root=true

@@ -12,11 +12,13 @@ import (
 // restrictions then add up.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=l2adv,categories=metalgate
 // +kubebuilder:printcolumn:name="IPAddressPools",type=string,JSONPath=`.spec.ipAddressPools`
 // +kubebuilder:printcolumn:name="IPAddressPool Selectors",type=string,JSONPath=`.spec.ipAddressPoolSelectors`
 // +kubebuilder:printcolumn:name="Interfaces",type=string,JSONPath=`.spec.interfaces`
 // +kubebuilder:printcolumn:name="Node Selectors",type=string,JSONPath=`.spec.nodeSelectors`,priority=10
+// +kubebuilder:printcolumn:name="Valid",type=string,JSONPath=`.status.conditions[?(@.type=="Valid")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type L2Advertisement struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -27,7 +29,7 @@ type L2Advertisement struct {
 	// interface.
 	// +optional
 	Spec L2AdvertisementSpec `json:"spec,omitempty"`
-	// Status is reserved for future use.
+	// Status is written by the controller: the Valid condition.
 	// +optional
 	Status L2AdvertisementStatus `json:"status,omitempty"`
 }
@@ -68,8 +70,23 @@ type L2AdvertisementSpec struct {
 	Interfaces []string `json:"interfaces,omitempty"`
 }
 
-// L2AdvertisementStatus is reserved for future use; it has no fields yet.
-type L2AdvertisementStatus struct{}
+// L2AdvertisementStatus is written by the controller: whether the pools it names exist and its selectors parse.
+type L2AdvertisementStatus struct {
+	// ObservedGeneration is the metadata.generation the controller last
+	// checked; the conditions describe that generation.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Valid is True when every reference of the object resolves,
+	// False with a reason (PoolNotFound, CommunityNotFound, InvalidSelector, …)
+	// and a message naming each offending field otherwise.
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
 
 // +kubebuilder:object:root=true
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/internal/refcheck"
 	"github.com/metalgate/metalgate/proxy/controlplane"
 	"github.com/metalgate/metalgate/proxy/ingress"
 )
@@ -61,6 +62,7 @@ type clusterState struct {
 	pools     []v1alpha1.IPAddressPool
 	l2        []v1alpha1.L2Advertisement
 	bgp       []v1alpha1.BGPAdvertisement
+	refs      refcheck.Snapshot // pools, BGPPeers, BFDProfiles and Communities, for refFindings
 	services  []corev1.Service
 	slices    []discoveryv1.EndpointSlice
 	ingresses []networkingv1.Ingress
@@ -101,6 +103,19 @@ func readClusterState(ctx context.Context, c client.Reader, namespace string) (c
 	if err := c.List(ctx, &bgp, client.InNamespace(namespace)); err != nil {
 		return s, fmt.Errorf("list BGPAdvertisements in %s: %w", namespace, err)
 	}
+	var peers v1alpha1.BGPPeerList
+	if err := c.List(ctx, &peers, client.InNamespace(namespace)); err != nil {
+		return s, fmt.Errorf("list BGPPeers in %s: %w", namespace, err)
+	}
+	var bfds v1alpha1.BFDProfileList
+	if err := c.List(ctx, &bfds, client.InNamespace(namespace)); err != nil {
+		return s, fmt.Errorf("list BFDProfiles in %s: %w", namespace, err)
+	}
+	var comms v1alpha1.CommunityList
+	if err := c.List(ctx, &comms, client.InNamespace(namespace)); err != nil {
+		return s, fmt.Errorf("list Communities in %s: %w", namespace, err)
+	}
+	s.refs = refcheck.Snapshot{Pools: pools.Items, BGPPeers: peers.Items, BFDProfiles: bfds.Items, Communities: comms.Items}
 	var svcs corev1.ServiceList
 	if err := c.List(ctx, &svcs); err != nil {
 		return s, fmt.Errorf("list Services: %w", err)
@@ -139,6 +154,7 @@ func readClusterState(ctx context.Context, c client.Reader, namespace string) (c
 // findings computes check's report from a cluster state, sorted by object then message.
 func findings(s clusterState, now time.Time) []finding {
 	out := poolFindings(s)
+	out = append(out, refFindings(s)...)
 	out = append(out, ingressFindings(s, now)...)
 	out = append(out, gatewayFindings(s.gateway)...)
 	sort.SliceStable(out, func(i, j int) bool {
@@ -181,6 +197,45 @@ func poolFindings(s clusterState) []finding {
 				out = append(out, finding{severityWarning, obj, fmt.Sprintf("address %s is in no pool", ip), "another load balancer assigned it, or its pool was deleted"})
 			}
 		}
+	}
+	return out
+}
+
+// refFindings: references of advertisements, BGPPeers, BFDProfiles and Communities that do not
+// resolve, as internal/refcheck decides them: the same problems the controller writes into
+// each object's Valid condition. A missing pool or peer is a warning (the advertisement still
+// announces the others); everything else stops the object from being used and is an error.
+func refFindings(s clusterState) []finding {
+	var out []finding
+	add := func(kind, resource, ns, name string, ps []refcheck.Problem) {
+		for _, p := range ps {
+			sev := severityError
+			if p.Reason == v1alpha1.ReasonPoolNotFound || p.Reason == v1alpha1.ReasonPeerNotFound {
+				sev = severityWarning
+			}
+			out = append(out, finding{sev, kind + " " + ns + "/" + name, p.Reason + ": " + p.String(),
+				fmt.Sprintf("kubectl get %s -n %s %s -o yaml (status.conditions, type Valid)", resource, ns, name)})
+		}
+	}
+	for i := range s.l2 {
+		a := &s.l2[i]
+		add("L2Advertisement", "l2advertisement", a.Namespace, a.Name, refcheck.L2Advertisement(a, s.refs))
+	}
+	for i := range s.bgp {
+		a := &s.bgp[i]
+		add("BGPAdvertisement", "bgpadvertisement", a.Namespace, a.Name, refcheck.BGPAdvertisement(a, s.refs))
+	}
+	for i := range s.refs.BGPPeers {
+		p := &s.refs.BGPPeers[i]
+		add("BGPPeer", "bgppeer", p.Namespace, p.Name, refcheck.BGPPeer(p, s.refs))
+	}
+	for i := range s.refs.BFDProfiles {
+		p := &s.refs.BFDProfiles[i]
+		add("BFDProfile", "bfdprofile", p.Namespace, p.Name, refcheck.BFDProfile(p))
+	}
+	for i := range s.refs.Communities {
+		c := &s.refs.Communities[i]
+		add("Community", "community", c.Namespace, c.Name, refcheck.Community(c, s.refs))
 	}
 	return out
 }

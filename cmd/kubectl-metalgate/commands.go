@@ -5,19 +5,17 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"slices"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metalgate/metalgate/allocator"
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/internal/refcheck"
 )
 
 // poolItem is one family of one pool: a row of pools.
@@ -248,28 +246,12 @@ func ingressIPs(s *corev1.Service) []string {
 // or by selecting nothing in particular (all pools).
 func advertised(p *v1alpha1.IPAddressPool, l2 []v1alpha1.L2Advertisement, bgp []v1alpha1.BGPAdvertisement) bool {
 	for _, a := range l2 {
-		if selects(p, a.Spec.IPAddressPools, a.Spec.IPAddressPoolSelectors) {
+		if refcheck.SelectsPool(p, a.Spec.IPAddressPools, a.Spec.IPAddressPoolSelectors) {
 			return true
 		}
 	}
 	for _, a := range bgp {
-		if selects(p, a.Spec.IPAddressPools, a.Spec.IPAddressPoolSelectors) {
-			return true
-		}
-	}
-	return false
-}
-
-func selects(p *v1alpha1.IPAddressPool, names []string, selectors []metav1.LabelSelector) bool {
-	if len(names) == 0 && len(selectors) == 0 {
-		return true
-	}
-	if slices.Contains(names, p.Name) {
-		return true
-	}
-	for i := range selectors {
-		sel, err := metav1.LabelSelectorAsSelector(&selectors[i])
-		if err == nil && sel.Matches(labels.Set(p.Labels)) {
+		if refcheck.SelectsPool(p, a.Spec.IPAddressPools, a.Spec.IPAddressPoolSelectors) {
 			return true
 		}
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/metalgate/metalgate/api/contract"
 	"github.com/metalgate/metalgate/api/v1alpha1"
+	"github.com/metalgate/metalgate/internal/refcheck"
 	proxyingress "github.com/metalgate/metalgate/proxy/ingress"
 )
 
@@ -341,6 +342,18 @@ func TestFindings(t *testing.T) {
 			`error: Ingress a/web: a metalgate proxy stopped writing its status (ForeignStatusWriter, 1m0s ago): status.loadBalancer of this Ingress was replaced 3 time(s) within 10m0s by field manager "rival"`,
 			"error: Ingress a/web: status conflict: 2 StatusConflict event(s), last 2m0s ago",
 			"error: Ingress a/web: status.loadBalancer holds 198.51.100.11, which is the VIP of no metalgate proxy Service",
+		}},
+		{"references that do not resolve", with(func(s *clusterState) {
+			ns := metav1.ObjectMeta{Namespace: "metalgate-system"}
+			l2, adv, peer := ns, ns, ns
+			l2.Name, adv.Name, peer.Name = "l2", "adv", "r1"
+			s.l2 = append(s.l2, v1alpha1.L2Advertisement{ObjectMeta: l2, Spec: v1alpha1.L2AdvertisementSpec{IPAddressPools: []string{"p", "gone"}}})
+			s.bgp = []v1alpha1.BGPAdvertisement{{ObjectMeta: adv, Spec: v1alpha1.BGPAdvertisementSpec{Communities: []string{"no-export"}}}}
+			s.refs = refcheck.Snapshot{Pools: s.pools, BGPPeers: []v1alpha1.BGPPeer{{ObjectMeta: peer, Spec: v1alpha1.BGPPeerSpec{BFDProfile: "fast"}}}}
+		}), []string{
+			`error: BGPAdvertisement metalgate-system/adv: CommunityNotFound: spec.communities[0]: community name "no-export" is defined by no Community in namespace metalgate-system`,
+			`error: BGPPeer metalgate-system/r1: BFDProfileNotFound: spec.bfdProfile: BFDProfile "fast" not found`,
+			`warning: L2Advertisement metalgate-system/l2: PoolNotFound: spec.ipAddressPools[1]: IPAddressPool "gone" not found`,
 		}},
 		{"pool problems", with(func(s *clusterState) {
 			s.l2 = nil
