@@ -92,6 +92,9 @@ Flags:
   --rewrite-annotations       nginx.ingress.kubernetes.io annotations to metalgate.io
                               (default true)
   --drop-unsupported          leave out nginx annotations metalgate does not support
+  --nginx-configmap NS/NAME   ingress-nginx's controller ConfigMap (default: the one
+                              its controller Deployment names, else
+                              ingress-nginx/ingress-nginx-controller)
 ` + kubeFlagsHelp
 	helpHelp = `Usage: kubectl metalgate help [COMMAND]
 

@@ -58,6 +58,9 @@ type migrateSettings struct {
 	// dropUnsupported leaves out the nginx annotations metalgate does not support; by
 	// default they are kept, and the proxy reports each in a Warning event.
 	dropUnsupported bool
+	// nginxConfigMap is ingress-nginx's controller ConfigMap (namespace/name): --nginx-configmap;
+	// "" discovers it (migrate_configmap.go).
+	nginxConfigMap string
 }
 
 // stringList is a flag that may be given more than once, or as a comma-separated list.
@@ -78,7 +81,7 @@ func (l *stringList) Set(v string) error {
 }
 
 // migrateFlagNames are the flags only migrate takes.
-var migrateFlagNames = []string{"f", "filename", "report", "strict", "metallb-namespace", "nginx-class", "ingress-class", "rewrite-annotations", "drop-unsupported"}
+var migrateFlagNames = []string{"f", "filename", "report", "strict", "metallb-namespace", "nginx-class", "ingress-class", "rewrite-annotations", "drop-unsupported", "nginx-configmap"}
 
 // registerMigrateFlags adds migrate's flags to the plugin's flag set.
 func registerMigrateFlags(fs *pflag.FlagSet, o *migrateOptions) {
@@ -96,6 +99,13 @@ func registerMigrateFlags(fs *pflag.FlagSet, o *migrateOptions) {
 	fs.StringVar(&o.ingressClass, "ingress-class", "metalgate", "migrate: the class migrated Ingresses get")
 	fs.BoolVar(&o.rewrite, "rewrite-annotations", true, "migrate: rewrite nginx annotations to their metalgate.io forms")
 	fs.BoolVar(&o.dropUnsupported, "drop-unsupported", false, "migrate: leave out the nginx annotations metalgate does not support")
+	fs.Func("nginx-configmap", "migrate: ingress-nginx's controller ConfigMap, NAMESPACE/NAME (default: the controller's --configmap, else "+nginxConfigMapDefault+")", func(v string) error {
+		if _, err := parseNamespacedName(v); err != nil {
+			return err
+		}
+		o.nginxConfigMap = v
+		return nil
+	})
 }
 
 // source is one object read, with where it came from.
@@ -187,11 +197,19 @@ func runMigration(srcs []source, s *migrateSettings, notes []string) (*migration
 		fmt.Sprintf("ingress-nginx Ingresses (classes %s): class → %s, %s", s.nginxClasses.String(), s.ingressClass, annotationMode(s)),
 	}}
 	rep.header = append(rep.header, notes...)
+	cfg, srcs, cfgNotes := takeControllerConfig(srcs, s)
+	rep.header = append(rep.header, cfgNotes...)
+	if cfg.found {
+		rep.skipped = append(rep.skipped, skip{describe(cfg.src), "ingress-nginx's controller ConfigMap: translated into proxy flags and Ingress annotations (its block above)"})
+	}
 	in := sortSources(srcs, rep)
 	results := migrateMetalLBSources(in, s, rep)
-	ing, err := migrateNginxSources(in, s, rep)
+	ing, err := migrateNginxSources(in, s, cfg, rep)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.found || len(ing) > 0 {
+		rep.controller = cfg
 	}
 	return ordered(append(results, ing...), rep), nil
 }
@@ -278,7 +296,7 @@ func migrateMetalLBSources(in sources, s *migrateSettings, rep *report) []migrat
 // migrateNginxSources moves the Ingresses of ingress-nginx's classes to metalgate's and
 // reports what the proxy will say about their annotations as migrated. IngressClasses are
 // never migrated: each is reported as skipped, with why.
-func migrateNginxSources(in sources, s *migrateSettings, rep *report) ([]migrated, error) {
+func migrateNginxSources(in sources, s *migrateSettings, cfg *controllerConfig, rep *report) ([]migrated, error) {
 	var classObjs []*unstructured.Unstructured
 	for _, c := range in.classes {
 		classObjs = append(classObjs, c.obj)
@@ -291,6 +309,7 @@ func migrateNginxSources(in sources, s *migrateSettings, rep *report) ([]migrate
 	}
 	nginx, defaultClass := nginxClasses(s, classObjs)
 	im := newIngressMigrator(s)
+	im.ctl = cfg
 	var ing []*ingressResult
 	for _, src := range in.ingresses {
 		class, how, why := im.selectIngress(src.obj, nginx, defaultClass)
@@ -354,6 +373,9 @@ func ordered(results []migrated, rep *report) *migration {
 // otherKind says why an object that is neither MetalLB's nor an Ingress is not migrated,
 // naming the two kinds MetalLB users most often have beside its CRDs.
 func otherKind(u *unstructured.Unstructured) string {
+	if why := controllerObjectReason(u); why != "" {
+		return why
+	}
 	gvk := u.GroupVersionKind()
 	switch {
 	case gvk.Group == "" && gvk.Kind == "ConfigMap" && u.Object["data"] != nil && strings.HasPrefix(u.GetNamespace(), "metallb"):
@@ -576,5 +598,6 @@ func readCluster(ctx context.Context, c client.Reader, s *migrateSettings) ([]so
 		}
 		out = append(out, objs...)
 	}
-	return out, notes, nil
+	ctl, ctlNotes := readControllerConfigMap(ctx, c, s)
+	return append(out, ctl...), append(notes, ctlNotes...), nil
 }

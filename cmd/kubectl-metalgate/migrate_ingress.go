@@ -31,6 +31,8 @@ type ingressMigrator struct {
 	// probed caches, per nginx annotation, the problem the proxy reports for it alone
 	// (UnsupportedAnnotation or RefusedAnnotation), or a zero Problem.
 	probed map[string]table.Problem
+	// ctl is ingress-nginx's controller ConfigMap as migrate read it (nil: its defaults).
+	ctl *controllerConfig
 }
 
 func newIngressMigrator(s *migrateSettings) *ingressMigrator {
@@ -147,7 +149,8 @@ func (m *ingressMigrator) migrateIngress(u *unstructured.Unstructured, origin, c
 	if rewroteTarget {
 		useRegexForRewrite(res.rep, ann)
 	}
-	defaultSSLRedirect(res, u, orig)
+	eff := m.ctl.applyDefaults(res, orig, ann, m.s.rewrite)
+	m.defaultSSLRedirect(res, u, eff)
 	if res.sslRedirect != "" {
 		ann[ingress.PrefixNginx+"ssl-redirect"] = res.sslRedirect
 	}
@@ -296,11 +299,17 @@ func useRegexForRewrite(rep *objectReport, ann map[string]string) {
 // plain HTTP to HTTPS for the hosts with TLS unless told not to; metalgate only with the
 // annotation. The nginx form of ssl-redirect has ingress-nginx's meaning (only hosts with
 // TLS), so it keeps the behaviour exactly.
-func defaultSSLRedirect(res *ingressResult, u *unstructured.Unstructured, orig map[string]string) {
+// The controller ConfigMap's ssl-redirect: "false" turns that default off (and force-ssl-redirect
+// from it counts as the Ingress's own).
+func (m *ingressMigrator) defaultSSLRedirect(res *ingressResult, u *unstructured.Unstructured, orig map[string]string) {
 	_, mine := orig[ingress.AnnotationSSLRedirect]
 	_, nginxSet := orig[ingress.PrefixNginx+"ssl-redirect"]
 	tls, _, _ := unstructured.NestedSlice(u.Object, "spec", "tls")
 	if !mine && !nginxSet && len(tls) > 0 && !forceSSL(orig) {
+		if m.ctl != nil && !m.ctl.sslRedirect {
+			m.ctl.noRedirectLine(res)
+			return
+		}
 		res.sslRedirect, res.sslAdded = "true", true
 	}
 }

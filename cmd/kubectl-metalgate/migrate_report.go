@@ -68,6 +68,18 @@ type report struct {
 	objects  []*objectReport
 	services []*objectReport // Services that keep working thanks to the annotation aliases
 	skipped  []skip
+	// controller is ingress-nginx's controller ConfigMap and the proxy flags it asks for; nil
+	// when nothing of ingress-nginx was read.
+	controller *controllerConfig
+}
+
+// all is every report block with entries: the objects, the Services, the controller ConfigMap.
+func (r *report) all() []*objectReport {
+	out := append(r.objects[:len(r.objects):len(r.objects)], r.services...)
+	if r.controller != nil && r.controller.rep != nil {
+		out = append(out, r.controller.rep)
+	}
+	return out
 }
 
 // write prints the report: the header, one block per migrated object, the Services, what was
@@ -80,7 +92,7 @@ func (r *report) write(w io.Writer) error {
 	}
 	if n := r.breaking(); n > 0 {
 		fmt.Fprintf(&b, "\nBREAKING: %d item(s) where metalgate would protect less than ingress-nginx did, or refuse what it served; fix them before applying (--strict exits %d on any)\n", n, exitBreaking)
-		for _, o := range append(r.objects[:len(r.objects):len(r.objects)], r.services...) {
+		for _, o := range r.all() {
 			for _, e := range o.entries {
 				if e.verdict == breaking {
 					fmt.Fprintf(&b, "  %s: %s: %s\n", o.title, e.what, e.detail)
@@ -105,6 +117,7 @@ func (r *report) write(w io.Writer) error {
 			fmt.Fprintf(&b, "  %-12s %s\n", e.verdict, line)
 		}
 	}
+	writeControllerConfig(&b, r.controller)
 	for _, o := range r.objects {
 		block(o)
 	}
@@ -125,7 +138,7 @@ func (r *report) write(w io.Writer) error {
 		n[o.worst()]++
 	}
 	var lost, refusedN int
-	for _, o := range append(r.objects[:len(r.objects):len(r.objects)], r.services...) {
+	for _, o := range r.all() {
 		for _, e := range o.entries {
 			if e.verdict == unsupported || e.verdict == refused {
 				lost++
@@ -135,7 +148,7 @@ func (r *report) write(w io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(&b, "\nSummary: %d object(s) migrated: %d one to one, %d with changes, %d with something unsupported, %d with something BREAKING; %d not migrated; %d field(s) or annotation(s) not supported (%d refused); %d BREAKING item(s)\n",
+	fmt.Fprintf(&b, "\nSummary: %d object(s) migrated: %d one to one, %d with changes, %d with something unsupported, %d with something BREAKING; %d not migrated; %d field(s), annotation(s) or key(s) not supported (%d refused); %d BREAKING item(s)\n",
 		len(r.objects), n[same], n[changed], n[unsupported]+n[refused], n[breaking], len(r.skipped), lost, refusedN, r.breaking())
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -144,7 +157,7 @@ func (r *report) write(w io.Writer) error {
 // breaking counts the BREAKING entries of every object and Service.
 func (r *report) breaking() int {
 	n := 0
-	for _, o := range append(r.objects[:len(r.objects):len(r.objects)], r.services...) {
+	for _, o := range r.all() {
 		for _, e := range o.entries {
 			if e.verdict == breaking {
 				n++

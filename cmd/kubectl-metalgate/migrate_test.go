@@ -106,6 +106,10 @@ func TestMigrateGolden(t *testing.T) {
 		{"ingress-nginx-drop-unsupported", []string{"-f", migrateData + "/ingress-nginx/unsupported.yaml", "--drop-unsupported"}, 0},
 		{"hostile", []string{"-f", migrateData + "/hostile"}, 0},
 		{"errorpages", []string{"-f", migrateData + "/errorpages"}, 0},
+		{"configmap", []string{"-f", migrateData + "/configmap"}, 0},
+		{"configmap-keep-annotations", []string{"-f", migrateData + "/configmap", "--rewrite-annotations=false"}, 0},
+		{"configmap-absent", []string{"-f", migrateData + "/configmap/ingresses.yaml"}, 0},
+		{"configmap-named", []string{"-f", migrateData + "/configmap", "--nginx-configmap", "edge/edge-nginx-settings-old"}, 0},
 		{"other-names", []string{"--metalgate-namespace", "lb", "--metallb-namespace", "metallb", "--ingress-class", "edge", "--nginx-class", "internal",
 			"-f", migrateData + "/metallb/ipaddresspools.yaml", "-f", migrateData + "/ingress-nginx/policies.yaml"}, 0},
 	}
@@ -167,7 +171,7 @@ func TestMigrateNothingSilentlyDropped(t *testing.T) {
 	for _, rewrite := range []bool{true, false} {
 		s := defaultSettings()
 		s.rewrite = rewrite
-		srcs, m := migrateCorpus(t, s, "metallb", "ingress-nginx", "hostile")
+		srcs, m := migrateCorpus(t, s, "metallb", "ingress-nginx", "hostile", "configmap")
 		outs := map[string]int{}
 		for i, o := range m.objects {
 			outs[o.obj.GetKind()+" "+o.obj.GetName()+" "+o.obj.GetNamespace()] = i
