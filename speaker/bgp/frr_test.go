@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -159,15 +160,26 @@ func TestFRR(t *testing.T) {
 		}
 		h.kill()
 
+		// This time the helper serves its metrics: metalgate_bgp_bfd_session_up follows the
+		// session, 1 while FRR sees it up, 0 once the cut link took it down.
+		cfg.MetricsSocket = filepath.Join(t.TempDir(), "metrics.sock")
 		h = l.startHelper(t, cfg)
 		l.waitRoute(t, "100.64.0.14/32", srcBFD)
 		l.waitBFDUp(t, srcBFD)
+		bfdMetric := func(want float64) func() bool {
+			return func() bool {
+				v, ok, err := bfdUp(cfg.MetricsSocket, p.Name)
+				return err == nil && ok && v == want
+			}
+		}
+		waitFor(t, "metalgate_bgp_bfd_session_up 1", 10*time.Second, bfdMetric(1))
 		t.Cleanup(func() { l.SetSpeakerLink(t, true) })
 		d = l.measureWithdraw(t, mon, "100.64.0.14", func() { l.SetSpeakerLink(t, false) }, 10*time.Second)
 		t.Logf("link cut with BFD: withdrawn after %v", d)
 		if d > time.Second {
 			t.Errorf("withdrawn after %v with BFD 100ms x 3, want under 1s", d)
 		}
+		waitFor(t, "metalgate_bgp_bfd_session_up 0 with the link cut", 10*time.Second, bfdMetric(0))
 		l.SetSpeakerLink(t, true)
 		h.kill()
 	})

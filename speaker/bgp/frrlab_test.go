@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -16,6 +18,10 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/metalgate/metalgate/internal/netnslab"
 )
@@ -136,6 +142,10 @@ type helperConfig struct {
 	RouterID string
 	Peers    []Peer
 	Ads      []Advertisement
+	// MetricsSocket, when set, is a unix socket path on which the helper serves its
+	// metrics (a path reaches across network namespaces; an address in the speaker's
+	// namespace would not).
+	MetricsSocket string
 }
 
 // helper is a running speaker process in the lab's speaker namespace.
@@ -224,6 +234,16 @@ func runHelper(path string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	if cfg.MetricsSocket != "" {
+		reg := prometheus.NewRegistry()
+		opts.Registerer = reg
+		ln, err := net.Listen("unix", cfg.MetricsSocket)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		go func() { _ = http.Serve(ln, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})) }()
+	}
 	s, err := New(log, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -258,4 +278,32 @@ func logStatus(log logr.Logger, s *Speaker) {
 	for _, st := range s.Status() {
 		log.Info("status", "peer", st.Name, "state", st.SessionState, "prefixes", st.PrefixesAdvertised, "lastError", st.LastError)
 	}
+}
+
+// bfdUp scrapes a helper's metrics socket: metalgate_bgp_bfd_session_up of peer, and whether
+// the series exists.
+func bfdUp(sock, peer string) (float64, bool, error) {
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}}}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get("http://helper/metrics")
+	if err != nil {
+		return 0, false, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, m := range mfs["metalgate_bgp_bfd_session_up"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "peer" && l.GetValue() == peer {
+				return m.GetGauge().GetValue(), true, nil
+			}
+		}
+	}
+	return 0, false, nil
 }

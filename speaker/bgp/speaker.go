@@ -59,6 +59,8 @@ type Speaker struct {
 	stMu     sync.Mutex // guards sessions and failed; GoBGP's watcher writes them
 	sessions map[netip.Addr]*session
 	failed   map[string]PeerStatus // peers refused by the last SetPeers
+	// bfd reads the BFD sessions' state at each scrape (with Options.Registerer).
+	bfd *bfdSessions
 }
 
 // peerEntry is a peer configured in GoBGP with its export policy.
@@ -168,6 +170,14 @@ func New(logger logr.Logger, opts Options) (*Speaker, error) {
 		cancel()
 		srv.Stop()
 		return nil, fmt.Errorf("watch GoBGP peer events: %w", err)
+	}
+	if opts.Registerer != nil {
+		s.bfd = newBFDSessions(s)
+		if err := opts.Registerer.Register(s.bfd); err != nil {
+			cancel()
+			srv.Stop()
+			return nil, fmt.Errorf("register BFD metrics: %w", err)
+		}
 	}
 	return s, nil
 }
@@ -845,6 +855,9 @@ func (s *Speaker) Close(ctx context.Context) error {
 		return nil
 	}
 	s.closed = true
+	if s.bfd != nil {
+		s.opts.Registerer.Unregister(s.bfd)
+	}
 	for _, e := range s.peers {
 		if e.cfg.GracefulRestart {
 			s.log.Info("Leaving BGP sessions open for graceful restart: exit the process to close them")
