@@ -34,7 +34,7 @@ func (b *bfdSessions) Collect(ch chan<- prometheus.Metric) {
 	}
 	var states []state
 	err := b.s.srv.ListPeer(ctx, &api.ListPeerRequest{}, func(p *api.Peer) {
-		if p.Conf == nil || p.Bfd == nil {
+		if p.Conf == nil || !p.GetBfd().GetEnabled() {
 			return
 		}
 		addr, err := netip.ParseAddr(p.Conf.NeighborAddress)
