@@ -141,6 +141,14 @@ M = [
  ("M24t2 an untrusted client's sampled flag decides", "proxy/tracing/tracing.go", [("trusted && psc.IsValid()", "trusted || psc.IsValid()")], "TestSpans$"),
  ("M24t3 the backend gets the client's parent, not the proxy's span", "proxy/dataplane/spans.go", [("\ta.traceparent = traceparentOf(sc)\n", "\t_ = traceparentOf(sc)\n")], "TestSpans$"),
  ("M24x1 certificate expiry without the owner namespace", "proxy/table/certificates.go", [("add(hr.cert, ServedCertificate{Namespace: hr.namespace, Host: host})", "add(hr.cert, ServedCertificate{Host: host})")], "TestCertificateExpiryMetric"),
+ ("M29t1 TLS passthrough falls through to a wider listener", "proxy/table/gatewaytls.go", [("\t\tanswered = true\n", "")], "TestGatewayTLSPassthrough$"),
+ ("M29t2 TLS passthrough falls through to a wider listener (table)", "proxy/table/gatewaytls.go", [("\t\tanswered = true\n", "")], "TestGatewayTLSRoutePassthrough$", [], "./proxy/gatewayapi/"),
+ ("M29t3 a passthrough miss terminated by the HTTPS server", "proxy/dataplane/gatewaypassthrough.go", [("\tl.track(c, false)\n\tc.Close()\n}", "\tl.track(c, false)\n\tl.serveTLS(c, hello)\n}")], "TestGatewayTLSPassthrough$"),
+ ("M29t4 no ClientHello deadline on passthrough ports (slowloris)", "proxy/dataplane/gatewaypassthrough.go", [("\tif d := l.s.opts.ReadHeaderTimeout; d > 0 {\n", "\tif d := l.s.opts.ReadHeaderTimeout; d < 0 {\n")], "TestGatewayTLSPassthrough$"),
+ ("M29t5 TLSRoutes admitted by HTTP and HTTPS listeners", "proxy/gatewayapi/translate.go", [("\t\tif !passthroughListener(*l) {\n\t\t\treturn fmt.Sprintf(\"protocol %s does not serve %ss (TLS", "\t\tif false {\n\t\t\treturn fmt.Sprintf(\"protocol %s does not serve %ss (TLS")], "TestTranslateGolden$", [], "./proxy/gatewayapi/"),
+ ("M29t6 TLS listener in mode Terminate accepted", "proxy/gatewayapi/listeners.go", [("\t\t\tif !passthroughListener(l) {\n\t\t\t\t// Terminating", "\t\t\tif false {\n\t\t\t\t// Terminating")], "TestTranslateGolden$", [], "./proxy/gatewayapi/"),
+ ("M29t7 TLS Passthrough listener indexed as an HTTP one", "proxy/table/gatewaytls.go", [("\tb.listeners[i].passthrough = true\n", "")], "TestGatewayTLSPassthrough$"),
+ ("M29t8 TLSRoute backendRef across namespaces without a grant", "proxy/gatewayapi/translate.go", [("\tcase ns != from.NamespacedName.Namespace && !Granted(", "\tcase ns != from.NamespacedName.Namespace && from.Kind != \"TLSRoute\" && !Granted(")], "TestTranslateGolden$", [], "./proxy/gatewayapi/"),
 ]
 only = sys.argv[1:]
 failed = 0
