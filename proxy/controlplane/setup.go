@@ -119,13 +119,16 @@ func secretTransform(o any) (any, error) {
 
 // Setup adds the table builder and the API prober (every replica) and the status publisher
 // (leader only) to the manager. A Gateway proxy first asks the API server whether it serves
-// GRPCRoute, and leaves the kind out when it does not (checkGRPCRoute).
+// GRPCRoute and TLSRoute, and leaves a kind out when it does not (checkGRPCRoute).
 func (cp *ControlPlane) Setup(mgr manager.Manager) error {
 	if err := cp.opts.checkGRPCRoute(mgr.GetRESTMapper()); err != nil {
 		return err
 	}
 	if cp.opts.noGRPCRoute {
 		cp.fresh.Forget(KindGRPCRoute) // not watched: its age would only grow
+	}
+	if cp.opts.noTLSRoute {
+		cp.fresh.Forget(KindTLSRoute)
 	}
 	if cp.opts.Recorder == nil {
 		cp.opts.Recorder = mgr.GetEventRecorder("metalgate-proxy")

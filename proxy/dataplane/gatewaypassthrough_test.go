@@ -51,7 +51,7 @@ func passthroughGateway(t *testing.T, port int32, a, b, c string) *table.Table {
 			Spec: gatewayv1.TLSRouteSpec{
 				CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "gw",
 					Namespace: ptr(gatewayv1.Namespace("infra")), SectionName: ptr(gatewayv1.SectionName(section))}}},
-				Hostnames:       []gatewayv1.Hostname{gatewayv1.Hostname(host)},
+				Hostnames: []gatewayv1.Hostname{gatewayv1.Hostname(host)},
 				Rules: []gatewayv1.TLSRouteRule{{BackendRefs: []gatewayv1.BackendRef{{
 					BackendObjectReference: gatewayv1.BackendObjectReference{Name: gatewayv1.ObjectName(svc), Port: ptr(gatewayv1.PortNumber(443))}}}}}}}
 	}
