@@ -149,7 +149,7 @@ M = [
  ("M29t6 TLS listener in mode Terminate accepted", "proxy/gatewayapi/listeners.go", [("\t\t\tif !passthroughListener(l) {\n\t\t\t\t// Terminating", "\t\t\tif false {\n\t\t\t\t// Terminating")], "TestTranslateGolden$", [], "./proxy/gatewayapi/"),
  ("M29t7 TLS Passthrough listener indexed as an HTTP one", "proxy/table/gatewaytls.go", [("\tb.listeners[i].passthrough = true\n", "")], "TestGatewayTLSPassthrough$"),
  ("M29t9 TLSRoute status not written by the controller", "controllers/gateway/setup.go", [("GRPCRoutes: grpc, TLSRoutes: tlsr}", "GRPCRoutes: grpc, TLSRoutes: false}")], "TestGatewayTLSRouteStatus$", [], "./controllers/gateway/"),
- ("M29t10 TLS Passthrough listener's port not exposed", "proxy/gatewayapi/listeners.go", [("l.Protocol == gwv1.HTTPSProtocolType || passthroughListener(l)", "l.Protocol == gwv1.HTTPSProtocolType")], "TestPlanGateway$", [], "./controllers/gateway/"),
+ ("M29t10 HTTPS and TLS Passthrough on one port not in conflict", "proxy/gatewayapi/listeners.go", [("l.Protocol == gwv1.HTTPSProtocolType || passthroughListener(l)", "l.Protocol == gwv1.HTTPSProtocolType")], "TestPlanGateway$", [], "./controllers/gateway/"),
  ("M29t8 TLSRoute backendRef across namespaces without a grant", "proxy/gatewayapi/translate.go", [("\tcase ns != from.NamespacedName.Namespace && !Granted(", "\tcase ns != from.NamespacedName.Namespace && from.Kind != \"TLSRoute\" && !Granted(")], "TestTranslateGolden$", [], "./proxy/gatewayapi/"),
 ]
 only = sys.argv[1:]
