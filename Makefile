@@ -155,7 +155,7 @@ test-conformance: ## As root on Linux: the Gateway API conformance suite in a th
 	$(MAKE) --no-print-directory lab-down $(TEST_CONFORMANCE_LAB) || { [ $$rc != 0 ] || rc=1; }; exit $$rc
 
 .PHONY: conformance
-conformance: ## As root on Linux: Gateway API conformance (v1.5.1, GATEWAY-HTTP and GATEWAY-GRPC) against the lab cf-; report and features table in docs/conformance/. CONFORMANCE_RUN_TEST=<name>: one test.
+conformance: ## As root on Linux: Gateway API conformance (v1.5.1, GATEWAY-HTTP, GATEWAY-GRPC and GATEWAY-TLS) against the lab cf-; report and features table in docs/conformance/. CONFORMANCE_RUN_TEST=<name>: one test.
 	@if [ "$$(id -u)" != 0 ] || [ "$$(uname -s)" != Linux ]; then \
 	  echo "conformance: needs root on Linux (the lab's network namespaces)"; exit 1; fi
 	@$(MAKE) --no-print-directory e2e-deploy $(CONFORMANCE_LAB)

@@ -184,6 +184,16 @@ M = [
  ("M26e9 tries not bounded", "proxy/dataplane/nextupstream.go", [("if p.tries > 0 && try+1 >= p.tries {", "if false {")], "TestNextUpstreamPolicy"),
  ("M26e10 the patched table keeps the old error backend", "proxy/table/patch.go", [("t.ErrorBackend = m.backend(prev.ErrorBackend)", "t.ErrorBackend = prev.ErrorBackend")], "TestPatchEndpointsEqualsBuild", [], "./proxy/ingress/"),
  ("M26e11 patched error pages keep the old backend", "proxy/table/patch.go", [("pages := m.errorPages(r.Options.Policy.ErrorPages)", "pages := r.Options.Policy.ErrorPages")], "TestPatchEndpointsEqualsBuild", [], "./proxy/ingress/"),
+ ("M29t1 TLS passthrough falls through to a wider listener", "proxy/table/gatewaytls.go", [("\t\tanswered = true\n", "")], "TestGatewayTLSPassthrough$"),
+ ("M29t2 TLS passthrough falls through to a wider listener (table)", "proxy/table/gatewaytls.go", [("\t\tanswered = true\n", "")], "TestGatewayTLSRoutePassthrough$", [], "./proxy/gatewayapi/"),
+ ("M29t3 a passthrough miss terminated by the HTTPS server", "proxy/dataplane/gatewaypassthrough.go", [("\tl.track(c, false)\n\tc.Close()\n}", "\tl.track(c, false)\n\tl.serveTLS(c, hello)\n}")], "TestGatewayTLSPassthrough$"),
+ ("M29t4 no ClientHello deadline on passthrough ports (slowloris)", "proxy/dataplane/gatewaypassthrough.go", [("\tif d := l.s.opts.ReadHeaderTimeout; d > 0 {\n", "\tif d := l.s.opts.ReadHeaderTimeout; d < 0 {\n")], "TestGatewayTLSPassthrough$"),
+ ("M29t5 TLSRoutes admitted by HTTP and HTTPS listeners", "proxy/gatewayapi/translate.go", [("\t\tif !passthroughListener(*l) {\n\t\t\treturn fmt.Sprintf(\"protocol %s does not serve %ss (TLS", "\t\tif false {\n\t\t\treturn fmt.Sprintf(\"protocol %s does not serve %ss (TLS")], "TestTranslateGolden$", [], "./proxy/gatewayapi/"),
+ ("M29t6 TLS listener in mode Terminate accepted", "proxy/gatewayapi/listeners.go", [("\t\t\tif !passthroughListener(l) {\n\t\t\t\t// Terminating", "\t\t\tif false {\n\t\t\t\t// Terminating")], "TestTranslateGolden$", [], "./proxy/gatewayapi/"),
+ ("M29t7 TLS Passthrough listener indexed as an HTTP one", "proxy/table/gatewaytls.go", [("\tb.listeners[i].passthrough = true\n", "")], "TestGatewayTLSPassthrough$"),
+ ("M29t9 TLSRoute status not written by the controller", "controllers/gateway/setup.go", [("GRPCRoutes: grpc, TLSRoutes: tlsr}", "GRPCRoutes: grpc, TLSRoutes: false}")], "TestGatewayTLSRouteStatus$", [], "./controllers/gateway/"),
+ ("M29t10 HTTPS and TLS Passthrough on one port not in conflict", "proxy/gatewayapi/listeners.go", [("l.Protocol == gwv1.HTTPSProtocolType || passthroughListener(l)", "l.Protocol == gwv1.HTTPSProtocolType")], "TestPlanGateway$", [], "./controllers/gateway/"),
+ ("M29t8 TLSRoute backendRef across namespaces without a grant", "proxy/gatewayapi/translate.go", [("\tcase ns != from.NamespacedName.Namespace && !Granted(", "\tcase ns != from.NamespacedName.Namespace && from.Kind != \"TLSRoute\" && !Granted(")], "TestTranslateGolden$", [], "./proxy/gatewayapi/"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -252,7 +252,10 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 		HTTP2MaxConcurrentStreams: o.HTTP2MaxStreams, MaxConnections: o.MaxConnections, MaxConnectionsPerClient: o.MaxConnectionsPerClient,
 		RateLimitIPv6Prefix: o.RateLimitIPv6Prefix,
 		EscapedSlashes:      dataplane.EscapedSlashes(o.EscapedSlashes), KeepDuplicateSlashes: o.KeepDuplicateSlashes,
-		AllowUnderscoreHeaders: o.AllowUnderscoreHeaders, ServerHeader: o.ServerHeader, SSLPassthrough: o.SSLPassthrough,
+		AllowUnderscoreHeaders: o.AllowUnderscoreHeaders, ServerHeader: o.ServerHeader,
+		// A Gateway proxy's TLS listener decides per port: TLS Passthrough ports by server
+		// name (TLSRoutes), HTTPS ports unread (dataplane/gatewaypassthrough.go).
+		SSLPassthrough: o.SSLPassthrough || o.Gateway != "",
 		PublicHTTPPort: o.PublicHTTPPort, PublicHTTPSPort: o.PublicHTTPSPort,
 		AuthCheckSlots: o.AuthCheckSlots, AuthCheckWait: o.AuthCheckWait,
 	}

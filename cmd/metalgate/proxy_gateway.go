@@ -60,10 +60,12 @@ func (o *proxyOptions) gatewayMode() (types.NamespacedName, error) {
 	return ref, nil
 }
 
-// gatewayPorts are the distinct ports of gw's HTTP and of its HTTPS listeners, sorted, and a
-// description of each listener this proxy does not serve: TLS, TCP and UDP ones (not HTTP),
-// and those on a port where listeners of both HTTP and HTTPS are (the controller reports
-// them ProtocolConflict).
+// gatewayPorts are the distinct ports of gw's HTTP and of its HTTPS and TLS Passthrough
+// listeners (both served by the TLS listener: the data plane passes the connections of a
+// passthrough port through by server name, table.GatewayPassthrough), sorted, and a
+// description of each listener this proxy does not serve: TLS in mode Terminate, TCP and UDP
+// ones, and those on a port where listeners of different protocols are (the controller
+// reports them ProtocolConflict).
 func gatewayPorts(gw *gatewayv1.Gateway) (httpPorts, httpsPorts []int32, skipped []string) {
 	protos := map[int32]map[gatewayv1.ProtocolType]bool{}
 	for _, l := range gw.Spec.Listeners {
@@ -73,14 +75,15 @@ func gatewayPorts(gw *gatewayv1.Gateway) (httpPorts, httpsPorts []int32, skipped
 		protos[l.Port][l.Protocol] = true
 	}
 	for _, l := range gw.Spec.Listeners {
+		passthrough := l.Protocol == gatewayv1.TLSProtocolType && l.TLS != nil && l.TLS.Mode != nil && *l.TLS.Mode == gatewayv1.TLSModePassthrough
 		switch {
-		case l.Protocol != gatewayv1.HTTPProtocolType && l.Protocol != gatewayv1.HTTPSProtocolType:
-			skipped = append(skipped, fmt.Sprintf("listener %q (%s, port %d): not HTTP", l.Name, l.Protocol, l.Port))
+		case l.Protocol != gatewayv1.HTTPProtocolType && l.Protocol != gatewayv1.HTTPSProtocolType && !passthrough:
+			skipped = append(skipped, fmt.Sprintf("listener %q (%s, port %d): not HTTP, HTTPS or TLS Passthrough", l.Name, l.Protocol, l.Port))
 		case len(protos[l.Port]) > 1:
 			skipped = append(skipped, fmt.Sprintf("listener %q (%s, port %d): the port has listeners of other protocols", l.Name, l.Protocol, l.Port))
 		case l.Protocol == gatewayv1.HTTPProtocolType && !slices.Contains(httpPorts, int32(l.Port)):
 			httpPorts = append(httpPorts, int32(l.Port))
-		case l.Protocol == gatewayv1.HTTPSProtocolType && !slices.Contains(httpsPorts, int32(l.Port)):
+		case (l.Protocol == gatewayv1.HTTPSProtocolType || passthrough) && !slices.Contains(httpsPorts, int32(l.Port)):
 			httpsPorts = append(httpsPorts, int32(l.Port))
 		}
 	}
@@ -120,7 +123,7 @@ func listenGateway(ctx context.Context, opts proxyOptions, logger logr.Logger) (
 		logger.Info("Gateway listener not served", "gateway", ref.String(), "listener", s)
 	}
 	if len(httpPorts)+len(httpsPorts) == 0 {
-		return nil, nil, fmt.Errorf("--gateway %s: no HTTP or HTTPS listener to serve", ref)
+		return nil, nil, fmt.Errorf("--gateway %s: no HTTP, HTTPS or TLS Passthrough listener to serve", ref)
 	}
 	if len(httpPorts) > 0 {
 		if httpLn, err = listenPorts("", httpPorts); err != nil {

@@ -54,19 +54,28 @@ func TestGatewayPorts(t *testing.T) {
 	l := func(name string, port int32, p gatewayv1.ProtocolType) gatewayv1.Listener {
 		return gatewayv1.Listener{Name: gatewayv1.SectionName(name), Port: port, Protocol: p}
 	}
+	tls := func(name string, port int32, mode gatewayv1.TLSModeType) gatewayv1.Listener {
+		return gatewayv1.Listener{Name: gatewayv1.SectionName(name), Port: port, Protocol: gatewayv1.TLSProtocolType,
+			TLS: &gatewayv1.ListenerTLSConfig{Mode: &mode}}
+	}
 	gw := &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "gw"}, Spec: gatewayv1.GatewaySpec{Listeners: []gatewayv1.Listener{
 		l("b", 8080, gatewayv1.HTTPProtocolType), l("secure", 443, gatewayv1.HTTPSProtocolType), l("a", 80, gatewayv1.HTTPProtocolType),
 		l("a2", 8080, gatewayv1.HTTPProtocolType), l("tcp", 9000, gatewayv1.TCPProtocolType), l("secure2", 8443, gatewayv1.HTTPSProtocolType),
-		l("mixed-http", 9443, gatewayv1.HTTPProtocolType), l("mixed-https", 9443, gatewayv1.HTTPSProtocolType)}}}
+		l("mixed-http", 9443, gatewayv1.HTTPProtocolType), l("mixed-https", 9443, gatewayv1.HTTPSProtocolType),
+		tls("pass", 6443, gatewayv1.TLSModePassthrough), tls("terminate", 7443, gatewayv1.TLSModeTerminate), tls("pass2", 443, gatewayv1.TLSModePassthrough)}}}
 	httpPorts, httpsPorts, skipped := gatewayPorts(gw)
 	if got := fmtInts(httpPorts); got != "80 8080" {
 		t.Errorf("HTTP ports %v, want [80 8080]", httpPorts)
 	}
-	if got := fmtInts(httpsPorts); got != "443 8443" {
-		t.Errorf("HTTPS ports %v, want [443 8443]", httpsPorts)
+	// TLS Passthrough ports are served by the TLS listener too (by server name); TLS and
+	// HTTPS on one port (secure, pass2) conflict.
+	if got := fmtInts(httpsPorts); got != "6443 8443" {
+		t.Errorf("HTTPS and TLS Passthrough ports %v, want [6443 8443]", httpsPorts)
 	}
-	want := []string{`"tcp" (TCP, port 9000): not HTTP`, `"mixed-http" (HTTP, port 9443): the port has listeners of other protocols`,
-		`"mixed-https" (HTTPS, port 9443): the port has listeners of other protocols`}
+	want := []string{`"secure" (HTTPS, port 443): the port has listeners of other protocols`,
+		`"tcp" (TCP, port 9000): not HTTP, HTTPS or TLS Passthrough`, `"mixed-http" (HTTP, port 9443): the port has listeners of other protocols`,
+		`"mixed-https" (HTTPS, port 9443): the port has listeners of other protocols`, `"terminate" (TLS, port 7443): not HTTP, HTTPS or TLS Passthrough`,
+		`"pass2" (TLS, port 443): the port has listeners of other protocols`}
 	if len(skipped) != len(want) {
 		t.Fatalf("skipped %q, want %d", skipped, len(want))
 	}

@@ -41,6 +41,8 @@ type Reconciler struct {
 	// GRPCRoutes says the API server serves GRPCRoute: its routes are read and their status
 	// written. False (Setup's choice when the CRD is not installed): HTTPRoutes only.
 	GRPCRoutes bool
+	// TLSRoutes likewise for TLSRoute (standard channel since v1.5).
+	TLSRoutes bool
 
 	// asked holds, per Gateway, when its Service last asked the allocator for other static
 	// addresses and the answer has not been seen yet (see staticAnswerWait). The zero value
@@ -139,7 +141,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	var routes *table.GatewayStatus
-	var candidates []client.Object // HTTPRoutes and GRPCRoutes
+	var candidates []client.Object // HTTPRoutes, GRPCRoutes and TLSRoutes
 	if plan.Accepted.Status == metav1.ConditionTrue {
 		var err error
 		if routes, candidates, err = r.routeStatus(ctx, &gw); err != nil {
@@ -324,7 +326,7 @@ func eventTime(e *corev1.Event) time.Time {
 }
 
 // cleanup deletes the Services (and proxy Deployments) made for Gateway key, found by their
-// annotation, and metalgate's parent statuses for it on HTTPRoutes and GRPCRoutes.
+// annotation, and metalgate's parent statuses for it on HTTPRoutes, GRPCRoutes and TLSRoutes.
 func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) error {
 	r.asked.forget(key)
 	if err := r.forgetRoutes(ctx, key); err != nil {

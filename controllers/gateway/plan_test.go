@@ -54,6 +54,10 @@ func kinds(ks ...string) func(*gwv1.Listener) {
 	}
 }
 
+func tlsMode(m gwv1.TLSModeType) func(*gwv1.Listener) {
+	return func(l *gwv1.Listener) { l.TLS = &gwv1.ListenerTLSConfig{Mode: &m} }
+}
+
 func certRef(r gwv1.SecretObjectReference) func(*gwv1.Listener) {
 	return func(l *gwv1.Listener) { l.TLS.CertificateRefs = []gwv1.SecretObjectReference{r} }
 }
@@ -94,6 +98,22 @@ func TestPlanGateway(t *testing.T) {
 	}, {
 		name: "one valid, one unsupported", gw: gw(l("http", "HTTP", 80), l("tls", "TLS", 443)),
 		accepted: "Accepted=True/ListenersNotValid", msg: "tls", ports: []int32{80}, service: true,
+	}, {
+		name: "TLS Passthrough takes its port and TLSRoutes; Terminate is not served", gw: gw(l("pass", "TLS", 443, tlsMode(gwv1.TLSModePassthrough)),
+			l("term", "TLS", 8443, tlsMode(gwv1.TLSModeTerminate)), l("pass-kinds", "TLS", 9443, tlsMode(gwv1.TLSModePassthrough), host("a.test"), kinds("TCPRoute", "TLSRoute"))),
+		accepted: "Accepted=True/ListenersNotValid", msg: "term", ports: []int32{443, 9443}, service: true,
+		listeners: []string{
+			"Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts kinds=TLSRoute",
+			"Accepted=False/UnsupportedValue ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts kinds=",
+			"Accepted=True/Accepted ResolvedRefs=False/InvalidRouteKinds Conflicted=False/NoConflicts kinds=TLSRoute",
+		},
+	}, {
+		name: "HTTPS and TLS Passthrough on one port conflict", gw: gw(l("https", "HTTPS", 443), l("pass", "TLS", 443, tlsMode(gwv1.TLSModePassthrough), host("a.test"))),
+		accepted: "Accepted=False/ListenersNotValid",
+		listeners: []string{
+			"Accepted=False/ProtocolConflict ResolvedRefs=True/ResolvedRefs Conflicted=True/ProtocolConflict kinds=HTTPRoute,GRPCRoute",
+			"Accepted=False/ProtocolConflict ResolvedRefs=True/ResolvedRefs Conflicted=True/ProtocolConflict kinds=TLSRoute",
+		},
 	}, {
 		name: "protocol conflict on one port", gw: gw(l("http", "HTTP", 443), l("https", "HTTPS", 443)),
 		accepted: "Accepted=False/ListenersNotValid",

@@ -26,7 +26,8 @@ import (
 // leader only, and the proxies stay read-only (config/rbac/gateway-proxy).
 
 // routeInput reads what gatewayapi.Translate needs for gw's routes and certificates: every HTTPRoute,
-// GRPCRoute (when the API server serves them, Reconciler.GRPCRoutes), ReferenceGrant,
+// GRPCRoute and TLSRoute (those two when the API server serves them, Reconciler.GRPCRoutes
+// and Reconciler.TLSRoutes), ReferenceGrant,
 // Namespace and Service (from the manager's cache, not copied: Build only reads, and the
 // routes are copied before a status write), and the Secrets its HTTPS listeners name
 // (certificateSecrets). EndpointSlices are not read: they change what is routed, not whether
@@ -35,9 +36,11 @@ func (r *Reconciler) routeInput(ctx context.Context, gw *gwv1.Gateway) (gatewaya
 	in := gatewayapi.Input{Gateway: gw}
 	nocopy := client.UnsafeDisableDeepCopy
 	var err error
-	if in.HTTPRoutes, in.GRPCRoutes, err = r.listRoutes(ctx, nocopy); err != nil {
+	rs, err := r.listRoutes(ctx, nocopy)
+	if err != nil {
 		return in, err
 	}
+	in.HTTPRoutes, in.GRPCRoutes, in.TLSRoutes = rs.http, rs.grpc, rs.tls
 	grants, err := r.referenceGrants(ctx)
 	if err != nil {
 		return in, err
@@ -96,69 +99,89 @@ func (r *Reconciler) certificateSecrets(ctx context.Context, gw *gwv1.Gateway, g
 	return out, nil
 }
 
-// listRoutes lists every HTTPRoute and, when the API server serves them, every GRPCRoute.
-func (r *Reconciler) listRoutes(ctx context.Context, opts ...client.ListOption) ([]*gwv1.HTTPRoute, []*gwv1.GRPCRoute, error) {
+// routeSet is every route of each kind the controller reads.
+type routeSet struct {
+	http []*gwv1.HTTPRoute
+	grpc []*gwv1.GRPCRoute
+	tls  []*gwv1.TLSRoute
+}
+
+// objects is every route in one list: HTTPRoutes, then GRPCRoutes, then TLSRoutes.
+func (s routeSet) objects() []client.Object {
+	out := make([]client.Object, 0, len(s.http)+len(s.grpc)+len(s.tls))
+	for _, hr := range s.http {
+		out = append(out, hr)
+	}
+	for _, gr := range s.grpc {
+		out = append(out, gr)
+	}
+	for _, tr := range s.tls {
+		out = append(out, tr)
+	}
+	return out
+}
+
+// listRoutes lists every HTTPRoute and, when the API server serves them, every GRPCRoute
+// and TLSRoute.
+func (r *Reconciler) listRoutes(ctx context.Context, opts ...client.ListOption) (routeSet, error) {
+	var s routeSet
 	var hrs gwv1.HTTPRouteList
 	if err := r.Client.List(ctx, &hrs, opts...); err != nil {
-		return nil, nil, fmt.Errorf("list HTTPRoutes: %w", err)
+		return s, fmt.Errorf("list HTTPRoutes: %w", err)
 	}
-	http := make([]*gwv1.HTTPRoute, len(hrs.Items))
 	for i := range hrs.Items {
-		http[i] = &hrs.Items[i]
+		s.http = append(s.http, &hrs.Items[i])
 	}
-	if !r.GRPCRoutes {
-		return http, nil, nil
+	if r.GRPCRoutes {
+		var grs gwv1.GRPCRouteList
+		if err := r.Client.List(ctx, &grs, opts...); err != nil {
+			return s, fmt.Errorf("list GRPCRoutes: %w", err)
+		}
+		for i := range grs.Items {
+			s.grpc = append(s.grpc, &grs.Items[i])
+		}
 	}
-	var grs gwv1.GRPCRouteList
-	if err := r.Client.List(ctx, &grs, opts...); err != nil {
-		return nil, nil, fmt.Errorf("list GRPCRoutes: %w", err)
+	if r.TLSRoutes {
+		var trs gwv1.TLSRouteList
+		if err := r.Client.List(ctx, &trs, opts...); err != nil {
+			return s, fmt.Errorf("list TLSRoutes: %w", err)
+		}
+		for i := range trs.Items {
+			s.tls = append(s.tls, &trs.Items[i])
+		}
 	}
-	grpc := make([]*gwv1.GRPCRoute, len(grs.Items))
-	for i := range grs.Items {
-		grpc[i] = &grs.Items[i]
-	}
-	return http, grpc, nil
+	return s, nil
 }
 
 // routeStatus builds gw's table and returns its status part, and the routes it read (the
-// HTTPRoutes, then the GRPCRoutes).
+// HTTPRoutes, then the GRPCRoutes, then the TLSRoutes).
 func (r *Reconciler) routeStatus(ctx context.Context, gw *gwv1.Gateway) (*table.GatewayStatus, []client.Object, error) {
 	in, err := r.routeInput(ctx, gw)
 	if err != nil {
 		return nil, nil, err
 	}
 	res := gatewayapi.Translate(in) // a route's Problems are in its status too
-	return res.Status, routeObjects(in.HTTPRoutes, in.GRPCRoutes), nil
+	return res.Status, routeSet{in.HTTPRoutes, in.GRPCRoutes, in.TLSRoutes}.objects(), nil
 }
 
-// routeObjects is both kinds of routes in one list, HTTPRoutes first.
-func routeObjects(http []*gwv1.HTTPRoute, grpc []*gwv1.GRPCRoute) []client.Object {
-	out := make([]client.Object, 0, len(http)+len(grpc))
-	for _, hr := range http {
-		out = append(out, hr)
-	}
-	for _, gr := range grpc {
-		out = append(out, gr)
-	}
-	return out
-}
-
-// routeParts are what the controller reads and writes alike in an HTTPRoute and a GRPCRoute:
-// both kinds share CommonRouteSpec (parentRefs) and RouteStatus (status.parents).
+// routeParts are what the controller reads and writes alike in an HTTPRoute, a GRPCRoute and
+// a TLSRoute: the kinds share CommonRouteSpec (parentRefs) and RouteStatus (status.parents).
 type routeParts struct {
-	kind   string // table.KindHTTPRoute or table.KindGRPCRoute
+	kind   string // table.KindHTTPRoute, table.KindGRPCRoute or table.KindTLSRoute
 	spec   *gwv1.CommonRouteSpec
 	status *gwv1.RouteStatus
 }
 
 // partsOf are o's routeParts, pointing into o; ok is false for any other kind than
-// HTTPRoute and GRPCRoute.
+// HTTPRoute, GRPCRoute and TLSRoute.
 func partsOf(o client.Object) (p routeParts, ok bool) {
 	switch rt := o.(type) {
 	case *gwv1.HTTPRoute:
 		return routeParts{table.KindHTTPRoute, &rt.Spec.CommonRouteSpec, &rt.Status.RouteStatus}, true
 	case *gwv1.GRPCRoute:
 		return routeParts{table.KindGRPCRoute, &rt.Spec.CommonRouteSpec, &rt.Status.RouteStatus}, true
+	case *gwv1.TLSRoute:
+		return routeParts{table.KindTLSRoute, &rt.Spec.CommonRouteSpec, &rt.Status.RouteStatus}, true
 	}
 	return routeParts{}, false
 }
@@ -169,7 +192,7 @@ type routeKey struct {
 	route types.NamespacedName
 }
 
-// writeRouteStatuses writes, on every route (HTTPRoute or GRPCRoute) that names gw or holds
+// writeRouteStatuses writes, on every route (HTTPRoute, GRPCRoute or TLSRoute) that names gw or holds
 // a parent status of metalgate's for it, the parent statuses st computed (none for a route
 // that no longer names it), leaving every other parent's entry as it is.
 func (r *Reconciler) writeRouteStatuses(ctx context.Context, gw types.NamespacedName, st *table.GatewayStatus, routes []client.Object) error {
@@ -212,16 +235,16 @@ func (r *Reconciler) writeRouteStatuses(ctx context.Context, gw types.Namespaced
 }
 
 // forgetRoutes removes metalgate's parent statuses for Gateway gw (deleted, or no longer
-// metalgate's) from every HTTPRoute and GRPCRoute.
+// metalgate's) from every HTTPRoute, GRPCRoute and TLSRoute.
 func (r *Reconciler) forgetRoutes(ctx context.Context, gw types.NamespacedName) error {
-	http, grpc, err := r.listRoutes(ctx)
+	rs, err := r.listRoutes(ctx)
 	if err != nil {
 		if meta.IsNoMatchError(err) {
 			return nil
 		}
 		return err
 	}
-	return r.writeRouteStatuses(ctx, gw, nil, routeObjects(http, grpc))
+	return r.writeRouteStatuses(ctx, gw, nil, rs.objects())
 }
 
 // isOurs says whether p is metalgate's parent status for Gateway gw (a parentRef of a route

@@ -58,6 +58,8 @@ func ourRouteParent(t *testing.T, route client.Object, ns, name, gwNS, gwName st
 		parents = r.Status.Parents
 	case *gwv1.GRPCRoute:
 		parents = r.Status.Parents
+	case *gwv1.TLSRoute:
+		parents = r.Status.Parents
 	default:
 		t.Fatalf("ourRouteParent: %T is not a route", route)
 	}

@@ -46,8 +46,8 @@ type Options struct {
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status;gateways/status,verbs=get;update;patch
 // Route status (routes.go): what the Gateways' proxies read, and the routes' status.
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;grpcroutes;referencegrants,verbs=get;list;watch
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes/status;grpcroutes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;grpcroutes;tlsroutes;referencegrants,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes/status;grpcroutes/status;tlsroutes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // The Secrets HTTPS listeners name, read one by one to report ResolvedRefs (never listed):
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
@@ -65,7 +65,8 @@ type Options struct {
 // channel lacked it), it says so and serves HTTPRoutes alone: GRPCRoutes are neither
 // watched nor listed, so nothing waits for a kind the API server lacks; a GRPCRoute CRD
 // installed later is served after a restart (of the controller, and of the Gateway proxies,
-// which decide the same way: proxy/controlplane). Like every reconciler of the manager, both
+// which decide the same way: proxy/controlplane). TLSRoute (standard channel since v1.5) is
+// treated the same way: without its CRD, TLS Passthrough listeners take no routes. Like every reconciler of the manager, both
 // run on the leader only, so only the leader writes status.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, err error) {
 	if opts.Namespace == "" {
@@ -92,12 +93,24 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	if !grpc {
 		log.Info("GRPCRoute is not installed: Gateways serve HTTPRoutes only", "missing", "GRPCRoute/"+gwv1.GroupVersion.Version)
 	}
+	tlsr, err := served(mgr.GetRESTMapper(), "TLSRoute", gwv1.GroupVersion.Version)
+	if err != nil {
+		return false, err
+	}
+	if !tlsr {
+		log.Info("TLSRoute is not installed: TLS Passthrough listeners take no routes", "missing", "TLSRoute/"+gwv1.GroupVersion.Version)
+	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &gwv1.HTTPRoute{}, indexBackend, routeBackends); err != nil {
 		return false, fmt.Errorf("index HTTPRoutes by backend: %w", err)
 	}
 	if grpc {
 		if err := mgr.GetFieldIndexer().IndexField(ctx, &gwv1.GRPCRoute{}, indexBackend, routeBackends); err != nil {
 			return false, fmt.Errorf("index GRPCRoutes by backend: %w", err)
+		}
+	}
+	if tlsr {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, &gwv1.TLSRoute{}, indexBackend, routeBackends); err != nil {
+			return false, fmt.Errorf("index TLSRoutes by backend: %w", err)
 		}
 	}
 	c := mgr.GetClient()
@@ -109,7 +122,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	if err != nil {
 		return false, fmt.Errorf("set up GatewayClass controller: %w", err)
 	}
-	r := &Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Proxy: opts.Proxy, GRPCRoutes: grpc}
+	r := &Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Proxy: opts.Proxy, GRPCRoutes: grpc, TLSRoutes: tlsr}
 	b := ctrl.NewControllerManagedBy(mgr)
 	if opts.Proxy.Image != "" {
 		// Deployments only from metalgate's namespace: a cache of its own, so the manager's
@@ -129,6 +142,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	if grpc {
 		b = b.Watches(&gwv1.GRPCRoute{}, handler.EnqueueRequestsFromMapFunc(routeGateways))
 	}
+	if tlsr {
+		b = b.Watches(&gwv1.TLSRoute{}, handler.EnqueueRequestsFromMapFunc(routeGateways))
+	}
 	err = b.
 		Named("gateway").
 		WithOptions(controller.Options{SkipNameValidation: &opts.SkipNameValidation}).
@@ -143,7 +159,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 			if o.GetNamespace() == opts.Namespace && o.GetAnnotations()[contract.AnnotationGateway] != "" {
 				return serviceGateway(ctx, o)
 			}
-			return gatewaysOfBackend(ctx, c, grpc, o)
+			return gatewaysOfBackend(ctx, c, grpc, tlsr, o)
 		}), builder.WithPredicates(serviceEvents(opts.Namespace))).
 		// Routes: the Gateways they name, and those whose status they hold.
 		Watches(&gwv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(routeGateways)).
@@ -198,6 +214,12 @@ func routeBackends(o client.Object) []string {
 				}
 			}
 		}
+	case *gwv1.TLSRoute:
+		for _, rule := range rt.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				add(b.BackendObjectReference)
+			}
+		}
 	case *gwv1.GRPCRoute:
 		for _, rule := range rt.Spec.Rules {
 			for _, b := range rule.BackendRefs {
@@ -227,9 +249,9 @@ func serviceEvents(namespace string) predicate.Funcs {
 	}
 }
 
-// gatewaysOfBackend are the Gateways named by the routes (HTTPRoutes, and GRPCRoutes when
-// grpc) whose backendRefs name Service o.
-func gatewaysOfBackend(ctx context.Context, c client.Reader, grpc bool, o client.Object) []ctrl.Request {
+// gatewaysOfBackend are the Gateways named by the routes (HTTPRoutes, GRPCRoutes when grpc,
+// TLSRoutes when tlsr) whose backendRefs name Service o.
+func gatewaysOfBackend(ctx context.Context, c client.Reader, grpc, tlsr bool, o client.Object) []ctrl.Request {
 	key := client.MatchingFields{indexBackend: o.GetNamespace() + "/" + o.GetName()}
 	var out []ctrl.Request
 	var hrs gwv1.HTTPRouteList
@@ -242,6 +264,12 @@ func gatewaysOfBackend(ctx context.Context, c client.Reader, grpc bool, o client
 	if grpc && c.List(ctx, &grs, key) == nil {
 		for i := range grs.Items {
 			out = appendNew(out, routeGateways(ctx, &grs.Items[i])...)
+		}
+	}
+	var trs gwv1.TLSRouteList
+	if tlsr && c.List(ctx, &trs, key) == nil {
+		for i := range trs.Items {
+			out = appendNew(out, routeGateways(ctx, &trs.Items[i])...)
 		}
 	}
 	return out

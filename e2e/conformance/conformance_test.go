@@ -28,7 +28,7 @@ import (
 var (
 	usableAddresses   = flag.String("usable-addresses", "", "Comma-separated IP addresses a Gateway may request (GatewayStaticAddresses): inside a lab pool, free.")
 	unusableAddresses = flag.String("unusable-addresses", "", "Comma-separated IP addresses a Gateway may not get (GatewayStaticAddresses): in no pool.")
-	profiles          = flag.String("profiles", string(suite.GatewayHTTPConformanceProfileName)+","+string(suite.GatewayGRPCConformanceProfileName), "Comma-separated conformance profiles to run.")
+	profiles          = flag.String("profiles", string(suite.GatewayHTTPConformanceProfileName)+","+string(suite.GatewayGRPCConformanceProfileName)+","+string(suite.GatewayTLSConformanceProfileName), "Comma-separated conformance profiles to run.")
 )
 
 // preloadedImages are the images the lab nodes hold (e2e/lab.ConformanceEchoImage): manifest

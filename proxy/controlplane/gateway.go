@@ -28,6 +28,7 @@ const (
 	KindGateway        = "Gateway"
 	KindHTTPRoute      = "HTTPRoute"
 	KindGRPCRoute      = "GRPCRoute"
+	KindTLSRoute       = "TLSRoute"
 	KindReferenceGrant = "ReferenceGrant"
 	KindNamespace      = "Namespace"
 )
@@ -38,6 +39,8 @@ var gatewayWatched = []watchedKind{
 	{KindHTTPRoute, &gatewayv1.HTTPRoute{}, func() client.ObjectList { return &gatewayv1.HTTPRouteList{} }},
 	// Left out when the API server does not serve GRPCRoute (Options.noGRPCRoute).
 	{KindGRPCRoute, &gatewayv1.GRPCRoute{}, func() client.ObjectList { return &gatewayv1.GRPCRouteList{} }},
+	// Left out when the API server does not serve TLSRoute (Options.noTLSRoute).
+	{KindTLSRoute, &gatewayv1.TLSRoute{}, func() client.ObjectList { return &gatewayv1.TLSRouteList{} }},
 	{KindReferenceGrant, &gatewayv1beta1.ReferenceGrant{}, func() client.ObjectList { return &gatewayv1beta1.ReferenceGrantList{} }},
 	{KindNamespace, &corev1.Namespace{}, func() client.ObjectList { return &corev1.NamespaceList{} }},
 	{KindService, &corev1.Service{}, func() client.ObjectList { return &corev1.ServiceList{} }},
@@ -46,8 +49,8 @@ var gatewayWatched = []watchedKind{
 	{KindSecret, &corev1.Secret{}, func() client.ObjectList { return &corev1.SecretList{} }},
 }
 
-// kinds are the kinds this proxy watches: a Gateway proxy's (without GRPCRoute when the API
-// server does not serve it) or an Ingress proxy's.
+// kinds are the kinds this proxy watches: a Gateway proxy's (without GRPCRoute or TLSRoute
+// when the API server does not serve it) or an Ingress proxy's.
 func (o *Options) kinds() []watchedKind {
 	if o.Gateway.Name == "" {
 		if o.noReferenceGrant {
@@ -55,8 +58,10 @@ func (o *Options) kinds() []watchedKind {
 		}
 		return watched
 	}
-	if o.noGRPCRoute {
-		return slices.DeleteFunc(slices.Clone(gatewayWatched), func(w watchedKind) bool { return w.kind == KindGRPCRoute })
+	if o.noGRPCRoute || o.noTLSRoute {
+		return slices.DeleteFunc(slices.Clone(gatewayWatched), func(w watchedKind) bool {
+			return o.noGRPCRoute && w.kind == KindGRPCRoute || o.noTLSRoute && w.kind == KindTLSRoute
+		})
 	}
 	return gatewayWatched
 }
@@ -65,18 +70,28 @@ func (o *Options) kinds() []watchedKind {
 // through m) does not serve GRPCRoute: an install of Gateway API before v1.1, whose standard
 // channel lacked it. The proxy then serves HTTPRoutes alone, as the Gateway controller does
 // on such a cluster (controllers/gateway.Setup), instead of failing readiness on a watch
-// that cannot start; a GRPCRoute CRD installed later is read after a restart.
+// that cannot start; a GRPCRoute CRD installed later is read after a restart. TLSRoute
+// (standard channel since v1.5) likewise sets o.noTLSRoute: TLS Passthrough listeners then
+// take no routes.
 func (o *Options) checkGRPCRoute(m meta.RESTMapper) error {
 	if o.Gateway.Name == "" {
 		return o.checkReferenceGrant(m)
 	}
-	_, err := m.RESTMapping(schema.GroupKind{Group: gatewayv1.GroupName, Kind: KindGRPCRoute}, gatewayv1.GroupVersion.Version)
-	switch {
-	case meta.IsNoMatchError(err):
-		o.noGRPCRoute = true
-		o.Logger.Info("GRPCRoute is not installed: this Gateway proxy serves HTTPRoutes only", "gateway", o.Gateway.String())
-	case err != nil:
-		return fmt.Errorf("look up GRPCRoute in the API server: %w", err)
+	for _, k := range []struct {
+		kind, msg string
+		missing   *bool
+	}{
+		{KindGRPCRoute, "GRPCRoute is not installed: this Gateway proxy serves HTTPRoutes only", &o.noGRPCRoute},
+		{KindTLSRoute, "TLSRoute is not installed: this Gateway proxy's TLS Passthrough listeners take no routes", &o.noTLSRoute},
+	} {
+		_, err := m.RESTMapping(schema.GroupKind{Group: gatewayv1.GroupName, Kind: k.kind}, gatewayv1.GroupVersion.Version)
+		switch {
+		case meta.IsNoMatchError(err):
+			*k.missing = true
+			o.Logger.Info(k.msg, "gateway", o.Gateway.String())
+		case err != nil:
+			return fmt.Errorf("look up %s in the API server: %w", k.kind, err)
+		}
 	}
 	return nil
 }
@@ -98,7 +113,7 @@ func (o *Options) checkReferenceGrant(m meta.RESTMapper) error {
 }
 
 // gatewaySnapshot is snapshot for a Gateway proxy: its Gateway (nil while it does not exist:
-// the table then routes nothing), every HTTPRoute, GRPCRoute (unless not served),
+// the table then routes nothing), every HTTPRoute, GRPCRoute and TLSRoute (unless not served),
 // ReferenceGrant, Namespace, Service and EndpointSlice; gatewayapi.Translate keeps the routes whose
 // parentRefs name the Gateway.
 func (b *builder) gatewaySnapshot(ctx context.Context) (gatewayapi.Input, error) {
@@ -126,6 +141,15 @@ func (b *builder) gatewaySnapshot(ctx context.Context) (gatewayapi.Input, error)
 		}
 		for i := range grpc.Items {
 			in.GRPCRoutes = append(in.GRPCRoutes, &grpc.Items[i])
+		}
+	}
+	if !b.opts.noTLSRoute {
+		var tlsr gatewayv1.TLSRouteList
+		if err := b.cache.List(ctx, &tlsr, nocopy); err != nil {
+			return in, fmt.Errorf("list TLSRoutes: %w", err)
+		}
+		for i := range tlsr.Items {
+			in.TLSRoutes = append(in.TLSRoutes, &tlsr.Items[i])
 		}
 	}
 	var grants gatewayv1beta1.ReferenceGrantList

@@ -18,14 +18,16 @@ type Options struct {
 	// Controller is the IngressClass spec.controller served. Default ingress.ControllerName.
 	Controller string
 	// Gateway, when set, makes this the proxy of that one Gateway (`metalgate proxy
-	// --gateway`): it watches the Gateway, HTTPRoutes, GRPCRoutes (when the API server
-	// serves them), ReferenceGrants, Namespaces, Services and EndpointSlices, builds the
+	// --gateway`): it watches the Gateway, HTTPRoutes, GRPCRoutes and TLSRoutes (when the
+	// API server serves them), ReferenceGrants, Namespaces, Services and EndpointSlices, builds the
 	// table with gatewayapi.Input.Gateway, and reads no Ingress and writes no status. Excludes
 	// WatchNamespaces.
 	Gateway types.NamespacedName
 	// noGRPCRoute is set by Setup when the API server does not serve GRPCRoute
 	// (checkGRPCRoute): a Gateway proxy then neither watches nor lists them.
 	noGRPCRoute bool
+	// noTLSRoute likewise for TLSRoute.
+	noTLSRoute bool
 	// WatchNamespaces limits Ingresses (and the Services, EndpointSlices and Secrets they use)
 	// to these namespaces. Default: all.
 	WatchNamespaces []string

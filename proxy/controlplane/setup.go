@@ -121,7 +121,7 @@ func secretTransform(o any) (any, error) {
 
 // Setup adds the table builder and the API prober (every replica) and the status publisher
 // (leader only) to the manager. A Gateway proxy first asks the API server whether it serves
-// GRPCRoute, and leaves the kind out when it does not (checkGRPCRoute).
+// GRPCRoute and TLSRoute, and leaves a kind out when it does not (checkGRPCRoute).
 func (cp *ControlPlane) Setup(mgr manager.Manager) error {
 	if err := cp.opts.checkGRPCRoute(mgr.GetRESTMapper()); err != nil {
 		return err
@@ -131,6 +131,9 @@ func (cp *ControlPlane) Setup(mgr manager.Manager) error {
 	}
 	if cp.opts.noReferenceGrant {
 		cp.fresh.Forget(KindReferenceGrant)
+	}
+	if cp.opts.noTLSRoute {
+		cp.fresh.Forget(KindTLSRoute)
 	}
 	if cp.opts.Recorder == nil {
 		cp.opts.Recorder = mgr.GetEventRecorder("metalgate-proxy")

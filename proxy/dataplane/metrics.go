@@ -81,7 +81,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Time from sending a request to an endpoint to the end of its response body, by route.", Buckets: seconds}),
 		TLSHandshakes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metalgate_proxy_tls_handshakes_total",
-			Help: "TLS handshakes with clients, by outcome (ok, no_certificate: no certificate for the server name, failed: any other failure).",
+			Help: "TLS handshakes with clients, by outcome (ok, no_certificate: no certificate for the server name, no_route: a TLS passthrough port has no route for the server name, failed: any other failure).",
 		}, []string{"outcome"}),
 		AccessLogDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "metalgate_proxy_access_log_dropped_total",
@@ -154,6 +154,9 @@ const (
 	handshakeOK            = "ok"
 	handshakeNoCertificate = "no_certificate"
 	handshakeFailed        = "failed"
+	// handshakeNoRoute: a connection to a Gateway's TLS passthrough port that no TLSRoute
+	// takes (no or an unknown server name, not TLS, too large or too slow a ClientHello).
+	handshakeNoRoute = "no_route"
 )
 
 // noListenerCertificate starts the error of a handshake refused for want of a Gateway

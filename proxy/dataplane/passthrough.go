@@ -126,6 +126,10 @@ func (l *passthroughListener) route(c net.Conn) {
 		c.Close()
 		return
 	}
+	if rt := l.s.current.Load(); rt != nil && rt.table.Gateway != nil {
+		l.routeGateway(c, rt) // a Gateway's listener (gatewaypassthrough.go)
+		return
+	}
 	if d := l.s.opts.ReadHeaderTimeout; d > 0 {
 		_ = c.SetReadDeadline(time.Now().Add(d))
 	}
@@ -141,12 +145,7 @@ func (l *passthroughListener) route(c net.Conn) {
 		}
 	}
 	l.track(c, false)
-	pc := &prefixedConn{Conn: c, r: io.MultiReader(bytes.NewReader(hello), c)}
-	select {
-	case l.conns <- pc:
-	case <-l.done:
-		c.Close()
-	}
+	l.serveTLS(c, hello)
 }
 
 // readClientHello reads from c until the TLS server code has the ClientHello (or fails),

@@ -114,6 +114,8 @@ func decodeInput(r io.Reader) (Input, error) {
 			in.HTTPRoutes = append(in.HTTPRoutes, o)
 		case *gatewayv1.GRPCRoute:
 			in.GRPCRoutes = append(in.GRPCRoutes, o)
+		case *gatewayv1.TLSRoute:
+			in.TLSRoutes = append(in.TLSRoutes, o)
 		case *gatewayv1beta1.ReferenceGrant:
 			in.ReferenceGrants = append(in.ReferenceGrants, o)
 		case *corev1.Namespace:

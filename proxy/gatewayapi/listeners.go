@@ -26,11 +26,14 @@ var routeKindsServed = []gwv1.Kind{table.KindHTTPRoute, table.KindGRPCRoute}
 // Listeners judges gw's listeners from its spec and the ReferenceGrants alone (no Secret is
 // read): each one's Accepted, ResolvedRefs and Conflicted conditions and supported kinds (no
 // Programmed, no times), in spec order, and whether it can be served. Cases:
-//   - a protocol other than HTTP or HTTPS: Accepted=False UnsupportedProtocol;
+//   - a protocol other than HTTP, HTTPS or TLS: Accepted=False UnsupportedProtocol;
+//   - a TLS listener in mode Terminate (the default): Accepted=False UnsupportedValue (only
+//     Passthrough is served; its supported kind is TLSRoute);
 //   - another listener on its port with another protocol (ProtocolConflict), or the same
 //     protocol and hostname (HostnameConflict): Conflicted=True, Accepted=False;
-//   - route kinds other than HTTPRoute and GRPCRoute in allowedRoutes.kinds: ResolvedRefs=False
-//     InvalidRouteKinds (the listener keeps the valid ones and is served);
+//   - route kinds other than HTTPRoute and GRPCRoute (TLSRoute on a TLS listener) in
+//     allowedRoutes.kinds: ResolvedRefs=False InvalidRouteKinds (the listener keeps the valid
+//     ones and is served);
 //   - an HTTPS listener whose certificateRefs are missing or name what is not a core Secret
 //     (InvalidCertificateRef), or a Secret of another namespace that no ReferenceGrant there
 //     lets the Gateway's namespace refer to (RefNotPermitted): ResolvedRefs=False, not served.
@@ -47,8 +50,22 @@ func Listeners(gw *gwv1.Gateway, grants []*gwv1beta1.ReferenceGrant) ([]gwv1.Lis
 		conflicted := cond(gwv1.ListenerConditionConflicted, false, gwv1.ListenerReasonNoConflicts, "no conflicts")
 		ok[i] = true
 		switch l.Protocol {
+		case gwv1.TLSProtocolType:
+			if !passthroughListener(l) {
+				// Terminating TLS for TLSRoutes (extended) is not served: no kind is supported.
+				accepted = cond(gwv1.ListenerConditionAccepted, false, gwv1.ListenerReasonUnsupportedValue,
+					"tls.mode Terminate is not supported on TLS listeners: metalgate passes TLS through (mode Passthrough)")
+				ok[i] = false
+				break
+			}
+			kinds, badKinds := routeKinds(l.AllowedRoutes, tlsKindsServed)
+			st.SupportedKinds = kinds
+			if len(badKinds) > 0 {
+				resolved = cond(gwv1.ListenerConditionResolvedRefs, false, gwv1.ListenerReasonInvalidRouteKinds,
+					fmt.Sprintf("route kinds not supported on TLS listeners: %s (supported: TLSRoute)", strings.Join(badKinds, ", ")))
+			}
 		case gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType:
-			kinds, badKinds := routeKinds(l.AllowedRoutes)
+			kinds, badKinds := routeKinds(l.AllowedRoutes, routeKindsServed)
 			st.SupportedKinds = kinds
 			if len(badKinds) > 0 {
 				resolved = cond(gwv1.ListenerConditionResolvedRefs, false, gwv1.ListenerReasonInvalidRouteKinds,
@@ -62,7 +79,7 @@ func Listeners(gw *gwv1.Gateway, grants []*gwv1beta1.ReferenceGrant) ([]gwv1.Lis
 			}
 		default:
 			accepted = cond(gwv1.ListenerConditionAccepted, false, gwv1.ListenerReasonUnsupportedProtocol,
-				fmt.Sprintf("protocol %q is not supported: metalgate serves HTTP and HTTPS listeners", l.Protocol))
+				fmt.Sprintf("protocol %q is not supported: metalgate serves HTTP, HTTPS and TLS (Passthrough) listeners", l.Protocol))
 			ok[i] = false
 		}
 		if c, found := conflicts[i]; found && ok[i] {
@@ -82,14 +99,15 @@ type conflict struct {
 }
 
 // conflictsByListener finds listeners that share a port with another listener of another
-// protocol (ProtocolConflict) or of the same protocol and hostname (HostnameConflict). Only
-// listeners of supported protocols are compared: an unsupported one is not served, so it
-// takes no port.
+// protocol (ProtocolConflict: HTTPS and TLS Passthrough included, metalgate does not mix
+// them on a port) or of the same protocol and hostname (HostnameConflict). Only listeners
+// metalgate serves are compared: an unsupported one (a protocol, or TLS in mode Terminate)
+// is not served, so it takes no port.
 func conflictsByListener(ls []gwv1.Listener) map[int]conflict {
 	out := map[int]conflict{}
 	for i, a := range ls {
 		for j, b := range ls {
-			if i == j || a.Port != b.Port || !supported(a.Protocol) || !supported(b.Protocol) {
+			if i == j || a.Port != b.Port || !supported(a) || !supported(b) {
 				continue
 			}
 			switch {
@@ -107,8 +125,8 @@ func conflictsByListener(ls []gwv1.Listener) map[int]conflict {
 	return out
 }
 
-func supported(p gwv1.ProtocolType) bool {
-	return p == gwv1.HTTPProtocolType || p == gwv1.HTTPSProtocolType
+func supported(l gwv1.Listener) bool {
+	return l.Protocol == gwv1.HTTPProtocolType || l.Protocol == gwv1.HTTPSProtocolType || passthroughListener(l)
 }
 
 func hostname(h *gwv1.Hostname) string {
@@ -118,13 +136,16 @@ func hostname(h *gwv1.Hostname) string {
 	return string(*h)
 }
 
-// routeKinds splits allowedRoutes.kinds into the supported (HTTPRoute and GRPCRoute, both
-// the default when none are listed; each once, in the order listed) and the rest, as
+// tlsKindsServed is the route kind TLS listeners support.
+var tlsKindsServed = []gwv1.Kind{table.KindTLSRoute}
+
+// routeKinds splits allowedRoutes.kinds into the supported (of served, all of them the
+// default when none are listed; each once, in the order listed) and the rest, as
 // "group/Kind".
-func routeKinds(ar *gwv1.AllowedRoutes) (supportedKinds []gwv1.RouteGroupKind, bad []string) {
+func routeKinds(ar *gwv1.AllowedRoutes, served []gwv1.Kind) (supportedKinds []gwv1.RouteGroupKind, bad []string) {
 	supportedKinds = []gwv1.RouteGroupKind{}
 	if ar == nil || len(ar.Kinds) == 0 {
-		for _, k := range routeKindsServed {
+		for _, k := range served {
 			supportedKinds = append(supportedKinds, gwv1.RouteGroupKind{Group: apiGroup(), Kind: k})
 		}
 		return supportedKinds, nil
@@ -135,7 +156,7 @@ func routeKinds(ar *gwv1.AllowedRoutes) (supportedKinds []gwv1.RouteGroupKind, b
 			group = string(*k.Group)
 		}
 		switch {
-		case group != gwv1.GroupName || !slices.Contains(routeKindsServed, k.Kind):
+		case group != gwv1.GroupName || !slices.Contains(served, k.Kind):
 			bad = append(bad, group+"/"+string(k.Kind))
 		case !slices.ContainsFunc(supportedKinds, func(s gwv1.RouteGroupKind) bool { return s.Kind == k.Kind }):
 			supportedKinds = append(supportedKinds, gwv1.RouteGroupKind{Group: apiGroup(), Kind: k.Kind})

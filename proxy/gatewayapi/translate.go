@@ -100,6 +100,9 @@ type Input struct {
 	// GRPCRoutes likewise: each is served as the HTTP/2 requests its rules match (path
 	// /service/method, headers), to its backends over HTTP/2 without TLS (h2c).
 	GRPCRoutes []*gatewayv1.GRPCRoute
+	// TLSRoutes likewise: each is served on the TLS listeners in mode Passthrough, by the
+	// server name of the ClientHello, the connection passed to a backend undecrypted.
+	TLSRoutes []*gatewayv1.TLSRoute
 	// ReferenceGrants allow backendRefs to Services, and certificateRefs to Secrets, of other
 	// namespaces.
 	ReferenceGrants []*gatewayv1beta1.ReferenceGrant
@@ -206,6 +209,10 @@ func (b *builder) listeners(gw *gatewayv1.Gateway, st *table.GatewayStatus) {
 		if l.Hostname != nil {
 			h = strings.ToLower(string(*l.Hostname))
 		}
+		if passthroughListener(l) {
+			b.tb.AddPassthroughListener(int32(l.Port), string(l.Name), h)
+			continue
+		}
 		https := l.Protocol == gatewayv1.HTTPSProtocolType
 		var cert *tls.Certificate
 		if https {
@@ -221,12 +228,13 @@ func (b *builder) listeners(gw *gatewayv1.Gateway, st *table.GatewayStatus) {
 // gwRoute is an HTTPRoute or a GRPCRoute, as far as attaching it to listeners goes: the
 // fields both kinds share, and the route itself to compile.
 type gwRoute struct {
-	kind       string // KindHTTPRoute or KindGRPCRoute
+	kind       string // KindHTTPRoute, KindGRPCRoute or KindTLSRoute
 	meta       *metav1.ObjectMeta
 	parentRefs []gatewayv1.ParentReference
 	hostnames  []gatewayv1.Hostname
 	http       *gatewayv1.HTTPRoute // set for KindHTTPRoute
 	grpc       *gatewayv1.GRPCRoute // set for KindGRPCRoute
+	tls        *gatewayv1.TLSRoute  // set for KindTLSRoute
 }
 
 // ref is the route as a backendRef's referrer: its kind, namespace and name.
@@ -236,12 +244,15 @@ func (r gwRoute) ref() table.SourceRef {
 
 // gatewayRoutes is every HTTPRoute and GRPCRoute of the Input.
 func (b *builder) gatewayRoutes() []gwRoute {
-	out := make([]gwRoute, 0, len(b.in.HTTPRoutes)+len(b.in.GRPCRoutes))
+	out := make([]gwRoute, 0, len(b.in.HTTPRoutes)+len(b.in.GRPCRoutes)+len(b.in.TLSRoutes))
 	for _, hr := range b.in.HTTPRoutes {
 		out = append(out, gwRoute{kind: table.KindHTTPRoute, meta: &hr.ObjectMeta, parentRefs: hr.Spec.ParentRefs, hostnames: hr.Spec.Hostnames, http: hr})
 	}
 	for _, gr := range b.in.GRPCRoutes {
 		out = append(out, gwRoute{kind: table.KindGRPCRoute, meta: &gr.ObjectMeta, parentRefs: gr.Spec.ParentRefs, hostnames: gr.Spec.Hostnames, grpc: gr})
+	}
+	for _, tr := range b.in.TLSRoutes {
+		out = append(out, gwRoute{kind: table.KindTLSRoute, meta: &tr.ObjectMeta, parentRefs: tr.Spec.ParentRefs, hostnames: tr.Spec.Hostnames, tls: tr})
 	}
 	return out
 }
@@ -273,9 +284,12 @@ func (b *builder) attachRoute(gw *gatewayv1.Gateway, ro gwRoute, ours []int,
 	var rules []gatewayRule
 	var unsupported, refsMsg string
 	var refsReason gatewayv1.RouteConditionReason
-	if ro.grpc != nil {
+	switch {
+	case ro.tls != nil:
+		rules, unsupported, refsReason, refsMsg = b.compileTLSRoute(ro.tls, ro.ref())
+	case ro.grpc != nil:
 		rules, unsupported, refsReason, refsMsg = b.compileGRPCRoute(ro.grpc, ro.ref())
-	} else {
+	default:
 		rules, unsupported, refsReason, refsMsg = b.compileHTTPRoute(ro.http, ro.ref())
 	}
 	rs := table.RouteStatus{Kind: ro.kind, Route: ro.ref().NamespacedName}
@@ -413,10 +427,14 @@ func sectionText(pr gatewayv1.ParentReference) string {
 }
 
 // routeRefused says why listener l of a Gateway in namespace gwNS does not admit a route of
-// kind kind (HTTPRoute or GRPCRoute: both are served on HTTP and HTTPS listeners) in
-// namespace routeNS, or "".
+// kind kind (HTTPRoute or GRPCRoute: both are served on HTTP and HTTPS listeners; TLSRoute:
+// on TLS listeners in mode Passthrough) in namespace routeNS, or "".
 func routeRefused(l *gatewayv1.Listener, gwNS, routeNS, kind string, nsLabels map[string]labels.Set) string {
-	if l.Protocol != gatewayv1.HTTPProtocolType && l.Protocol != gatewayv1.HTTPSProtocolType {
+	if kind == table.KindTLSRoute {
+		if !passthroughListener(*l) {
+			return fmt.Sprintf("protocol %s does not serve %ss (TLS listeners in mode Passthrough do)", l.Protocol, kind)
+		}
+	} else if l.Protocol != gatewayv1.HTTPProtocolType && l.Protocol != gatewayv1.HTTPSProtocolType {
 		return fmt.Sprintf("protocol %s does not serve %ss", l.Protocol, kind)
 	}
 	from, ar := gatewayv1.NamespacesFromSame, l.AllowedRoutes

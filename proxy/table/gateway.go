@@ -16,6 +16,7 @@ import (
 const (
 	KindHTTPRoute = "HTTPRoute"
 	KindGRPCRoute = "GRPCRoute"
+	KindTLSRoute  = "TLSRoute"
 )
 
 // RequestMatch is what a request must carry besides its host and path to take a route: the
@@ -102,6 +103,9 @@ type gwListener struct {
 	// certificateRefs resolve to none (then its hosts get no TLS handshake at all).
 	https bool
 	cert  *tls.Certificate
+	// passthrough: a TLS listener in mode Passthrough. Its routes (TLSRoutes) are taken by
+	// GatewayPassthrough, by server name, never by Match.
+	passthrough bool
 }
 
 type gwEntry struct {
@@ -119,18 +123,10 @@ func (t *Table) Match(port int32, r *http.Request) *Route {
 	}
 	host := normalizeHost(r.Host)
 	for _, l := range t.gateway.ports[port] {
-		if !HostnameMatches(l.hostname, host) {
+		if l.passthrough || !HostnameMatches(l.hostname, host) {
 			continue
 		}
-		entries, ok := l.hosts[host]
-		for i := 0; !ok && i < len(host); i++ {
-			if host[i] == '.' {
-				entries, ok = l.hosts["*"+host[i:]]
-			}
-		}
-		if !ok {
-			entries = l.hosts[""]
-		}
+		entries := l.entries(host)
 		path := r.URL.Path
 		if path == "" {
 			path = "/"
@@ -147,6 +143,21 @@ func (t *Table) Match(port int32, r *http.Request) *Route {
 		return nil // the most specific listener answers alone
 	}
 	return nil
+}
+
+// entries are the routes of listener l for host: those of the exact host, else of the most
+// specific wildcard covering it, else those for any host.
+func (l *gwListener) entries(host string) []gwEntry {
+	entries, ok := l.hosts[host]
+	for i := 0; !ok && i < len(host); i++ {
+		if host[i] == '.' {
+			entries, ok = l.hosts["*"+host[i:]]
+		}
+	}
+	if !ok {
+		entries = l.hosts[""]
+	}
+	return entries
 }
 
 // gwPathMatches says whether path takes route r of a Gateway table: an Exact path, an
@@ -215,7 +226,7 @@ func (t *Table) GatewayCertificate(port int32, serverName string) *tls.Certifica
 		if host == "" && l.hostname != "" || !HostnameMatches(l.hostname, host) {
 			continue
 		}
-		if !l.https {
+		if !l.https || l.passthrough {
 			return nil
 		}
 		return l.cert

@@ -86,8 +86,11 @@ type SourceRef struct {
 // String is "Kind namespace/name".
 func (s SourceRef) String() string { return s.Kind + " " + s.NamespacedName.String() }
 
-// IsGateway reports whether the source is a Gateway API route (HTTPRoute or GRPCRoute).
-func (s SourceRef) IsGateway() bool { return s.Kind == KindHTTPRoute || s.Kind == KindGRPCRoute }
+// IsGateway reports whether the source is a Gateway API route (HTTPRoute, GRPCRoute or
+// TLSRoute).
+func (s SourceRef) IsGateway() bool {
+	return s.Kind == KindHTTPRoute || s.Kind == KindGRPCRoute || s.Kind == KindTLSRoute
+}
 
 // Weighted is one backend of a Route.Split and its weight (at least 1). With Edits, the
 // requests sent to it get RequestHeaders and their responses ResponseHeaders instead of the

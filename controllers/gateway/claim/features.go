@@ -50,6 +50,9 @@ func Features() []features.FeatureName {
 		// GATEWAY-GRPC core, and the one GRPCRoute extended feature whose test passes.
 		features.SupportGRPCRoute,
 		features.SupportGRPCRouteNamedRouteRule,
+		// GATEWAY-TLS core: TLSRoute on TLS listeners in mode Passthrough (TLSRouteModeTerminate
+		// and TLSRouteModeMixed, extended, are not served).
+		features.SupportTLSRoute,
 	}
 	slices.Sort(fs)
 	return fs
