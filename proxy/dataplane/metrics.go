@@ -23,7 +23,7 @@ type Metrics struct {
 	AccessLogDropped  prometheus.Counter
 	UpstreamErrors    *prometheus.CounterVec
 	Ejections         prometheus.Counter
-	Retries           prometheus.Counter
+	Retries           *prometheus.CounterVec
 	TableSwaps        prometheus.Counter
 	LimitHits         *prometheus.CounterVec
 	ConnsDiscarded    *prometheus.CounterVec
@@ -95,10 +95,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "metalgate_proxy_endpoint_ejections_total",
 			Help: "Endpoints taken out of rotation by passive health checks.",
 		}),
-		Retries: prometheus.NewCounter(prometheus.CounterOpts{
+		Retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metalgate_proxy_retries_total",
-			Help: "Attempts on another endpoint after a failed one (a connection failure, or what the route's proxy-next-upstream lists).",
-		}),
+			Help: "Requests sent again to another endpoint, by reason: connect (the connection failed), timeout, invalid_header (a malformed response head), error (another failure), or http_<code> (proxy-next-upstream on that status).",
+		}, []string{"reason"}),
 		TableSwaps: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "metalgate_proxy_table_swaps_total",
 			Help: "Routing tables installed.",

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/metalgate/metalgate/proxy/balancer"
 	"github.com/metalgate/metalgate/proxy/ingress"
@@ -152,7 +153,12 @@ func TestNextUpstream(t *testing.T) {
 						t.Errorf("200 with %q", b)
 					}
 				}
-				retries := int64(testutil.ToFloat64(opts.Metrics.Retries))
+				retries := int64(counterSum(opts.Metrics.Retries))
+				// Every retry is counted under why the attempt before failed.
+				if reason := map[string]string{"503": "http_503", "hang": "timeout", "garbage": "invalid_header", "refused": "connect"}[tc.bad]; retries > 0 &&
+					int64(testutil.ToFloat64(opts.Metrics.Retries.WithLabelValues(reason))) != retries {
+					t.Errorf("retries by reason %v; want all %d under %q", counterValues(opts.Metrics.Retries), retries, reason)
+				}
 				switch {
 				case tc.want.status == 0 && (statuses[200] == 0 || statuses[200] == n):
 					t.Errorf("statuses %v; want the bad endpoint's answers to stand beside 200s", statuses)
@@ -207,4 +213,31 @@ func TestNextUpstreamPolicy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// counterSum is the sum of cv's counters; counterValues them by label values.
+func counterSum(cv *prometheus.CounterVec) float64 {
+	var sum float64
+	for _, v := range counterValues(cv) {
+		sum += v
+	}
+	return sum
+}
+
+func counterValues(cv *prometheus.CounterVec) map[string]float64 {
+	ch := make(chan prometheus.Metric, 16)
+	go func() { cv.Collect(ch); close(ch) }()
+	out := map[string]float64{}
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			continue
+		}
+		var key []string
+		for _, l := range pb.GetLabel() {
+			key = append(key, l.GetValue())
+		}
+		out[strings.Join(key, ",")] = pb.GetCounter().GetValue()
+	}
+	return out
 }

@@ -251,9 +251,8 @@ func TestRetriesAndPassiveHealth(t *testing.T) {
 		if n := testutil.ToFloat64(m.Ejections); n != 1 {
 			t.Errorf("ejections = %v, want 1 (ejected once, then out of rotation)", n)
 		}
-		retries := testutil.ToFloat64(m.Retries)
-		if retries != 2 {
-			t.Errorf("retries = %v, want 2 (one per failure before ejection)", retries)
+		if retries := counterValues(m.Retries); len(retries) != 1 || retries["connect"] != 2 {
+			t.Errorf("retries = %v, want connect: 2 (one per failure before ejection)", retries)
 		}
 		// A POST with a body is not retried: it fails with 502 when it hits the dead endpoint.
 		// Bring the dead endpoint back: after the ejection time it gets traffic again.

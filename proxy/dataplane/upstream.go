@@ -9,6 +9,7 @@ import (
 	"net/http/httptrace"
 	"net/netip"
 	"net/textproto"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -163,7 +164,7 @@ func (s *Server) send(ctx context.Context, a *attempt, replayable, idempotent bo
 			if policy.afterStatus(resp.StatusCode, replayable, idempotent) && policy.again(ctx, a, try) {
 				discard(resp)
 				e.End(time.Since(start))
-				s.retried()
+				s.retried(retryStatusReason(resp.StatusCode))
 				continue
 			}
 			resp.Body = &endBody{ReadCloser: resp.Body, e: e, start: start, total: &a.total}
@@ -189,15 +190,38 @@ func (s *Server) send(ctx context.Context, a *attempt, replayable, idempotent bo
 			}
 			return nil, err
 		}
-		s.retried()
+		s.retried(retryErrorReason(err))
 	}
 }
 
-// retried counts an attempt after the first.
-func (s *Server) retried() {
+// retried counts an attempt after the first, by why the one before failed.
+func (s *Server) retried(reason string) {
 	if s.opts.Metrics != nil {
-		s.opts.Metrics.Retries.Inc()
+		s.opts.Metrics.Retries.WithLabelValues(reason).Inc()
 	}
+}
+
+// retryErrorReason is the retries' reason label for a failed exchange.
+func retryErrorReason(err error) string {
+	switch {
+	case isConnectError(err):
+		return "connect"
+	case isTimeout(err):
+		return "timeout"
+	case invalidHeader(err):
+		return "invalid_header"
+	}
+	return "error"
+}
+
+// retryStatusReason is the label for a status proxy-next-upstream passed on: one of the
+// few codes it can list (table.NextUpstream), so the label set stays bounded.
+func retryStatusReason(code int) string {
+	switch code {
+	case 403, 404, 429, 500, 502, 503, 504:
+		return "http_" + strconv.Itoa(code)
+	}
+	return "http_other"
 }
 
 // skip reports an endpoint this request already tried.
