@@ -20,8 +20,8 @@ type certExpiry struct {
 
 func newCertExpiry() *certExpiry {
 	return &certExpiry{desc: prometheus.NewDesc("metalgate_proxy_certificate_expiry_timestamp_seconds",
-		"End of validity (Unix time) of each certificate the proxy serves, by owner namespace and host (Ingress) or Gateway listener and its hostname.",
-		[]string{"namespace", "host", "listener"}, nil)}
+		"End of validity (Unix time) of each certificate the proxy serves, by owner namespace and host (Ingress) or Gateway listener and its hostname, with its Secret (namespace/name).",
+		[]string{"namespace", "host", "listener", "secret"}, nil)}
 }
 
 func (c *certExpiry) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
@@ -32,6 +32,6 @@ func (c *certExpiry) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, sc := range (*f)() {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(sc.NotAfter.Unix()), sc.Namespace, sc.Host, sc.Listener)
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(sc.NotAfter.Unix()), sc.Namespace, sc.Host, sc.Listener, sc.Secret)
 	}
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // certExpirySeries reads metalgate_proxy_certificate_expiry_timestamp_seconds from reg, by
-// "namespace|host|listener".
+// "namespace|host|listener|secret".
 func certExpirySeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -30,7 +30,7 @@ func certExpirySeries(t *testing.T, reg *prometheus.Registry) map[string]float64
 			for _, lp := range m.GetLabel() {
 				l[lp.GetName()] = lp.GetValue()
 			}
-			out[strings.Join([]string{l["namespace"], l["host"], l["listener"]}, "|")] = m.GetGauge().GetValue()
+			out[strings.Join([]string{l["namespace"], l["host"], l["listener"], l["secret"]}, "|")] = m.GetGauge().GetValue()
 		}
 	}
 	return out
@@ -73,8 +73,8 @@ func TestCertificateExpiryMetric(t *testing.T) {
 			}
 		}
 		got := certExpirySeries(t, reg)
-		if len(got) != 1 || got["ns|shop.test|"] != want {
-			t.Errorf("certificate expiry series %v, want only ns|shop.test| = %v", got, want)
+		if len(got) != 1 || got["ns|shop.test||ns/tls-shop.test"] != want {
+			t.Errorf("certificate expiry series %v, want only ns|shop.test||ns/tls-shop.test = %v", got, want)
 		}
 		s.Swap(plain)
 		if got := certExpirySeries(t, reg); len(got) != 0 {

@@ -2,6 +2,7 @@ package gatewayapi
 
 import (
 	"crypto/x509"
+	"maps"
 	"strings"
 	"testing"
 
@@ -112,6 +113,14 @@ func TestGatewayCertificates(t *testing.T) {
 	}
 	if (&table.Table{}).GatewayCertificate(443, "a.example") != nil {
 		t.Error("an Ingress table has Gateway certificates")
+	}
+	// The expiry metric names each served certificate's Secret: the ref used, not the first.
+	secrets := map[string]string{}
+	for _, sc := range tab.Certificates() {
+		secrets[sc.Listener] = sc.Secret
+	}
+	if want := map[string]string{"a": "infra/a", "wild": "infra/wild", "any": "infra/any"}; !maps.Equal(secrets, want) {
+		t.Errorf("served certificates' Secrets %v, want %v", secrets, want)
 	}
 }
 

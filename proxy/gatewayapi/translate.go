@@ -37,12 +37,12 @@ const AppProtocolH2C = "kubernetes.io/h2c"
 // that names a TLS Secret holding a valid key pair, or why none does. A Secret of another
 // namespace is used only when a ReferenceGrant there lets Gateways of the Gateway's namespace
 // refer to it (Granted); otherwise the controller reports RefNotPermitted on the listener.
-func (b *builder) listenerCertificate(gw *gatewayv1.Gateway, l gatewayv1.Listener) (*tls.Certificate, string) {
+func (b *builder) listenerCertificate(gw *gatewayv1.Gateway, l gatewayv1.Listener) (*tls.Certificate, string, string) {
 	if l.TLS == nil || len(l.TLS.CertificateRefs) == 0 {
-		return nil, "no certificateRefs"
+		return nil, "", "no certificateRefs"
 	}
 	if l.TLS.Mode != nil && *l.TLS.Mode != gatewayv1.TLSModeTerminate {
-		return nil, fmt.Sprintf("TLS mode %s is not supported", *l.TLS.Mode)
+		return nil, "", fmt.Sprintf("TLS mode %s is not supported", *l.TLS.Mode)
 	}
 	var problems []string
 	for i, ref := range l.TLS.CertificateRefs {
@@ -65,9 +65,9 @@ func (b *builder) listenerCertificate(gw *gatewayv1.Gateway, l gatewayv1.Listene
 			problems = append(problems, fmt.Sprintf("Secret %s: %v", name, err))
 			continue
 		}
-		return &cert, ""
+		return &cert, name.String(), ""
 	}
-	return nil, strings.Join(problems, "; ")
+	return nil, "", strings.Join(problems, "; ")
 }
 
 // intersect is the hostname a route hostname serves on a listener (Gateway API: the more
@@ -215,13 +215,17 @@ func (b *builder) listeners(gw *gatewayv1.Gateway, st *table.GatewayStatus) {
 		}
 		https := l.Protocol == gatewayv1.HTTPSProtocolType
 		var cert *tls.Certificate
+		var secret string
 		if https {
 			var problem string
-			if cert, problem = b.listenerCertificate(gw, l); problem != "" {
+			if cert, secret, problem = b.listenerCertificate(gw, l); problem != "" {
 				st.CertificateProblems[string(l.Name)] = problem
 			}
 		}
-		b.tb.AddListener(int32(l.Port), string(l.Name), h, https, cert)
+		i := b.tb.AddListener(int32(l.Port), string(l.Name), h, https, cert)
+		if secret != "" {
+			b.tb.SetListenerCertificateSecret(i, secret)
+		}
 	}
 }
 

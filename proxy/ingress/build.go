@@ -538,7 +538,7 @@ func (b *builder) tls(ing *networkingv1.Ingress, id types.NamespacedName) map[st
 			continue
 		}
 		for _, h := range ours {
-			b.tb.SetCertificate(h, ing.Namespace, &cert)
+			b.tb.SetCertificate(h, ing.Namespace, ing.Namespace+"/"+t.SecretName, &cert)
 		}
 	}
 	return hosts

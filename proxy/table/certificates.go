@@ -13,6 +13,7 @@ type ServedCertificate struct {
 	Namespace string // the host's owner; "" on a Gateway listener
 	Host      string // "*.example.com" for a wildcard; "" for a listener without hostname
 	Listener  string // the Gateway listener's name; "" for an Ingress host
+	Secret    string // the certificate's Secret, "namespace/name"
 	NotAfter  time.Time
 }
 
@@ -28,16 +29,16 @@ func (t *Table) Certificates() []ServedCertificate {
 		}
 	}
 	for host, hr := range t.exact {
-		add(hr.cert, ServedCertificate{Namespace: hr.namespace, Host: host})
+		add(hr.cert, ServedCertificate{Namespace: hr.namespace, Host: host, Secret: hr.certSecret})
 	}
 	for suffix, hr := range t.wildcard {
-		add(hr.cert, ServedCertificate{Namespace: hr.namespace, Host: "*." + suffix})
+		add(hr.cert, ServedCertificate{Namespace: hr.namespace, Host: "*." + suffix, Secret: hr.certSecret})
 	}
 	if t.gateway != nil {
 		for _, ls := range t.gateway.ports {
 			for _, l := range ls {
 				if l.https {
-					add(l.cert, ServedCertificate{Host: l.hostname, Listener: l.name})
+					add(l.cert, ServedCertificate{Host: l.hostname, Listener: l.name, Secret: l.certSecret})
 				}
 			}
 		}

@@ -103,6 +103,8 @@ type gwListener struct {
 	// certificateRefs resolve to none (then its hosts get no TLS handshake at all).
 	https bool
 	cert  *tls.Certificate
+	// certSecret is cert's Secret, "namespace/name" (the expiry metric's label).
+	certSecret string
 	// passthrough: a TLS listener in mode Passthrough. Its routes (TLSRoutes) are taken by
 	// GatewayPassthrough, by server name, never by Match.
 	passthrough bool

@@ -33,11 +33,18 @@ func (b *Builder) Add(r *Route, ns, kind string) { b.hostRules(r.Host, ns).add(r
 // that namespace's known hosts.
 func (b *Builder) AddHostless(r *Route, ns, kind string) { b.namespace(ns).hostless().add(r, kind) }
 
-// SetCertificate gives host (owned by ns when new) its certificate unless it has one.
-func (b *Builder) SetCertificate(host, ns string, cert *tls.Certificate) {
+// SetCertificate gives host (owned by ns when new) its certificate, from Secret secret
+// ("namespace/name", for the expiry metric), unless it has one.
+func (b *Builder) SetCertificate(host, ns, secret string, cert *tls.Certificate) {
 	if hr := b.hostRules(host, ns); hr.cert == nil {
-		hr.cert = cert
+		hr.cert, hr.certSecret = cert, secret
 	}
+}
+
+// SetListenerCertificateSecret names the Secret ("namespace/name") of listener i's
+// certificate (AddListener's index), for the expiry metric.
+func (b *Builder) SetListenerCertificateSecret(i int, secret string) {
+	b.listeners[i].certSecret = secret
 }
 
 // RouteAt returns the route of namespace ns for path on host ("" for ns's own host-less

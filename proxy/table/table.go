@@ -139,6 +139,8 @@ type EndpointState struct {
 type hostRules struct {
 	namespace string           // the owner; "" for the host-less rules of every namespace
 	cert      *tls.Certificate // from a Secret of the owner namespace; nil: the default one
+	// certSecret is cert's Secret, "namespace/name" (the expiry metric's label).
+	certSecret string
 	// clientAuth is the host's client-certificate authentication (clientauth.go); nil: none.
 	clientAuth *ClientAuth
 	exact      map[string]*Route
