@@ -124,6 +124,8 @@ func decodeInput(r io.Reader) (Input, error) {
 			in.Slices = append(in.Slices, o)
 		case *corev1.Secret:
 			in.Secrets = append(in.Secrets, o)
+		case *corev1.ConfigMap:
+			in.ConfigMaps = append(in.ConfigMaps, o)
 		default:
 			return in, fmt.Errorf("document %d: kind %s is not read by Translate", i, gvk.Kind)
 		}
@@ -136,6 +138,10 @@ type golden struct {
 	Backends            []string            `json:"backends"`
 	Listeners           []goldenListener    `json:"listeners"`
 	CertificateProblems map[string]string   `json:"certificateProblems,omitempty"`
+	// ClientCertificates is each port's client-certificate validation; FrontendProblems
+	// each HTTPS listener's problem with it (frontend.go).
+	ClientCertificates map[int32]string `json:"clientCertificates,omitempty"`
+	FrontendProblems   map[string]string `json:"frontendProblems,omitempty"`
 	RouteStatus         []goldenRoute       `json:"routeStatus"`
 	Problems            []string            `json:"problems,omitempty"`
 	AttachedRoutes      map[string]int32    `json:"attachedRoutes"`
@@ -187,6 +193,7 @@ func summarize(r Result) golden {
 		if len(st.CertificateProblems) > 0 {
 			g.CertificateProblems = st.CertificateProblems
 		}
+		summarizeFrontend(&g, r.Table, st)
 		for _, rs := range st.Routes {
 			gr := goldenRoute{Route: rs.Kind + " " + rs.Route.String()}
 			for _, p := range rs.Parents {
