@@ -134,18 +134,18 @@ func decodeInput(r io.Reader) (Input, error) {
 
 // golden is what a golden file holds: the table as lines, then every status.
 type golden struct {
-	Routes              []string            `json:"routes"`
-	Backends            []string            `json:"backends"`
-	Listeners           []goldenListener    `json:"listeners"`
-	CertificateProblems map[string]string   `json:"certificateProblems,omitempty"`
+	Routes              []string          `json:"routes"`
+	Backends            []string          `json:"backends"`
+	Listeners           []goldenListener  `json:"listeners"`
+	CertificateProblems map[string]string `json:"certificateProblems,omitempty"`
 	// ClientCertificates is each port's client-certificate validation; FrontendProblems
 	// each HTTPS listener's problem with it (frontend.go).
-	ClientCertificates map[int32]string `json:"clientCertificates,omitempty"`
-	FrontendProblems   map[string]string `json:"frontendProblems,omitempty"`
-	RouteStatus         []goldenRoute       `json:"routeStatus"`
-	Problems            []string            `json:"problems,omitempty"`
-	AttachedRoutes      map[string]int32    `json:"attachedRoutes"`
-	SupportedKinds      map[string][]string `json:"supportedKinds,omitempty"`
+	ClientCertificates map[int32]string    `json:"clientCertificates,omitempty"`
+	FrontendProblems   map[string]string   `json:"frontendProblems,omitempty"`
+	RouteStatus        []goldenRoute       `json:"routeStatus"`
+	Problems           []string            `json:"problems,omitempty"`
+	AttachedRoutes     map[string]int32    `json:"attachedRoutes"`
+	SupportedKinds     map[string][]string `json:"supportedKinds,omitempty"`
 }
 
 type goldenListener struct {
