@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -215,7 +216,7 @@ func TestGatewayClientCertificateValidation(t *testing.T) {
 				}
 				if n < 12 || string(buf[:12]) != "HTTP/1.1 200" {
 					conn.Close()
-					return nil, errors.New("answer " + strconv.Quote(string(buf[:n])))
+					return nil, fmt.Errorf("%w: %q", errHTTPAnswer, buf[:n])
 				}
 				return conn, nil
 			}
@@ -232,14 +233,20 @@ func TestGatewayClientCertificateValidation(t *testing.T) {
 				t.Fatal("the session was not resumed on its own port: the test proves nothing")
 			}
 			again.Close()
-			if conn, err := dial(g.valid); err == nil {
+			switch conn, err := dial(g.valid); {
+			case err == nil:
 				resumed := conn.ConnectionState().DidResume
 				conn.Close()
 				t.Errorf("valid port answered 200 (resumed: %t); want the handshake refused", resumed)
+			case errors.Is(err, errHTTPAnswer):
+				t.Errorf("valid port: %v; want the handshake refused, not an HTTP answer", err)
 			}
 		})
 	})
 }
+
+// errHTTPAnswer: a connection's request got an HTTP answer other than 200.
+var errHTTPAnswer = errors.New("HTTP answer")
 
 // TestGatewayClientCertificateRotation: a connection verified before the port's CA changed
 // is judged by the new CA on its next request (421: retry on a new connection, whose
