@@ -193,6 +193,9 @@ M = [
  ("M29f7 gateway client certs: a listener without a usable CA still takes routes", "proxy/gatewayapi/frontend.go", [("\t\t\t\tb.accepted[i] = false\n", "")], "TestTranslateGolden", [], "./proxy/gatewayapi/"),
  ("M29f8 gateway client certs: a CA of another namespace without a ReferenceGrant", "proxy/gatewayapi/frontend.go", [("if obj.Namespace != namespace && !Granted(", "if false && !Granted(")], "TestTranslateGolden", [], "./proxy/gatewayapi/"),
  ("M29f9 gateway client certs: a port with no usable CA is served without validation", "proxy/gatewayapi/frontend.go", [("\t\tb.tb.SetGatewayClientAuth(int32(l.Port), ca)\n", "\t\tif ca.Refuse == \"\" {\n\t\t\tb.tb.SetGatewayClientAuth(int32(l.Port), ca)\n\t\t}\n")], "TestTranslateGolden", [], "./proxy/gatewayapi/"),
+ ("M29f10 gateway client certs: InsecureFrontendValidationMode stays after the Gateway is back to AllowValidOnly", "controllers/gateway/frontend.go", [("\t\tmeta.RemoveStatusCondition(&st.Conditions, string(gwv1.GatewayConditionInsecureFrontendValidationMode))\n", "")], "TestFrontendStatus", [], "./controllers/gateway/"),
+ ("M29f11 gateway client certs: a listener without a usable CA is reported programmed", "controllers/gateway/frontend.go", [("\t\tif p.NoValidCA {\n\t\t\tsetCondition(", "\t\tif false && p.NoValidCA {\n\t\t\tsetCondition(")], "TestFrontendStatus", [], "./controllers/gateway/"),
+ ("M29f12 gateway client certs: a CA problem overwrites a certificateRef's verdict", "controllers/gateway/frontend.go", [("old.Status == metav1.ConditionFalse && old.Reason != c.Reason {", "false {")], "TestFrontendStatus", [], "./controllers/gateway/"),
 ]
 only = sys.argv[1:]
 failed = 0
