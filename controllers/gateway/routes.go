@@ -63,6 +63,9 @@ func (r *Reconciler) routeInput(ctx context.Context, gw *gwv1.Gateway) (gatewaya
 	if in.Secrets, err = r.certificateSecrets(ctx, gw, grants); err != nil {
 		return in, err
 	}
+	if err := r.frontendObjects(ctx, gw, grants, &in); err != nil { // frontend.go
+		return in, err
+	}
 	return in, nil
 }
 

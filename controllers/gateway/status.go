@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // Observed is what the controller saw of the Gateway's Service.
@@ -33,6 +35,9 @@ type Observed struct {
 	// a certificate (the table's GatewayStatus: missing Secret, wrong type, bad key pair); such
 	// a listener has ResolvedRefs=False InvalidCertificateRef and is not Programmed.
 	CertificateProblems map[string]string
+	// FrontendProblems says, per HTTPS listener name, what is wrong with its port's
+	// client-certificate validation (the table's GatewayStatus; frontend.go).
+	FrontendProblems map[string]table.FrontendProblem
 }
 
 // Status is the Gateway's status for plan and obs, keeping the transition times of the
@@ -89,6 +94,7 @@ func Status(gw *gwv1.Gateway, plan Plan, obs Observed, prev gwv1.GatewayStatus, 
 		setCondition(&ls.Conditions, lp, gen, now)
 		st.Listeners = append(st.Listeners, ls)
 	}
+	frontendStatus(gw, &st, obs.FrontendProblems, gen, now) // frontend.go
 	return st
 }
 

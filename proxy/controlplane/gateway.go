@@ -47,6 +47,8 @@ var gatewayWatched = []watchedKind{
 	{KindEndpointSlice, &discoveryv1.EndpointSlice{}, func() client.ObjectList { return &discoveryv1.EndpointSliceList{} }},
 	// The HTTPS listeners' certificateRefs (their data kept only for TLS and Opaque Secrets).
 	{KindSecret, &corev1.Secret{}, func() client.ObjectList { return &corev1.SecretList{} }},
+	// The CA bundles of spec.tls.frontend (ca.crt kept only: gatewayclientcert.go).
+	{KindConfigMap, &corev1.ConfigMap{}, func() client.ObjectList { return &corev1.ConfigMapList{} }},
 }
 
 // kinds are the kinds this proxy watches: a Gateway proxy's (without GRPCRoute or TLSRoute
@@ -167,7 +169,10 @@ func (b *builder) gatewaySnapshot(ctx context.Context) (gatewayapi.Input, error)
 		in.Namespaces = append(in.Namespaces, &nss.Items[i])
 	}
 	var err error
-	in.Services, in.Slices, in.Secrets, err = b.listShared(ctx)
+	if in.Services, in.Slices, in.Secrets, err = b.listShared(ctx); err != nil {
+		return in, err
+	}
+	in.ConfigMaps, err = b.listConfigMaps(ctx) // gatewayclientcert.go
 	return in, err
 }
 

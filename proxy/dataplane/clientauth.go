@@ -36,7 +36,10 @@ import (
 func (s *Server) clientAuthConfig(base *tls.Config) func(*tls.ClientHelloInfo) (*tls.Config, error) {
 	return func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 		r := s.current.Load()
-		if r == nil || r.table.Gateway != nil || hello.ServerName == "" {
+		if r != nil && r.table.Gateway != nil {
+			return s.gatewayClientAuthConfig(base, r.table, hello) // gatewayclientcert.go
+		}
+		if r == nil || hello.ServerName == "" {
 			return nil, nil
 		}
 		ca := r.table.ClientAuth(hello.ServerName)
@@ -73,6 +76,9 @@ func (c *clientCertInfo) emit(add func(k, v string)) {
 // clientAuth judges r (routed to route) by its host's client-certificate authentication. It
 // returns false when it answered the request.
 func (s *Server) clientAuth(w *responseWriter, r *http.Request, t *table.Table, route *table.Route, a *attempt) bool {
+	if t.Gateway != nil {
+		return s.gatewayClientAuth(w, r, t, a) // gatewayclientcert.go
+	}
 	ca := t.ClientAuthFor(r.Host, route)
 	if ca == nil {
 		return true

@@ -126,6 +126,8 @@ func decodeInput(r io.Reader) (Input, error) {
 			in.Slices = append(in.Slices, o)
 		case *corev1.Secret:
 			in.Secrets = append(in.Secrets, o)
+		case *corev1.ConfigMap:
+			in.ConfigMaps = append(in.ConfigMaps, o)
 		default:
 			return in, fmt.Errorf("document %d: kind %s is not read by Translate", i, gvk.Kind)
 		}
@@ -134,14 +136,18 @@ func decodeInput(r io.Reader) (Input, error) {
 
 // golden is what a golden file holds: the table as lines, then every status.
 type golden struct {
-	Routes              []string            `json:"routes"`
-	Backends            []string            `json:"backends"`
-	Listeners           []goldenListener    `json:"listeners"`
-	CertificateProblems map[string]string   `json:"certificateProblems,omitempty"`
-	RouteStatus         []goldenRoute       `json:"routeStatus"`
-	Problems            []string            `json:"problems,omitempty"`
-	AttachedRoutes      map[string]int32    `json:"attachedRoutes"`
-	SupportedKinds      map[string][]string `json:"supportedKinds,omitempty"`
+	Routes              []string          `json:"routes"`
+	Backends            []string          `json:"backends"`
+	Listeners           []goldenListener  `json:"listeners"`
+	CertificateProblems map[string]string `json:"certificateProblems,omitempty"`
+	// ClientCertificates is each port's client-certificate validation; FrontendProblems
+	// each HTTPS listener's problem with it (frontend.go).
+	ClientCertificates map[int32]string    `json:"clientCertificates,omitempty"`
+	FrontendProblems   map[string]string   `json:"frontendProblems,omitempty"`
+	RouteStatus        []goldenRoute       `json:"routeStatus"`
+	Problems           []string            `json:"problems,omitempty"`
+	AttachedRoutes     map[string]int32    `json:"attachedRoutes"`
+	SupportedKinds     map[string][]string `json:"supportedKinds,omitempty"`
 }
 
 type goldenListener struct {
@@ -189,6 +195,7 @@ func summarize(r Result) golden {
 		if len(st.CertificateProblems) > 0 {
 			g.CertificateProblems = st.CertificateProblems
 		}
+		summarizeFrontend(&g, r.Table, st)
 		for _, rs := range st.Routes {
 			gr := goldenRoute{Route: rs.Kind + " " + rs.Route.String()}
 			for _, p := range rs.Parents {

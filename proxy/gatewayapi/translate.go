@@ -112,6 +112,9 @@ type Input struct {
 	Services   []*corev1.Service
 	Slices     []*discoveryv1.EndpointSlice
 	Secrets    []*corev1.Secret
+	// ConfigMaps hold the CA bundles spec.tls.frontend's caCertificateRefs name (frontend.go);
+	// only those are read.
+	ConfigMaps []*corev1.ConfigMap
 	// AllowUnmanagedSlices and AllowLoopbackEndpoints: table.Sources'.
 	AllowUnmanagedSlices   bool
 	AllowLoopbackEndpoints bool
@@ -144,7 +147,9 @@ func Translate(in Input) Result {
 	var res Result
 	if in.Gateway != nil {
 		res.Listeners, b.accepted = Listeners(in.Gateway, in.ReferenceGrants)
+		frontend := b.frontend(in.Gateway, res.Listeners)
 		res.Status = b.translate()
+		res.Status.FrontendProblems = frontend
 		b.tb.SetGatewayStatus(res.Status)
 	}
 	res.Table, res.Problems = b.tb.Finish()

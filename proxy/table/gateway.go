@@ -77,6 +77,10 @@ type GatewayStatus struct {
 	// CertificateProblems says, per HTTPS listener name, why it has no certificate (its
 	// certificateRefs name no usable Secret); a listener served with one is not listed.
 	CertificateProblems map[string]string
+	// FrontendProblems says, per HTTPS listener name, what is wrong with its port's
+	// client-certificate validation (spec.tls.frontend); a listener whose port has none,
+	// or one whose every caCertificateRef resolved, is not listed.
+	FrontendProblems map[string]FrontendProblem
 }
 
 // RouteStatus is one HTTPRoute's parent statuses for the table's Gateway: one per parentRef
@@ -93,6 +97,8 @@ type RouteStatus struct {
 // wildcard, none), then the first route in Gateway API precedence whose matches hold.
 type gatewayTable struct {
 	ports map[int32][]*gwListener
+	// clientAuth is the client-certificate validation by port (gatewayclientauth.go).
+	clientAuth map[int32]*GatewayClientAuth
 }
 
 type gwListener struct {
