@@ -26,6 +26,7 @@ func TestChartProxyDeploymentGolden(t *testing.T) {
 	}{
 		{name: "defaults"},
 		{name: "conventions", args: []string{"-f", chart + "/ci/conventions-values.yaml"}},
+		{name: "kind Deployment", args: []string{"--set", "proxy.kind=Deployment"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, out, err := renderChart(t, helm, append([]string{"--show-only", "templates/proxy.yaml"}, tc.args...)...)
