@@ -207,6 +207,13 @@ M = [
  ("M29f10 gateway client certs: InsecureFrontendValidationMode stays after the Gateway is back to AllowValidOnly", "controllers/gateway/frontend.go", [("\t\tmeta.RemoveStatusCondition(&st.Conditions, string(gwv1.GatewayConditionInsecureFrontendValidationMode))\n", "")], "TestFrontendStatus", [], "./controllers/gateway/"),
  ("M29f11 gateway client certs: a listener without a usable CA is reported programmed", "controllers/gateway/frontend.go", [("\t\tif p.NoValidCA {\n\t\t\tsetCondition(", "\t\tif false && p.NoValidCA {\n\t\t\tsetCondition(")], "TestFrontendStatus", [], "./controllers/gateway/"),
  ("M29f12 gateway client certs: a CA problem overwrites a certificateRef's verdict", "controllers/gateway/frontend.go", [("old.Status == metav1.ConditionFalse && old.Reason != c.Reason {", "false {")], "TestFrontendStatus", [], "./controllers/gateway/"),
+    # Chart (#25): these need HELM (make mutations sets it); the API server agreement test also KUBEBUILDER_ASSETS.
+ ("M25c1 the proxy DaemonSet gets a Deployment's strategy field", "charts/metalgate/templates/proxy.yaml", [("  updateStrategy:\n    {{- toYaml . | nindent 4 }}", "  strategy:\n    {{- toYaml . | nindent 4 }}")], "TestChartProxyDaemonSet$", [], "./config/"),
+ ("M25c2 a DaemonSet rollingUpdate with maxSurge and maxUnavailable both above 0 rendered", "charts/metalgate/templates/checks.yaml", [("{{- if and $unavailable $surge }}", "{{- if false }}")], "TestChartValuesRefused/DaemonSet_surging|TestChartProxyDaemonSetStrategies", [], "./config/"),
+ ("M25c3 a DaemonSet's maxUnavailable read as 0 when unset (Kubernetes defaults it to 1)", "charts/metalgate/templates/checks.yaml", [('(dict "value" $r.maxUnavailable "default" 1)', '(dict "value" $r.maxUnavailable "default" 0)')], "TestChartValuesRefused/DaemonSet_surging|TestChartProxyDaemonSetStrategies", [], "./config/"),
+ ("M25c4 a DaemonSet budget of maxUnavailable or a percentage rendered", "charts/metalgate/templates/checks.yaml", [('{{- if and .enabled (or (kindIs "invalid" .minAvailable) (kindIs "string" .minAvailable)) }}', "{{- if false }}")], "TestChartValuesRefused/DaemonSet_with", [], "./config/"),
+ ("M25c5 a DaemonSet with autoscaling rendered", "charts/metalgate/templates/checks.yaml", [("{{- if .Values.proxy.autoscaling.enabled }}", "{{- if false }}")], "TestChartValuesRefused/DaemonSet_with_autoscaling", [], "./config/"),
+ ("M25c6 a DaemonSet with a Deployment's strategy type rendered", "charts/metalgate/templates/checks.yaml", [('{{- if not (has $type (list "RollingUpdate" "OnDelete")) }}', "{{- if false }}")], "TestChartValuesRefused/DaemonSet_with_Recreate|TestChartProxyDaemonSetStrategies", [], "./config/"),
 ]
 only = sys.argv[1:]
 failed = 0
