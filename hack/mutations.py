@@ -207,6 +207,8 @@ M = [
  ("M29f10 gateway client certs: InsecureFrontendValidationMode stays after the Gateway is back to AllowValidOnly", "controllers/gateway/frontend.go", [("\t\tmeta.RemoveStatusCondition(&st.Conditions, string(gwv1.GatewayConditionInsecureFrontendValidationMode))\n", "")], "TestFrontendStatus", [], "./controllers/gateway/"),
  ("M29f11 gateway client certs: a listener without a usable CA is reported programmed", "controllers/gateway/frontend.go", [("\t\tif p.NoValidCA {\n\t\t\tsetCondition(", "\t\tif false && p.NoValidCA {\n\t\t\tsetCondition(")], "TestFrontendStatus", [], "./controllers/gateway/"),
  ("M29f12 gateway client certs: a CA problem overwrites a certificateRef's verdict", "controllers/gateway/frontend.go", [("old.Status == metav1.ConditionFalse && old.Reason != c.Reason {", "false {")], "TestFrontendStatus", [], "./controllers/gateway/"),
+ ("M28h1 direct path: HTTP/2 requests go through ReverseProxy again", "proxy/dataplane/direct.go", [("(r.ProtoMajor == 1 || r.ProtoMajor == 2) &&", "r.ProtoMajor == 1 &&")], "TestTakesDirectPath"),
+ ("M28h2 direct path: every protocol version takes it", "proxy/dataplane/direct.go", [("(r.ProtoMajor == 1 || r.ProtoMajor == 2) &&", "")], "TestTakesDirectPath"),
 ]
 only = sys.argv[1:]
 failed = 0
