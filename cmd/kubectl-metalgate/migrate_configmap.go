@@ -454,7 +454,10 @@ func (cfg *controllerConfig) key(k, v string, all map[string]string) {
 			return
 		}
 		cfg.flag(k, "proxy-protocol-from", strings.Join(cidrs, ","))
-		rep.add(same, k, "\"true\": → --proxy-protocol-http=required, --proxy-protocol-https=required, --proxy-protocol-from=%s (see Proxy flags)", strings.Join(cidrs, ","))
+		// ingress-nginx read a PROXY header from anyone and took the client address from it
+		// only when the connection came from proxy-real-ip-cidr; the proxy refuses a
+		// connection from elsewhere (its header could forge the address).
+		rep.add(changed, k, "\"true\": → --proxy-protocol-http=required, --proxy-protocol-https=required, --proxy-protocol-from=%s (see Proxy flags); a connection from outside those addresses is refused, where ingress-nginx served it as from the connection's address", strings.Join(cidrs, ","))
 	case "proxy-real-ip-cidr":
 		on := func(key string) bool { x, _ := strconv.ParseBool(strings.TrimSpace(all[key])); return x }
 		if !on("use-forwarded-headers") && !on("enable-real-ip") && !on("use-proxy-protocol") {

@@ -72,7 +72,7 @@ func TestMigrateConfigMapKeys(t *testing.T) {
 		{"full X-Forwarded-For off", map[string]string{"use-forwarded-headers": "true", "proxy-real-ip-cidr": "10.1.2.0/24", "compute-full-forwarded-for": "false"},
 			"compute-full-forwarded-for", changed, "the client's address alone", []string{"--trusted-proxies=10.1.2.0/24"}, nil},
 		{"PROXY protocol from the load balancer", map[string]string{"use-proxy-protocol": "true", "proxy-real-ip-cidr": "10.1.2.0/24"},
-			"use-proxy-protocol", same, "--proxy-protocol-from=10.1.2.0/24", []string{"--proxy-protocol-http=required", "--proxy-protocol-https=required", "--proxy-protocol-from=10.1.2.0/24"}, nil},
+			"use-proxy-protocol", changed, "a connection from outside those addresses is refused", []string{"--proxy-protocol-http=required", "--proxy-protocol-https=required", "--proxy-protocol-from=10.1.2.0/24"}, nil},
 		{"body size 8M", map[string]string{"proxy-body-size": "8M"}, "proxy-body-size", same, "--default-body-size=8m", []string{"--default-body-size=8m"}, nil},
 		{"body size unlimited", map[string]string{"proxy-body-size": "0"}, "proxy-body-size", same, "", []string{"--default-body-size=0"}, nil},
 		{"body size 1024k is the default", map[string]string{"proxy-body-size": "1024k"}, "proxy-body-size", same, "nothing to set", nil, nil},
