@@ -71,6 +71,15 @@ func TestMigrateNotOneToOne(t *testing.T) {
 		{"load-balance chash (an ingress-nginx algorithm)",
 			map[string]string{"load-balance": "chash"},
 			"load-balance", "chash", func(r *table.Route) any { return r.Options.Balance.Algorithm }, table.RoundRobin, "load-balance"},
+		{"limit-rpm beside limit-rps (ingress-nginx enforced both)",
+			map[string]string{"limit-rps": "10", "limit-rpm": "60"},
+			"limit-rpm", "only limit-rps applies",
+			func(r *table.Route) any {
+				if r.Options.Policy.RateLimit == nil {
+					return nil
+				}
+				return r.Options.Policy.RateLimit.RPS
+			}, 10.0, ""},
 		{"auth-tls-verify-depth 11 (ingress-nginx took any)",
 			map[string]string{"auth-tls-secret": "ns/ca", "auth-tls-verify-depth": "11"},
 			"auth-tls-verify-depth", "more than 10", nil, nil, "auth-tls-verify-depth"},
