@@ -218,6 +218,10 @@ M = [
  ("M26m9 migrate reads proxy-real-ip-cidr apart from the proxy's list parser (white space does not separate)", 'cmd/kubectl-metalgate/migrate_configmap.go', [('prefixes, err := ingress.ParseAddressList(v)', 'prefixes, err := ingress.ParseAddressList(strings.ReplaceAll(v, " ", "#"))')], 'TestMigrateConfigMapListsAsTheProxyReads$', [], './cmd/kubectl-metalgate/'),
  ('M26m10 the shared address-list parser keeps host bits (both callers)', 'proxy/ingress/annotations.go', [('\t\tout = append(out, p.Masked())\n\t}\n\treturn out, nil', '\t\tout = append(out, p)\n\t}\n\treturn out, nil')], 'TestMigrateConfigMapListsAsTheProxyReads$', [], './cmd/kubectl-metalgate/'),
  ('M26m11 the shared size parser forgets g', 'proxy/ingress/annotations.go', [("\t\tcase 'g':\n\t\t\tmult, s = 1<<30, s[:n-1]\n", '')], 'TestListAndSizeParsers$', [], './proxy/ingress/'),
+ ("M26m12 migrate's limit-burst-multiplier multiplies the rate a second for limit-rpm again", 'cmd/kubectl-metalgate/migrate_ingress.go', [('\treturn rpm, "a minute"\n', '\treturn rpm / 60, "a minute"\n')], 'TestMigrateRateLimitOnTheProxy|TestMigrateBurst', [], './cmd/kubectl-metalgate/'),
+ ("M26m13 migrate leaves limit-rpm alone with the proxy's default burst", 'cmd/kubectl-metalgate/migrate_ingress.go', [('\trpmBurst(res.rep, ann, orig)\n', '')], 'TestMigrateRateLimitOnTheProxy', [], './cmd/kubectl-metalgate/'),
+ ('M26m14 migrate calls limit-rpm beside limit-rps one to one (only limit-rps applies)', 'proxy/ingress/catalog.go', [('"429 with Retry-After; with limit-rps too only limit-rps applies, where ingress-nginx enforced both;', '"429 with Retry-After;')], 'TestMigrateNotOneToOne$', [], './cmd/kubectl-metalgate/'),
+ ('M26m15 migrate calls the kept limit-burst-multiplier one to one (rate a second, not a minute)', 'proxy/ingress/catalog.go', [('"5", "with limit-rpm it multiplies the rate a second, ingress-nginx\'s the rate a minute (kubectl metalgate migrate writes limit-burst to keep ingress-nginx\'s)"}', '"5", ""}')], 'TestMigrateGolden$', [], './cmd/kubectl-metalgate/'),
 ]
 only = sys.argv[1:]
 failed = 0
