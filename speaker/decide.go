@@ -108,7 +108,7 @@ func Decide(in Input) Decision {
 		return d // no view of the cluster yet: announce nothing
 	}
 	me, prev := in.Node, in.Previous
-	layer2 := map[netip.Addr]VIP{}    // the layer-2 addresses announced from now on
+	layer2 := map[netip.Addr]VIP{} // the layer-2 addresses announced from now on
 	claimed := claimsByVIP(in.Claims, me)
 	silent := d.silent(in)
 	prevOf := map[netip.Addr]string{} // previous owner of newly announced addresses
