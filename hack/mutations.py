@@ -207,6 +207,17 @@ M = [
  ("M29f10 gateway client certs: InsecureFrontendValidationMode stays after the Gateway is back to AllowValidOnly", "controllers/gateway/frontend.go", [("\t\tmeta.RemoveStatusCondition(&st.Conditions, string(gwv1.GatewayConditionInsecureFrontendValidationMode))\n", "")], "TestFrontendStatus", [], "./controllers/gateway/"),
  ("M29f11 gateway client certs: a listener without a usable CA is reported programmed", "controllers/gateway/frontend.go", [("\t\tif p.NoValidCA {\n\t\t\tsetCondition(", "\t\tif false && p.NoValidCA {\n\t\t\tsetCondition(")], "TestFrontendStatus", [], "./controllers/gateway/"),
  ("M29f12 gateway client certs: a CA problem overwrites a certificateRef's verdict", "controllers/gateway/frontend.go", [("old.Status == metav1.ConditionFalse && old.Reason != c.Reason {", "false {")], "TestFrontendStatus", [], "./controllers/gateway/"),
+ ("M25s-a Decide ignores the claims (plain rendezvous)", "speaker/decide.go", [("\t\t\tif in.Claims != nil && (owner == me || !silent[owner]) {\n", "\t\t\tif false {\n")], "TestDecideSticky|TestDecideDoubleClaim", [], "./speaker/"),
+ ("M25s-b a silent member stays bound by the claims (an older speaker and the claimant both answer)", "speaker/decide.go", [("\t\tout[n] = true\n", "")], "TestDecideSticky", [], "./speaker/"),
+ ("M25s-c claims in this node's name accepted", "speaker/claims/claims.go", [("\tif m.Node == s.self {\n", "\tif false {\n")], "TestReceiveRefuses", [], "./speaker/claims/"),
+ ("M25s-d claims of a non-member accepted", "speaker/claims/claims.go", [("\tif !s.member(m.Node) {\n", "\tif false {\n")], "TestReceiveRefuses", [], "./speaker/claims/"),
+ ("M25s-e an older version accepted", "speaker/claims/claims.go", [("if ok && m.Version <= old.Version {", "if false {")], "TestReceiveRefuses", [], "./speaker/claims/"),
+ ("M25s-f unsorted or duplicate addresses accepted", "speaker/claims/claims.go", [("\t\tcase i > 0 && vips[i-1].Compare(a) >= 0:\n", "\t\tcase false:\n")], "TestReceiveRefuses", [], "./speaker/claims/"),
+ ("M25s-g no bound on the address count", "speaker/claims/claims.go", [("\tif count > MaxVIPs {\n", "\tif false {\n")], "TestReceiveRefuses", [], "./speaker/claims/"),
+ ("M25s-h IPv4-mapped IPv6 accepted", "speaker/claims/claims.go", [("\t\tcase a.Is4In6():\n", "\t\tcase false:\n")], "TestReceiveRefuses", [], "./speaker/claims/"),
+ ("M25s-i claims kept after the member left", "speaker/membership/membership.go", [("\tm.claims.Forget(name)\n", "")], "TestClaimsDelegate", [], "./speaker/membership/"),
+ ("M25s-j a joining member is not sent our claims", "speaker/membership/membership.go", [("\te.m.sendClaims(n.Name) ", "\t_ = n.Name ")], "TestClaimsDelegate", [], "./speaker/membership/"),
+ ("M25s-k the speaker never publishes its claims (real memberlists: addresses move on join)", "speaker/speaker.go", [("if err := s.opts.Claims.SetClaims(own); err != nil {", "if err := error(nil); err != nil {")], "TestStickyOwnership", [], "./speaker/"),
 ]
 only = sys.argv[1:]
 failed = 0
