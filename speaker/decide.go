@@ -18,9 +18,6 @@ type State struct {
 	Announcing map[netip.Addr]bool
 	// Pending are the layer-2 addresses elected to this node and held down, since when.
 	Pending map[netip.Addr]time.Time
-	// Silent are the live members whose claims this node has not received, since when they
-	// were first seen so (only when Input.Claims is set).
-	Silent map[string]time.Time
 }
 
 // Input is everything a decision depends on.
@@ -38,9 +35,10 @@ type Input struct {
 	// HoldDown is Options.HoldDown.
 	HoldDown time.Duration
 	// Claims are the layer-2 addresses each other node announces, by node, as it gossips them
-	// (claims.Store.Claims): a node with an entry, even an empty one, sends claims. This
-	// node's own claims are Previous.Announcing; an entry in its name is ignored. Nil: no
-	// claims at all (plain rendezvous, the owner does not keep an address).
+	// (membership.Membership.Claims): every live member that sends claims has an entry, empty
+	// until its claims arrive; a member without one is a speaker that does not send claims (an
+	// older version). This node's own claims are Previous.Announcing; an entry in its name is
+	// ignored. Nil: no claims at all (plain rendezvous, the owner does not keep an address).
 	Claims map[string][]netip.Addr
 }
 
@@ -83,10 +81,10 @@ type Decision struct {
 // weight (election.Owner over the claimants: the same on every node once the claims have
 // spread, which also settles two claimants after a partition heals); if none does, it is
 // election.Owner over all the live candidates (the rendezvous owner). The claims count only
-// while the rendezvous owner is known to defer to them: it sends claims itself, or it became
-// a live member less than HoldDown/2 ago (its claims are on their way). A member that sends
-// none (a speaker of a version without claims) takes the address after its own HoldDown, so
-// the claimant releases it at HoldDown/2 and the two never answer at once. It starts at once when it takes the address from a node that is no
+// when the rendezvous owner defers to them: it is this node, or a member that sends claims
+// (an entry in Input.Claims). A speaker that sends none (an older version) takes the address
+// after its own HoldDown whatever the claims say, so the claimant releases it at once, as
+// without claims. It starts at once when it takes the address from a node that is no
 // longer live (failover) and after HoldDown otherwise (rebalancing: a node joins or a
 // partition heals; see Options.HoldDown). It stops at once when it is no longer elected or
 // loses quorum.
@@ -101,7 +99,6 @@ func Decide(in Input) Decision {
 			Elected:    make(map[netip.Addr]string, len(in.Previous.Elected)),
 			Announcing: map[netip.Addr]bool{},
 			Pending:    map[netip.Addr]time.Time{},
-			Silent:     map[string]time.Time{},
 		},
 	}
 	if in.World == nil {
@@ -110,7 +107,6 @@ func Decide(in Input) Decision {
 	me, prev := in.Node, in.Previous
 	layer2 := map[netip.Addr]VIP{} // the layer-2 addresses announced from now on
 	claimed := claimsByVIP(in.Claims, me)
-	silent := d.silent(in)
 	prevOf := map[netip.Addr]string{} // previous owner of newly announced addresses
 	for _, v := range in.World.VIPs {
 		cands := election.Candidates(v.Request, in.World.Nodes, in.Live)
@@ -121,7 +117,7 @@ func Decide(in Input) Decision {
 		switch v.Mode {
 		case ModeLayer2:
 			owner := election.Owner(v.VIP, cands)
-			if in.Claims != nil && (owner == me || !silent[owner]) {
+			if _, bound := in.Claims[owner]; in.Claims != nil && (owner == me || bound) {
 				if c := election.Owner(v.VIP, claimants(v.VIP, cands, claimed, me, prev.Announcing)); c != "" {
 					owner = c
 				}
@@ -205,35 +201,6 @@ func claimants(vip netip.Addr, cands []string, claimed map[netip.Addr]map[string
 		if claimed[vip][c] || (c == me && announcing[vip]) {
 			out = append(out, c)
 		}
-	}
-	return out
-}
-
-// silent records in d.Next.Silent the live members other than in.Node that sent no claims
-// (when claims are in use), and returns those silent for HoldDown/2 or longer: the claims do
-// not bind them. It sets d.Wake for the others' grace to end.
-func (d *Decision) silent(in Input) map[string]bool {
-	out := map[string]bool{}
-	if in.Claims == nil {
-		return out
-	}
-	grace := in.HoldDown / 2
-	for n := range in.Live {
-		if _, ok := in.Claims[n]; ok || n == in.Node || !in.Live[n] {
-			continue
-		}
-		since, ok := in.Previous.Silent[n]
-		if !ok {
-			since = in.Now
-		}
-		d.Next.Silent[n] = since
-		if left := grace - in.Now.Sub(since); left > 0 {
-			if d.Wake == 0 || left < d.Wake {
-				d.Wake = left
-			}
-			continue
-		}
-		out[n] = true
 	}
 	return out
 }

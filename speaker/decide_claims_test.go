@@ -24,8 +24,8 @@ type claimStep struct {
 }
 
 // TestDecideSticky: with claims, the node announcing a layer-2 address keeps it while it is a
-// candidate, whoever joins or returns; claims of non-candidates do not count; a silent member
-// (no claims: an older speaker) is not bound by them after HoldDown/2.
+// candidate, whoever joins or returns; claims of non-candidates do not count; a member that
+// sends no claims (an older speaker) is not bound by them.
 func TestDecideSticky(t *testing.T) {
 	const hold = time.Second
 	all := []string{"n1", "n2", "n3"}
@@ -74,7 +74,7 @@ func TestDecideSticky(t *testing.T) {
 		{name: "the owner keeps the address when a node that would win it joins", node: before, vip: joinVIP, steps: []claimStep{
 			{desc: "elected, held down", world: wj3, live: all, claims: none(others(before, all)...), owner: before},
 			{desc: "announces", world: wj3, live: all, claims: none(others(before, all)...), at: hold, wantL2: true, owner: before, started: true},
-			{desc: "n4 joins, its claims not here yet: kept (HoldDown/2 grace)", world: wj4, live: four, claims: none(others(before, all)...), at: 2 * hold, wantL2: true, owner: before},
+			{desc: "n4 joins (it sends claims, none arrived yet): kept", world: wj4, live: four, claims: none(others(before, four)...), at: 2 * hold, wantL2: true, owner: before},
 			{desc: "n4's claims arrive: kept", world: wj4, live: four, claims: none(others(before, four)...), at: 3 * hold, wantL2: true, owner: before},
 		}},
 		{name: "the node that would win it defers to the claim", node: "n4", vip: joinVIP, steps: []claimStep{
@@ -85,11 +85,11 @@ func TestDecideSticky(t *testing.T) {
 		{name: "a restarted owner returns after failover: the address stays (the new owner)", node: next, steps: []claimStep{
 			{desc: "the owner announces: not ours", world: w3, live: all, claims: with(none(other), owner, dvip), owner: owner},
 			{desc: "the owner dies: failover at once", world: w3, live: rest, claims: none(other), wantL2: true, owner: next, started: true},
-			{desc: "the owner is back, no claims yet: kept", world: w3, live: all, claims: none(other), at: hold / 10, wantL2: true, owner: next},
+			{desc: "the owner is back (it sends claims, none arrived yet): kept", world: w3, live: all, claims: none(other, owner), at: hold / 10, wantL2: true, owner: next},
 			{desc: "its (empty) claims arrive: kept", world: w3, live: all, claims: none(other, owner), at: hold, wantL2: true, owner: next},
 		}},
 		{name: "a restarted owner returns after failover: it does not take back (the returning owner)", node: owner, steps: []claimStep{
-			{desc: "restarted, nobody's claims yet: rendezvous, held down", world: w3, live: all, claims: map[string][]netip.Addr{}, owner: owner},
+			{desc: "restarted, nobody's claims yet: rendezvous, held down", world: w3, live: all, claims: none(next, other), owner: owner},
 			{desc: "the new owner's claim arrives: not ours", world: w3, live: all, claims: with(none(other), next, dvip), at: hold / 2, owner: next},
 			{desc: "after the hold-down: still not ours", world: w3, live: all, claims: with(none(other), next, dvip), at: 2 * hold, owner: next},
 		}},
@@ -109,11 +109,15 @@ func TestDecideSticky(t *testing.T) {
 			{desc: "the owner claims, endpoints everywhere", world: decideWorld(all, all...), live: all, claims: with(none(next), owner, dvip), owner: owner},
 			{desc: "the owner loses its endpoint: elected, held down", world: decideWorld(all, other, next), live: all, claims: with(none(next), owner, dvip), at: hold, owner: election.Owner(dvip, []string{other, next})},
 		}},
-		{name: "a silent member (no claims: an older speaker) that wins: the claimant releases after HoldDown/2", node: before, vip: joinVIP, steps: []claimStep{
+		{name: "a member that sends no claims (an older speaker) wins: the claimant releases at once", node: before, vip: joinVIP, steps: []claimStep{
 			{desc: "elected, held down", world: wj3, live: all, claims: none(others(before, all)...), owner: before},
 			{desc: "announces", world: wj3, live: all, claims: none(others(before, all)...), at: hold, wantL2: true, owner: before, started: true},
-			{desc: "n4 joins: kept during the grace", world: wj4, live: four, claims: none(others(before, all)...), at: 2 * hold, wantL2: true, owner: before},
-			{desc: "n4 stays silent: released at HoldDown/2, before n4's own hold-down ends", world: wj4, live: four, claims: none(others(before, all)...), at: 2*hold + hold/2, owner: "n4", stopped: true},
+			{desc: "n4 joins without claims: released at once (n4 takes it after its hold-down)", world: wj4, live: four, claims: none(others(before, all)...), at: 2 * hold, owner: "n4", stopped: true},
+		}},
+		{name: "a member that sends no claims and does not win: the claimant keeps", node: owner, steps: []claimStep{
+			{desc: "announces", world: w3, live: all, claims: map[string][]netip.Addr{}, wantL2: false, owner: owner},
+			{desc: "announces after the hold-down", world: w3, live: all, claims: map[string][]netip.Addr{}, at: hold, wantL2: true, owner: owner, started: true},
+			{desc: "still", world: w3, live: all, claims: map[string][]netip.Addr{}, at: 2 * hold, wantL2: true, owner: owner},
 		}},
 		{name: "no claims in use: the owner releases at once (plain rendezvous)", node: before, vip: joinVIP, steps: []claimStep{
 			{desc: "elected, held down", world: wj3, live: all, owner: before},

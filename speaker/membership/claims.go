@@ -23,6 +23,10 @@ const (
 	claimsResends        = 3
 )
 
+// claimsMeta is the memberlist node metadata of a speaker that sends claims (a speaker of an
+// older version sends none, and is not bound by the others' claims: speaker.Decide).
+var claimsMeta = []byte{claims.Magic, 1}
+
 // claimsBroadcast is this speaker's claims in the broadcast queue; a newer one invalidates it.
 type claimsBroadcast []byte
 
@@ -50,9 +54,20 @@ func (m *Membership) SetClaims(vips []netip.Addr) error {
 	return nil
 }
 
-// Claims returns the layer-2 addresses each other live member claims, by node: an entry (maybe
-// empty) for each member whose claims arrived (speaker.Input.Claims).
-func (m *Membership) Claims() map[string][]netip.Addr { return m.claims.Claims() }
+// Claims returns the layer-2 addresses each other live member claims, by node
+// (speaker.Input.Claims): an entry for each member that sends claims (its metadata says so, or
+// its claims arrived), empty until they arrive.
+func (m *Membership) Claims() map[string][]netip.Addr {
+	out := m.claims.Claims()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for n, ok := range m.claiming {
+		if _, has := out[n]; ok && !has {
+			out[n] = []netip.Addr{}
+		}
+	}
+	return out
+}
 
 // sendClaims queues this speaker's claims for gossip and for direct sends to the named members.
 // It takes no memberlist lock: NotifyJoin calls it with memberlist's node lock held.

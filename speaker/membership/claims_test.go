@@ -74,10 +74,17 @@ func TestClaimsDelegate(t *testing.T) {
 	t.Run("leave, join, change", func(t *testing.T) {
 		m := newMembership(Options{Name: "n1"}, logr.Discard(), netip.MustParseAddr("127.0.0.1"))
 		ev, d := events{m}, delegate{m}
-		ev.NotifyJoin(&memberlist.Node{Name: "n2", Addr: net.ParseIP("127.0.0.2"), Port: 7946})
+		ev.NotifyJoin(&memberlist.Node{Name: "n2", Addr: net.ParseIP("127.0.0.2"), Port: 7946, Meta: d.NodeMeta(512)})
+		ev.NotifyJoin(&memberlist.Node{Name: "old", Addr: net.ParseIP("127.0.0.4"), Port: 7946}) // no claims: an older speaker
 		if m.claimsDue["n2"] != claimsResends || m.bcast.NumQueued() != 1 {
 			t.Errorf("after a join: due %v, queued %d; want n2 due %d times, one broadcast", m.claimsDue, m.bcast.NumQueued(), claimsResends)
 		}
+		// n2 sends claims (its metadata says so): an empty entry until they arrive; the older
+		// speaker has none.
+		if diff := cmp.Diff(map[string][]netip.Addr{"n2": {}}, m.Claims()); diff != "" {
+			t.Errorf("claims before any arrived (-want +got):\n%s", diff)
+		}
+		ev.NotifyLeave(&memberlist.Node{Name: "old"})
 		d.NotifyMsg(enc("n2", 5, vip))
 		ev.NotifyLeave(&memberlist.Node{Name: "n2", Addr: net.ParseIP("127.0.0.2"), Port: 7946})
 		if got := m.Claims(); len(got) != 0 || len(m.claimsDue) != 0 {

@@ -119,6 +119,7 @@ type Membership struct {
 	peers     map[string]*peer          // quorum ping state of the current members, pruned as they go
 	reachable map[string]bool           // last computed, for change detection
 	claimsDue map[string]int            // members still to be sent this speaker's claims directly, how many times
+	claiming  map[string]bool           // members that send claims (their node metadata says so)
 }
 
 // errIngest: see filterTransport.IngestPacket.
@@ -222,7 +223,7 @@ func newMembership(opts Options, lg logr.Logger, selfAddr netip.Addr) *Membershi
 	}
 	m.adm = &admission{self: opts.Name, selfAddr: selfAddr.Unmap(), refuse: m.refused.refuse}
 	m.adm.set(nil)
-	m.claimsDue = map[string]int{}
+	m.claimsDue, m.claiming = map[string]int{}, map[string]bool{}
 	m.claims, _ = claims.NewStore(opts.Name, time.Now(), m.isMember) // Name is checked by New (1..253 bytes: admission)
 	m.bcast = &memberlist.TransmitLimitedQueue{NumNodes: m.numMembers, RetransmitMult: claimsRetransmitMult}
 	return m
@@ -471,6 +472,7 @@ func (m *Membership) joined(n *memberlist.Node) {
 	ip, _ := netip.AddrFromSlice(n.Addr)
 	m.mu.Lock()
 	m.members[n.Name] = netip.AddrPortFrom(ip.Unmap(), n.Port)
+	m.claiming[n.Name] = bytes.Equal(n.Meta, claimsMeta)
 	m.mu.Unlock()
 }
 
@@ -481,6 +483,7 @@ func (m *Membership) forget(name string) {
 	delete(m.members, name)
 	delete(m.peers, name)
 	delete(m.claimsDue, name)
+	delete(m.claiming, name)
 	m.mu.Unlock()
 	m.claims.Forget(name)
 }
@@ -604,10 +607,12 @@ func (e events) changed() {
 
 // delegate adapts memberlist.Delegate: user messages are the quorum pings and the layer-2
 // claims; the broadcasts are this speaker's claims, and so is the state it pushes on joins
-// and push/pull (anti-entropy). No metadata.
+// and push/pull (anti-entropy); the metadata says that it sends claims.
 type delegate struct{ m *Membership }
 
-func (d delegate) NodeMeta(int) []byte { return nil }
+// NodeMeta says that this speaker sends claims: the others know it the moment it becomes a
+// member, before its claims arrive.
+func (d delegate) NodeMeta(int) []byte { return claimsMeta }
 func (d delegate) NotifyMsg(b []byte) {
 	if claims.IsClaims(b) {
 		d.m.receiveClaims(b)
