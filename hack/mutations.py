@@ -231,6 +231,18 @@ M = [
  ("M26m13 migrate leaves limit-rpm alone with the proxy's default burst", 'cmd/kubectl-metalgate/migrate_ingress.go', [('\trpmBurst(res.rep, ann, orig)\n', '')], 'TestMigrateRateLimitOnTheProxy', [], './cmd/kubectl-metalgate/'),
  ('M26m14 migrate calls limit-rpm beside limit-rps one to one (only limit-rps applies)', 'proxy/ingress/catalog.go', [('"429 with Retry-After; with limit-rps too only limit-rps applies, where ingress-nginx enforced both;', '"429 with Retry-After;')], 'TestMigrateNotOneToOne$', [], './cmd/kubectl-metalgate/'),
  ('M26m15 migrate calls the kept limit-burst-multiplier one to one (rate a second, not a minute)', 'proxy/ingress/catalog.go', [('"5", "with limit-rpm it multiplies the rate a second, ingress-nginx\'s the rate a minute (kubectl metalgate migrate writes limit-burst to keep ingress-nginx\'s)"}', '"5", ""}')], 'TestMigrateGolden$', [], './cmd/kubectl-metalgate/'),
+ ("M25s-a Decide ignores the claims (plain rendezvous)", "speaker/decide.go", [("\t\t\tif _, bound := in.Claims[owner]; in.Claims != nil && (owner == me || bound) {\n", "\t\t\tif false {\n")], "TestDecideSticky|TestDecideDoubleClaim", [], "./speaker/"),
+ ("M25s-b a speaker that sends no claims is bound by them (it takes the address anyway: two answer)", "speaker/decide.go", [("\t\t\tif _, bound := in.Claims[owner]; in.Claims != nil && (owner == me || bound) {\n", "\t\t\tif in.Claims != nil {\n")], "TestDecideSticky", [], "./speaker/"),
+ ("M25s-l a speaker does not say in its metadata that it sends claims", "speaker/membership/membership.go", [("func (d delegate) NodeMeta(int) []byte { return claimsMeta }", "func (d delegate) NodeMeta(int) []byte { return nil }")], "TestClaimsDelegate", [], "./speaker/membership/"),
+ ("M25s-c claims in this node's name accepted", "speaker/claims/claims.go", [("\tif m.Node == s.self {\n", "\tif false {\n")], "TestReceiveRefuses", [], "./speaker/claims/"),
+ ("M25s-d claims of a non-member accepted", "speaker/claims/claims.go", [("\tif !s.member(m.Node) {\n", "\tif false {\n")], "TestReceiveRefuses", [], "./speaker/claims/"),
+ ("M25s-e an older version accepted", "speaker/claims/claims.go", [("if ok && m.Version <= old.Version {", "if false {")], "TestReceiveRefuses", [], "./speaker/claims/"),
+ ("M25s-f unsorted or duplicate addresses accepted", "speaker/claims/claims.go", [("\t\tcase i > 0 && vips[i-1].Compare(a) >= 0:\n", "\t\tcase false:\n")], "TestReceiveRefuses", [], "./speaker/claims/"),
+ ("M25s-g no bound on the address count", "speaker/claims/claims.go", [("\tif count > MaxVIPs {\n", "\tif false {\n")], "TestReceiveRefuses", [], "./speaker/claims/"),
+ ("M25s-h IPv4-mapped IPv6 accepted", "speaker/claims/claims.go", [("\t\tcase a.Is4In6():\n", "\t\tcase false:\n")], "TestReceiveRefuses", [], "./speaker/claims/"),
+ ("M25s-i claims kept after the member left", "speaker/membership/membership.go", [("\tm.claims.Forget(name)\n", "")], "TestClaimsDelegate", [], "./speaker/membership/"),
+ ("M25s-j a joining member is not sent our claims", "speaker/membership/membership.go", [("\te.m.sendClaims(n.Name) ", "\t_ = n.Name ")], "TestClaimsDelegate", [], "./speaker/membership/"),
+ ("M25s-k the speaker never publishes its claims (real memberlists: addresses move on join)", "speaker/speaker.go", [("if err := s.opts.Claims.SetClaims(own); err != nil {", "if err := error(nil); err != nil {")], "TestStickyOwnership", [], "./speaker/"),
 ]
 only = sys.argv[1:]
 failed = 0
