@@ -41,6 +41,9 @@ type Reconciler struct {
 	// GRPCRoutes says the API server serves GRPCRoute: its routes are read and their status
 	// written. False (Setup's choice when the CRD is not installed): HTTPRoutes only.
 	GRPCRoutes bool
+	// BackendTLSPolicies says the API server serves BackendTLSPolicy v1: policies are read
+	// and their status written (backendtls.go).
+	BackendTLSPolicies bool
 
 	// asked holds, per Gateway, when its Service last asked the allocator for other static
 	// addresses and the answer has not been seen yet (see staticAnswerWait). The zero value
@@ -151,6 +154,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err // a Gateway that is not accepted has no routes
 	}
 	if err := r.writeRouteStatuses(ctx, req.NamespacedName, routes, candidates); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.writePolicyStatuses(ctx, req.NamespacedName, routes); err != nil {
 		return ctrl.Result{}, err
 	}
 	if r.awaitingAnswer(req.NamespacedName, plan, obs, time.Now()) {
@@ -328,6 +334,9 @@ func eventTime(e *corev1.Event) time.Time {
 func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) error {
 	r.asked.forget(key)
 	if err := r.forgetRoutes(ctx, key); err != nil {
+		return err
+	}
+	if err := r.writePolicyStatuses(ctx, key, nil); err != nil {
 		return err
 	}
 	if r.Proxy.Image != "" {

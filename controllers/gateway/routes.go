@@ -60,7 +60,7 @@ func (r *Reconciler) routeInput(ctx context.Context, gw *gwv1.Gateway) (gatewaya
 	if in.Secrets, err = r.certificateSecrets(ctx, gw, grants); err != nil {
 		return in, err
 	}
-	return in, nil
+	return in, r.backendTLSInput(ctx, &in)
 }
 
 // certificateSecrets reads the Secrets that gw's HTTPS listeners name in certificateRefs

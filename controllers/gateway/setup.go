@@ -92,6 +92,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	if !grpc {
 		log.Info("GRPCRoute is not installed: Gateways serve HTTPRoutes only", "missing", "GRPCRoute/"+gwv1.GroupVersion.Version)
 	}
+	btls, err := served(mgr.GetRESTMapper(), "BackendTLSPolicy", gwv1.GroupVersion.Version)
+	if err != nil {
+		return false, err
+	}
+	if !btls {
+		log.Info("BackendTLSPolicy v1 is not installed: backend TLS policies are ignored", "missing", "BackendTLSPolicy/"+gwv1.GroupVersion.Version)
+	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &gwv1.HTTPRoute{}, indexBackend, routeBackends); err != nil {
 		return false, fmt.Errorf("index HTTPRoutes by backend: %w", err)
 	}
@@ -109,7 +116,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	if err != nil {
 		return false, fmt.Errorf("set up GatewayClass controller: %w", err)
 	}
-	r := &Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Proxy: opts.Proxy, GRPCRoutes: grpc}
+	r := &Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Proxy: opts.Proxy, GRPCRoutes: grpc, BackendTLSPolicies: btls}
 	b := ctrl.NewControllerManagedBy(mgr)
 	if opts.Proxy.Image != "" {
 		// Deployments only from metalgate's namespace: a cache of its own, so the manager's
@@ -128,6 +135,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	}
 	if grpc {
 		b = b.Watches(&gwv1.GRPCRoute{}, handler.EnqueueRequestsFromMapFunc(routeGateways))
+	}
+	if btls {
+		b = watchBackendTLS(b, c, grpc)
 	}
 	err = b.
 		Named("gateway").

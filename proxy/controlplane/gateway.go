@@ -30,6 +30,9 @@ const (
 	KindGRPCRoute      = "GRPCRoute"
 	KindReferenceGrant = "ReferenceGrant"
 	KindNamespace      = "Namespace"
+	// KindBackendTLSPolicy and KindConfigMap: TLS to backends (backendtls.go).
+	KindBackendTLSPolicy = "BackendTLSPolicy"
+	KindConfigMap        = "ConfigMap"
 )
 
 // gatewayWatched are the kinds of a Gateway proxy: no Ingress or IngressClass.
@@ -44,6 +47,10 @@ var gatewayWatched = []watchedKind{
 	{KindEndpointSlice, &discoveryv1.EndpointSlice{}, func() client.ObjectList { return &discoveryv1.EndpointSliceList{} }},
 	// The HTTPS listeners' certificateRefs (their data kept only for TLS and Opaque Secrets).
 	{KindSecret, &corev1.Secret{}, func() client.ObjectList { return &corev1.SecretList{} }},
+	// Left out when the API server does not serve BackendTLSPolicy (Options.noBackendTLSPolicy).
+	{KindBackendTLSPolicy, &gatewayv1.BackendTLSPolicy{}, func() client.ObjectList { return &gatewayv1.BackendTLSPolicyList{} }},
+	// The policies' CA certificates (only the key ca.crt is kept: configMapTransform).
+	{KindConfigMap, &corev1.ConfigMap{}, func() client.ObjectList { return &corev1.ConfigMapList{} }},
 }
 
 // kinds are the kinds this proxy watches: a Gateway proxy's (without GRPCRoute when the API
@@ -55,10 +62,9 @@ func (o *Options) kinds() []watchedKind {
 		}
 		return watched
 	}
-	if o.noGRPCRoute {
-		return slices.DeleteFunc(slices.Clone(gatewayWatched), func(w watchedKind) bool { return w.kind == KindGRPCRoute })
-	}
-	return gatewayWatched
+	return slices.DeleteFunc(slices.Clone(gatewayWatched), func(w watchedKind) bool {
+		return o.noGRPCRoute && w.kind == KindGRPCRoute || o.noBackendTLSPolicy && w.kind == KindBackendTLSPolicy
+	})
 }
 
 // checkGRPCRoute sets o.noGRPCRoute when o is a Gateway proxy's and the API server (asked
@@ -78,7 +84,7 @@ func (o *Options) checkGRPCRoute(m meta.RESTMapper) error {
 	case err != nil:
 		return fmt.Errorf("look up GRPCRoute in the API server: %w", err)
 	}
-	return nil
+	return o.checkBackendTLSPolicy(m)
 }
 
 // checkReferenceGrant sets o.noReferenceGrant when the API server (asked through m) does not
@@ -143,7 +149,10 @@ func (b *builder) gatewaySnapshot(ctx context.Context) (gatewayapi.Input, error)
 		in.Namespaces = append(in.Namespaces, &nss.Items[i])
 	}
 	var err error
-	in.Services, in.Slices, in.Secrets, err = b.listShared(ctx)
+	if in.Services, in.Slices, in.Secrets, err = b.listShared(ctx); err != nil {
+		return in, err
+	}
+	in.BackendTLSPolicies, in.ConfigMaps, err = b.backendTLSSnapshot(ctx)
 	return in, err
 }
 

@@ -25,6 +25,8 @@ type Options struct {
 	// noGRPCRoute is set by Setup when the API server does not serve GRPCRoute
 	// (checkGRPCRoute): a Gateway proxy then neither watches nor lists them.
 	noGRPCRoute bool
+	// noBackendTLSPolicy likewise for BackendTLSPolicy (checkBackendTLSPolicy).
+	noBackendTLSPolicy bool
 	// WatchNamespaces limits Ingresses (and the Services, EndpointSlices and Secrets they use)
 	// to these namespaces. Default: all.
 	WatchNamespaces []string

@@ -89,6 +89,7 @@ func (cp *ControlPlane) CacheOptions() cache.Options {
 	}
 	if cp.opts.Gateway.Name != "" {
 		o.ByObject[&gatewayv1.Gateway{}] = cache.ByObject{Namespaces: map[string]cache.Config{cp.opts.Gateway.Namespace: {}}}
+		o.ByObject[&corev1.ConfigMap{}] = cache.ByObject{Transform: configMapTransform}
 	}
 	if len(cp.opts.WatchNamespaces) > 0 {
 		o.DefaultNamespaces = map[string]cache.Config{}

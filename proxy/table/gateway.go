@@ -76,6 +76,9 @@ type GatewayStatus struct {
 	// CertificateProblems says, per HTTPS listener name, why it has no certificate (its
 	// certificateRefs name no usable Secret); a listener served with one is not listed.
 	CertificateProblems map[string]string
+	// BackendTLSPolicies are the conditions of the BackendTLSPolicies that target the
+	// Gateway's backends, for the Gateway as their ancestor, sorted by namespace/name.
+	BackendTLSPolicies []PolicyStatus
 }
 
 // RouteStatus is one HTTPRoute's parent statuses for the table's Gateway: one per parentRef

@@ -47,6 +47,10 @@ func Features() []features.FeatureName {
 		features.SupportHTTPRouteBackendProtocolH2C,
 		features.SupportHTTPRouteBackendRequestHeaderModification,
 		features.SupportHTTPRouteCORS,
+		// BackendTLSPolicy (its own conformance profile-less feature set) and its extended
+		// subjectAltNames validation.
+		features.SupportBackendTLSPolicy,
+		features.SupportBackendTLSPolicySANValidation,
 		// GATEWAY-GRPC core, and the one GRPCRoute extended feature whose test passes.
 		features.SupportGRPCRoute,
 		features.SupportGRPCRouteNamedRouteRule,
