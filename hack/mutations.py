@@ -151,6 +151,12 @@ M = [
  ("M26a6 auth-url with user information", "proxy/ingress/authurl.go", [("\tcase u.User != nil:\n", "\tcase false:\n")], "TestExternalAuthURL", [], "./proxy/ingress/"),
  ("M26a7 a listed suffix allows the suffix itself", "proxy/table/authhosts.go", [("if len(name) > len(s) && strings.HasSuffix(name, s) {", "if strings.HasSuffix(\".\"+name, s) {")], "TestExternalAuthURL", [], "./proxy/ingress/"),
  ("M26a8 migrate calls a Service of MetalLB's class one to one", "cmd/kubectl-metalgate/migrate_metallb.go", [('class != "" && class != controllers.DefaultLBClass {', 'false && class != controllers.DefaultLBClass {')], "TestMigrateGolden", [], "./cmd/kubectl-metalgate/"),
+ ("M29b1 BackendTLSPolicy SANs not checked", "proxy/dataplane/backendtls.go", [("return matchSANs(cs.PeerCertificates[0], sans)", "return nil")], "TestGatewayBackendTLSPolicy$"),
+ ("M29b2 BackendTLSPolicy SANs do not replace the hostname", "proxy/dataplane/backendtls.go", [("\t\t\tname = \"\" // the chain is checked here, the names by matchSANs\n", "")], "TestGatewayBackendTLSPolicy$"),
+ ("M29b3 BackendTLSPolicy TLS ID without the hostname", "proxy/table/policytls.go", [("bt.ID = backendTLSID(ns, &bt, caSource)", "bt.ID = backendTLSID(ns, &BackendTLS{SNI: bt.SNI, Verify: bt.Verify, Refuse: bt.Refuse}, caSource)")], "TestGatewayBackendTLSPolicyIdentity"),
+ ("M29b4 BackendTLSPolicy CA ConfigMap of any namespace", "proxy/gatewayapi/backendtls.go", [("if c.Namespace == id.Namespace && c.Name == id.Name {", "if c.Name == id.Name {")], "TestGatewayBackendTLSPolicy$"),
+ ("M29b5 BackendTLSPolicy conflict: the newest wins", "proxy/gatewayapi/backendtls.go", [("return a.CreationTimestamp.Before(&c.CreationTimestamp)", "return c.CreationTimestamp.Before(&a.CreationTimestamp)")], "TestGatewayBackendTLSPolicy$"),
+ ("M29b6 BackendTLSPolicy TLS ID without the CA content", "proxy/gatewayapi/backendtls.go", [("sha256.Sum256([]byte(ca)))", "sha256.Sum256(nil))")], "TestBackendTLSPolicySettings", [], "./proxy/gatewayapi/"),
 ]
 only = sys.argv[1:]
 failed = 0
