@@ -188,15 +188,15 @@ func TestGatewayBackendTLSPolicy(t *testing.T) {
 			policies: []*gatewayv1.BackendTLSPolicy{btlsPolicy("p", "s", 0, caRefs("ca", "abc.example.com", uriSAN("spiffe://def.example.com/test-identity")))}, want: http.StatusBadGateway},
 		{name: "a newer conflicting policy does not replace the older", cert: abc, cms: []*corev1.ConfigMap{appCA},
 			policies: []*gatewayv1.BackendTLSPolicy{btlsPolicy("newer", "s", 5, caRefs("ca", "abc.example.com")), btlsPolicy("older", "s", 1, caRefs("ca", "mismatch.example.com"))},
-			want: http.StatusBadGateway},
+			want:     http.StatusBadGateway},
 		{name: "the hostname is sent as SNI and verified", cert: abc, cms: []*corev1.ConfigMap{appCA},
 			policies: []*gatewayv1.BackendTLSPolicy{btlsPolicy("p", "s", 0, caRefs("ca", "abc.example.com"))}, want: http.StatusOK, wantSNI: "abc.example.com"},
 		{name: "with SANs the hostname is only the SNI", cert: sanOnly, cms: []*corev1.ConfigMap{appCA},
 			policies: []*gatewayv1.BackendTLSPolicy{btlsPolicy("p", "s", 0, caRefs("ca", "sni.example.com", dnsSAN("dce.example.com"), dnsSAN("san.example.com")))},
-			want: http.StatusOK, wantSNI: "sni.example.com"},
+			want:     http.StatusOK, wantSNI: "sni.example.com"},
 		{name: "a URI SAN the certificate holds", cert: spiffe, cms: []*corev1.ConfigMap{appCA},
 			policies: []*gatewayv1.BackendTLSPolicy{btlsPolicy("p", "s", 0, caRefs("ca", "abc.example.com", uriSAN("spiffe://abc.example.com/test-identity")))},
-			want: http.StatusOK, wantSNI: "abc.example.com"},
+			want:     http.StatusOK, wantSNI: "abc.example.com"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			forEachPath(t, func(t *testing.T, opts Options) {

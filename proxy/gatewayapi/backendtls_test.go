@@ -61,7 +61,9 @@ func policyInput(svcs ...string) Input {
 	return in
 }
 
-func portPath(svc string, port int32) string { return "/" + svc + "/" + map[int32]string{443: "443", 8443: "8443"}[port] }
+func portPath(svc string, port int32) string {
+	return "/" + svc + "/" + map[int32]string{443: "443", 8443: "8443"}[port]
+}
 
 // policy is BackendTLSPolicy app/<name>, created at minute age, targeting Service svc
 // (section "" for all ports) with validation v.
@@ -117,7 +119,7 @@ func TestBackendTLSPolicyStatus(t *testing.T) {
 		policies []*gatewayv1.BackendTLSPolicy
 		cms      []*corev1.ConfigMap
 		want     map[string][]pcond // per policy name; a policy not listed has no entry
-		refused  map[string]bool   // per path: the backend's TLS settings are refused
+		refused  map[string]bool    // per path: the backend's TLS settings are refused
 	}{
 		{name: "a ConfigMap of another namespace is not found",
 			policies: []*gatewayv1.BackendTLSPolicy{policy("p", 0, "s", "", validation("abc.example.com", cmRef("ca")))},
