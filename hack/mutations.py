@@ -157,6 +157,7 @@ M = [
  ("M29b4 BackendTLSPolicy CA ConfigMap of any namespace", "proxy/gatewayapi/backendtls.go", [("if c.Namespace == id.Namespace && c.Name == id.Name {", "if c.Name == id.Name {")], "TestGatewayBackendTLSPolicy$"),
  ("M29b5 BackendTLSPolicy conflict: the newest wins", "proxy/gatewayapi/backendtls.go", [("return a.CreationTimestamp.Before(&c.CreationTimestamp)", "return c.CreationTimestamp.Before(&a.CreationTimestamp)")], "TestGatewayBackendTLSPolicy$"),
  ("M29b6 BackendTLSPolicy TLS ID without the CA content", "proxy/gatewayapi/backendtls.go", [("sha256.Sum256([]byte(ca)))", "sha256.Sum256(nil))")], "TestBackendTLSPolicySettings", [], "./proxy/gatewayapi/"),
+ ("M29b7 BackendTLSPolicy ancestor entry moved to the end on every write", "controllers/gateway/backendtls.go", [("\treturn slices.Insert(out, at, ours)", "\treturn append(out, ours)")], "TestMergePolicyAncestors", [], "./controllers/gateway/"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/metalgate/metalgate/proxy/gatewayapi"
@@ -46,7 +47,7 @@ func watchBackendTLS(b *builder.Builder, c client.Reader, grpc bool) *builder.Bu
 				return nil
 			}
 			return policyGateways(ctx, c, grpc, p)
-		})).
+		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})). // not on status writes
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []ctrl.Request {
 			var list gwv1.BackendTLSPolicyList
 			if err := c.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
@@ -170,20 +171,26 @@ func isOurAncestor(a gwv1.PolicyAncestorStatus, gw types.NamespacedName) bool {
 }
 
 // MergePolicyAncestors is a policy's status.ancestors with metalgate's entry for Gateway gw
-// replaced by one holding conds (removed when !named), every other entry kept in place. A
-// condition that did not change keeps its lastTransitionTime. The list stays within the
-// API's 16 entries: a new entry that does not fit is not added.
+// replaced in place by one holding conds (added at the end when there was none; removed when
+// !named), every other entry kept in place. Keeping the order matters: two Gateways writing
+// their entries into one policy would otherwise each move its own to the end, and rewrite the
+// policy after each other without end. A condition that did not change keeps its
+// lastTransitionTime. The list stays within the API's 16 entries: a new entry that does not
+// fit is not added.
 func MergePolicyAncestors(prev []gwv1.PolicyAncestorStatus, gw types.NamespacedName, conds []metav1.Condition, named bool, now metav1.Time) []gwv1.PolicyAncestorStatus {
 	out := []gwv1.PolicyAncestorStatus{}
+	at := -1 // where our entry was
 	var before []metav1.Condition
 	for _, a := range prev {
 		if isOurAncestor(a, gw) {
-			before = a.Conditions
+			if at < 0 {
+				at, before = len(out), a.Conditions
+			}
 			continue
 		}
 		out = append(out, *a.DeepCopy())
 	}
-	if !named || len(out) >= maxAncestors {
+	if !named || at < 0 && len(out) >= maxAncestors {
 		return out
 	}
 	next := slices.Clone(before)
@@ -195,9 +202,13 @@ func MergePolicyAncestors(prev []gwv1.PolicyAncestorStatus, gw types.NamespacedN
 		return !slices.ContainsFunc(conds, func(n metav1.Condition) bool { return n.Type == c.Type })
 	})
 	group, kind, ns := gwv1.Group(gwv1.GroupName), gwv1.Kind("Gateway"), gwv1.Namespace(gw.Namespace)
-	return append(out, gwv1.PolicyAncestorStatus{
+	ours := gwv1.PolicyAncestorStatus{
 		AncestorRef:    gwv1.ParentReference{Group: &group, Kind: &kind, Namespace: &ns, Name: gwv1.ObjectName(gw.Name)},
 		ControllerName: ControllerName,
 		Conditions:     next,
-	})
+	}
+	if at < 0 {
+		return append(out, ours)
+	}
+	return slices.Insert(out, at, ours)
 }
