@@ -90,9 +90,17 @@ func policyGateways(ctx context.Context, c client.Reader, grpc bool, p *gwv1.Bac
 	return out
 }
 
-// backendTLSInput adds to in every BackendTLSPolicy and the ConfigMaps they name (each read
-// by name from the API server, in the policy's namespace: a policy can name no other).
+// backendTLSInput adds to in the Secret of the Gateway's client certificate for backends,
+// every BackendTLSPolicy and the ConfigMaps they name (each read by name from the API
+// server, in the policy's namespace: a policy can name no other).
 func (r *Reconciler) backendTLSInput(ctx context.Context, in *gatewayapi.Input) error {
+	sec, err := r.clientCertificateSecret(ctx, in)
+	if err != nil {
+		return err
+	}
+	if sec != nil {
+		in.Secrets = append(in.Secrets, sec)
+	}
 	if !r.BackendTLSPolicies {
 		return nil
 	}
@@ -122,6 +130,40 @@ func (r *Reconciler) backendTLSInput(ctx context.Context, in *gatewayapi.Input) 
 		}
 	}
 	return nil
+}
+
+// clientCertificateCondition sets, in conds, the Gateway's ResolvedRefs condition for its
+// spec.tls.backend.clientCertificateRef (True, or False with InvalidClientCertificateRef or
+// RefNotPermitted), and removes it when none is set or the Gateway is not accepted.
+func clientCertificateCondition(gw *gwv1.Gateway, plan Plan, obs Observed, conds *[]metav1.Condition, now metav1.Time) {
+	_, set, _, _ := gatewayapi.ClientCertificateRef(gw, nil)
+	if !set || plan.Accepted.Status != metav1.ConditionTrue {
+		meta.RemoveStatusCondition(conds, string(gwv1.GatewayConditionResolvedRefs))
+		return
+	}
+	c := cond(gwv1.GatewayConditionResolvedRefs, true, gwv1.GatewayReasonResolvedRefs, "spec.tls.backend.clientCertificateRef resolved")
+	if p := obs.BackendClientCertificate; p != nil {
+		c = cond(gwv1.GatewayConditionResolvedRefs, false, gwv1.GatewayConditionReason(p.Reason), p.Message)
+	}
+	setCondition(conds, c, gw.Generation, now)
+}
+
+// clientCertificateSecret reads the Secret of gw's spec.tls.backend.clientCertificateRef
+// by name, when the Gateway may name it (its namespace, or a ReferenceGrant); nil when there
+// is none to read or it does not exist.
+func (r *Reconciler) clientCertificateSecret(ctx context.Context, in *gatewayapi.Input) (*corev1.Secret, error) {
+	name, set, reason, _ := gatewayapi.ClientCertificateRef(in.Gateway, in.ReferenceGrants)
+	if !set || reason != "" {
+		return nil, nil
+	}
+	var sec corev1.Secret
+	switch err := r.APIReader.Get(ctx, name, &sec); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get Secret %s (spec.tls.backend.clientCertificateRef): %w", name, err)
+	}
+	return &sec, nil
 }
 
 // writePolicyStatuses writes, on every BackendTLSPolicy that st names or whose status holds

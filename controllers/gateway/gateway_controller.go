@@ -150,6 +150,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		obs.AttachedRoutes = routes.AttachedRoutes
 		obs.CertificateProblems = routes.CertificateProblems
+		obs.BackendClientCertificate = routes.BackendClientCertificate
 	} else if err := r.forgetRoutes(ctx, req.NamespacedName); err != nil {
 		return ctrl.Result{}, err // a Gateway that is not accepted has no routes
 	}
@@ -164,7 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	st := Status(&gw, plan, obs, gw.Status, metav1.Now())
 	var res ctrl.Result
-	if plan.WantsService() && len(st.Addresses) == 0 || len(obs.CertificateProblems) > 0 {
+	if plan.WantsService() && len(st.Addresses) == 0 || len(obs.CertificateProblems) > 0 || obs.BackendClientCertificate != nil {
 		// Neither the allocator's Events nor the Secrets (read by name, not watched) trigger a
 		// reconcile: a Secret created or fixed later is seen at the next look.
 		res.RequeueAfter = pendingRetry

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // Observed is what the controller saw of the Gateway's Service.
@@ -33,6 +35,9 @@ type Observed struct {
 	// a certificate (the table's GatewayStatus: missing Secret, wrong type, bad key pair); such
 	// a listener has ResolvedRefs=False InvalidCertificateRef and is not Programmed.
 	CertificateProblems map[string]string
+	// BackendClientCertificate says why spec.tls.backend.clientCertificateRef cannot be used
+	// (the table's GatewayStatus); nil when it can or none is set (backendtls.go).
+	BackendClientCertificate *table.RefProblem
 }
 
 // Status is the Gateway's status for plan and obs, keeping the transition times of the
@@ -63,6 +68,7 @@ func Status(gw *gwv1.Gateway, plan Plan, obs Observed, prev gwv1.GatewayStatus, 
 	st := gwv1.GatewayStatus{Addresses: addrs, Conditions: slices.Clone(prev.Conditions)}
 	setCondition(&st.Conditions, plan.Accepted, gen, now)
 	setCondition(&st.Conditions, programmed, gen, now)
+	clientCertificateCondition(gw, plan, obs, &st.Conditions, now)
 	for i, l := range plan.Listeners {
 		ls := gwv1.ListenerStatus{Name: l.Name, SupportedKinds: l.SupportedKinds, AttachedRoutes: obs.AttachedRoutes[string(l.Name)]}
 		if j := slices.IndexFunc(prev.Listeners, func(p gwv1.ListenerStatus) bool { return p.Name == l.Name }); j >= 0 {

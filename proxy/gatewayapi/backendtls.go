@@ -2,6 +2,7 @@ package gatewayapi
 
 import (
 	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/metalgate/metalgate/proxy/table"
 )
@@ -45,6 +47,17 @@ type policyIndex struct {
 	// met holds the policies whose target a backend of the Gateway met: won says whether
 	// the policy won (true) or lost (false) every conflict it met.
 	met map[types.NamespacedName]*policyMet
+	// client is the Gateway's client certificate for backends (clientCertificate).
+	client *clientCert
+}
+
+// clientCert is the Gateway's spec.tls.backend.clientCertificateRef resolved: the
+// certificate (nil: none set, or unusable), the Secret's identity and content (secretVersion
+// rules), and why it cannot be used.
+type clientCert struct {
+	cert    *tls.Certificate
+	version string
+	problem *table.RefProblem
 }
 
 type policyMet struct {
@@ -145,7 +158,85 @@ func (b *builder) policyTLS(svc types.NamespacedName, section string, opts *tabl
 	} else {
 		opts.Protocol = table.ProtocolHTTPS
 	}
-	return table.PolicyBackendTLS(svc.Namespace, rp.bt, rp.caSource)
+	bt, source := rp.bt, rp.caSource
+	if cc := b.clientCertificate(); cc.cert != nil {
+		// The Gateway's client certificate is part of the settings' identity too.
+		bt.Certificate, source = cc.cert, source+",client="+cc.version
+	}
+	return table.PolicyBackendTLS(svc.Namespace, bt, source)
+}
+
+// ClientCertificateRef is the Secret that Gateway gw's spec.tls.backend.clientCertificateRef
+// names (ok false: none is set), and why it may not be read (reason "" when it may): a kind
+// other than a core Secret is InvalidClientCertificateRef, a Secret of another namespace
+// without a ReferenceGrant there allowing the Gateway's is RefNotPermitted. The controller
+// (to read the Secret and write the Gateway's ResolvedRefs) and the proxy ask it alike.
+func ClientCertificateRef(gw *gatewayv1.Gateway, grants []*gatewayv1beta1.ReferenceGrant) (name types.NamespacedName, ok bool, reason gatewayv1.GatewayConditionReason, msg string) {
+	if gw.Spec.TLS == nil || gw.Spec.TLS.Backend == nil || gw.Spec.TLS.Backend.ClientCertificateRef == nil {
+		return name, false, "", ""
+	}
+	ref := gw.Spec.TLS.Backend.ClientCertificateRef
+	name = types.NamespacedName{Namespace: gw.Namespace, Name: string(ref.Name)}
+	if ref.Namespace != nil {
+		name.Namespace = string(*ref.Namespace)
+	}
+	switch {
+	case ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Secret":
+		g, k := "", "Secret"
+		if ref.Group != nil {
+			g = string(*ref.Group)
+		}
+		if ref.Kind != nil {
+			k = string(*ref.Kind)
+		}
+		return name, true, gatewayv1.GatewayReasonInvalidClientCertificateRef, fmt.Sprintf("spec.tls.backend.clientCertificateRef: kind %s of group %q is not supported (only Secret)", k, g)
+	case name.Namespace != gw.Namespace && !Granted(grants, "Gateway", gw.Namespace, "Secret", name):
+		return name, true, gatewayv1.GatewayReasonRefNotPermitted, fmt.Sprintf("spec.tls.backend.clientCertificateRef: Secret %s is in another namespace and no ReferenceGrant there allows Gateways of namespace %s", name, gw.Namespace)
+	}
+	return name, true, "", ""
+}
+
+// clientCertificate resolves the Gateway's client certificate for backends once per
+// translation: a Secret with a valid tls.crt and tls.key.
+func (b *builder) clientCertificate() *clientCert {
+	ix := b.policies()
+	if ix.client != nil {
+		return ix.client
+	}
+	cc := &clientCert{}
+	ix.client = cc
+	name, ok, reason, msg := ClientCertificateRef(b.in.Gateway, b.in.ReferenceGrants)
+	if !ok {
+		return cc
+	}
+	if reason != "" {
+		cc.problem = &table.RefProblem{Reason: string(reason), Message: msg}
+		return cc
+	}
+	invalid := func(format string, args ...any) *clientCert {
+		cc.problem = &table.RefProblem{Reason: string(gatewayv1.GatewayReasonInvalidClientCertificateRef),
+			Message: "spec.tls.backend.clientCertificateRef: " + fmt.Sprintf(format, args...)}
+		return cc
+	}
+	sec := b.tb.Secret(name)
+	if sec == nil {
+		return invalid("Secret %s not found", name)
+	}
+	crt, key := sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey]
+	c, err := tls.X509KeyPair(crt, key)
+	if err != nil {
+		return invalid("Secret %s: tls.crt and tls.key are not a valid key pair: %v", name, err)
+	}
+	cc.cert = &c
+	cc.version = fmt.Sprintf("%s/%s@%s/%s#%x", sec.Namespace, sec.Name, sec.UID, sec.ResourceVersion, sha256.Sum256(append(append([]byte(nil), crt...), key...)))
+	return cc
+}
+
+// backendTLSStatus sets in st what the translation decided of backend TLS: the policies'
+// conditions and the Gateway's client certificate problem.
+func (b *builder) backendTLSStatus(st *table.GatewayStatus) {
+	st.BackendTLSPolicies = b.policyStatuses()
+	st.BackendClientCertificate = b.clientCertificate().problem
 }
 
 // resolvePolicy reads policy p's validation: its CAs, hostname and SANs, and the conditions
@@ -246,7 +337,7 @@ func configMapVersion(cm *corev1.ConfigMap, ca string) string {
 // policyStatuses are the conditions, for the translation's Gateway, of every policy one of
 // its backends met, sorted by namespace/name.
 func (b *builder) policyStatuses() []table.PolicyStatus {
-	if b.btls == nil {
+	if b.btls == nil || len(b.btls.met) == 0 {
 		return nil
 	}
 	var out []table.PolicyStatus

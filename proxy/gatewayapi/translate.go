@@ -146,7 +146,7 @@ func Translate(in Input) Result {
 	if in.Gateway != nil {
 		res.Listeners, b.accepted = Listeners(in.Gateway, in.ReferenceGrants)
 		res.Status = b.translate()
-		res.Status.BackendTLSPolicies = b.policyStatuses()
+		b.backendTLSStatus(res.Status)
 		b.tb.SetGatewayStatus(res.Status)
 	}
 	res.Table, res.Problems = b.tb.Finish()

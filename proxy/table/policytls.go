@@ -57,3 +57,10 @@ type PolicyStatus struct {
 	Policy     types.NamespacedName
 	Conditions []metav1.Condition
 }
+
+// RefProblem is why a reference cannot be used: the reason of the condition that says so,
+// and a message naming the reference.
+type RefProblem struct {
+	Reason  string
+	Message string
+}

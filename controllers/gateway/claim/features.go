@@ -51,6 +51,8 @@ func Features() []features.FeatureName {
 		// subjectAltNames validation.
 		features.SupportBackendTLSPolicy,
 		features.SupportBackendTLSPolicySANValidation,
+		// The Gateway's client certificate to backends (spec.tls.backend).
+		features.SupportGatewayBackendClientCertificate,
 		// GATEWAY-GRPC core, and the one GRPCRoute extended feature whose test passes.
 		features.SupportGRPCRoute,
 		features.SupportGRPCRouteNamedRouteRule,
