@@ -158,6 +158,8 @@ M = [
  ("M29b5 BackendTLSPolicy conflict: the newest wins", "proxy/gatewayapi/backendtls.go", [("return a.CreationTimestamp.Before(&c.CreationTimestamp)", "return c.CreationTimestamp.Before(&a.CreationTimestamp)")], "TestGatewayBackendTLSPolicy$"),
  ("M29b6 BackendTLSPolicy TLS ID without the CA content", "proxy/gatewayapi/backendtls.go", [("sha256.Sum256([]byte(ca)))", "sha256.Sum256(nil))")], "TestBackendTLSPolicySettings", [], "./proxy/gatewayapi/"),
  ("M29b7 BackendTLSPolicy ancestor entry moved to the end on every write", "controllers/gateway/backendtls.go", [("\treturn slices.Insert(out, at, ours)", "\treturn append(out, ours)")], "TestMergePolicyAncestors", [], "./controllers/gateway/"),
+ ("M29b8 Gateway client certificate Secret of another namespace read without a ReferenceGrant", "proxy/gatewayapi/backendtls.go", [('case name.Namespace != gw.Namespace && !Granted(grants, "Gateway", gw.Namespace, "Secret", name):', "case false:")], "TestGatewayBackendClientCertificate"),
+ ("M29b9 Gateway client certificate not in the backend TLS ID", "proxy/gatewayapi/backendtls.go", [('bt.Certificate, source = cc.cert, source+",client="+cc.version', "bt.Certificate = cc.cert")], "TestBackendClientCertificateStatus", [], "./proxy/gatewayapi/"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -1,13 +1,17 @@
 package gateway
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // TestMergePolicyAncestors: metalgate writes only its own entry for the Gateway it
@@ -92,6 +96,39 @@ func TestMergePolicyAncestors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.check(t, MergePolicyAncestors(tc.prev, gw, tc.conds, tc.named, t1))
+		})
+	}
+}
+
+// TestClientCertificateCondition: the Gateway's ResolvedRefs condition for its backend client
+// certificate: False with the translator's reason, True when resolved, and none (an old one
+// removed) when no clientCertificateRef is set.
+func TestClientCertificateCondition(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	accepted := Plan{Accepted: metav1.Condition{Type: "Accepted", Status: metav1.ConditionTrue}}
+	withRef := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Generation: 4}, Spec: gwv1.GatewaySpec{TLS: &gwv1.GatewayTLSConfig{
+		Backend: &gwv1.GatewayBackendTLS{ClientCertificateRef: &gwv1.SecretObjectReference{Name: "c"}}}}}
+	stale := []metav1.Condition{{Type: "ResolvedRefs", Status: metav1.ConditionFalse, Reason: "RefNotPermitted"}}
+	for _, tc := range []struct {
+		name string
+		gw   *gwv1.Gateway
+		obs  Observed
+		want string // "" no condition; else status/reason
+	}{
+		{name: "a problem", gw: withRef, obs: Observed{BackendClientCertificate: &table.RefProblem{Reason: "RefNotPermitted", Message: "m"}}, want: "False/RefNotPermitted"},
+		{name: "resolved", gw: withRef, want: "True/ResolvedRefs"},
+		{name: "none set: an old condition goes", gw: &gwv1.Gateway{}, want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conds := slices.Clone(stale)
+			clientCertificateCondition(tc.gw, accepted, tc.obs, &conds, now)
+			c := meta.FindStatusCondition(conds, "ResolvedRefs")
+			switch {
+			case tc.want == "" && c != nil:
+				t.Errorf("condition %+v, want none", c)
+			case tc.want != "" && (c == nil || string(c.Status)+"/"+c.Reason != tc.want || c.ObservedGeneration != 4):
+				t.Errorf("condition %+v, want %s at generation 4", c, tc.want)
+			}
 		})
 	}
 }

@@ -294,3 +294,56 @@ func TestGatewayBackendTLSPolicyIdentity(t *testing.T) {
 		})
 	}
 }
+
+// TestGatewayBackendClientCertificate: the Gateway's spec.tls.backend.clientCertificateRef
+// is presented to backends its BackendTLSPolicies apply to, on both paths. Hostile case
+// first: a Secret of another namespace that no ReferenceGrant opens is not read, so no
+// certificate is presented and a backend that requires one refuses the handshake (502).
+func TestGatewayBackendClientCertificate(t *testing.T) {
+	ca, clientCA := newTestCA(t, "backend CA"), newTestCA(t, "client CA")
+	_, _, serving := ca.issue(t, "abc.example.com")
+	crt, key, _ := clientCA.issue(t, "gateway-client")
+	pool := x509.NewCertPool()
+	pool.AddCert(clientCA.cert)
+	for _, tc := range []struct {
+		name     string
+		secretNS string
+		want     int
+	}{
+		{name: "a Secret of another namespace without a ReferenceGrant is not presented", secretNS: "other", want: http.StatusBadGateway},
+		{name: "the Gateway's own Secret is presented", secretNS: "infra", want: http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachPath(t, func(t *testing.T, opts Options) {
+				be := newTLSBackend(t, serving, false, pool)
+				s, addr, _ := startProxy(t, opts, buildTable(t))
+				in := btlsGatewayInput(t, addr, map[string]string{"s": be.addr()})
+				in.BackendTLSPolicies = []*gatewayv1.BackendTLSPolicy{btlsPolicy("p", "s", 0, caRefs("ca", "abc.example.com"))}
+				in.ConfigMaps = []*corev1.ConfigMap{caConfigMap("app", "ca", ca.pem)}
+				in.Secrets = []*corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Namespace: tc.secretNS, Name: "client", UID: "uid-client", ResourceVersion: "1"},
+					Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": crt, "tls.key": key}}}
+				ns := gatewayv1.Namespace(tc.secretNS)
+				in.Gateway.Spec.TLS = &gatewayv1.GatewayTLSConfig{Backend: &gatewayv1.GatewayBackendTLS{
+					ClientCertificateRef: &gatewayv1.SecretObjectReference{Name: "client", Namespace: &ns}}}
+				res := gatewayapi.Translate(in)
+				if len(res.Problems) > 0 {
+					t.Fatalf("translate: %v", res.Problems)
+				}
+				s.Swap(res.Table)
+				c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
+				defer c.CloseIdleConnections()
+				resp, err := c.Get("http://" + addr + "/s")
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != tc.want {
+					t.Fatalf("status %d, want %d", resp.StatusCode, tc.want)
+				}
+				if tc.want == http.StatusOK && load(&be.client) != "gateway-client" {
+					t.Errorf("the backend saw client certificate %q, want gateway-client", load(&be.client))
+				}
+			})
+		})
+	}
+}

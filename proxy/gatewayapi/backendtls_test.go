@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/metalgate/metalgate/proxy/table"
 )
@@ -249,4 +250,80 @@ func TestBackendTLSPolicySettings(t *testing.T) {
 	if n := backendOf(t, Translate(in).Table, "/a/443"); n.TLS.ID == a.TLS.ID {
 		t.Errorf("a new ca.crt kept ID %q", n.TLS.ID)
 	}
+}
+
+// TestBackendClientCertificateStatus: why a Gateway's spec.tls.backend.clientCertificateRef
+// cannot be used, as its ResolvedRefs says. Hostile cases first: another namespace without a
+// ReferenceGrant, a kind or group that is not a Secret, a missing or malformed Secret.
+func TestBackendClientCertificateStatus(t *testing.T) {
+	crt, key := testKeyPair(t)
+	secret := func(ns, name string, data map[string][]byte) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: corev1.SecretTypeTLS, Data: data}
+	}
+	good := map[string][]byte{"tls.crt": crt, "tls.key": key}
+	grant := &gatewayv1beta1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: "certs", Name: "g"}, Spec: gatewayv1beta1.ReferenceGrantSpec{
+		From: []gatewayv1beta1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "Gateway", Namespace: "infra"}},
+		To:   []gatewayv1beta1.ReferenceGrantTo{{Kind: "Secret"}}}}
+	for _, tc := range []struct {
+		name   string
+		ref    gatewayv1.SecretObjectReference
+		grants []*gatewayv1beta1.ReferenceGrant
+		want   string // the reason; "" resolved
+	}{
+		{name: "another namespace without a grant", ref: gatewayv1.SecretObjectReference{Name: "c", Namespace: ptr(gatewayv1.Namespace("certs"))}, want: "RefNotPermitted"},
+		{name: "another kind", ref: gatewayv1.SecretObjectReference{Name: "c", Kind: ptr(gatewayv1.Kind("WrongKind"))}, want: "InvalidClientCertificateRef"},
+		{name: "another group", ref: gatewayv1.SecretObjectReference{Name: "c", Group: ptr(gatewayv1.Group("wrong.group.io"))}, want: "InvalidClientCertificateRef"},
+		{name: "a missing Secret", ref: gatewayv1.SecretObjectReference{Name: "missing"}, want: "InvalidClientCertificateRef"},
+		{name: "a malformed Secret", ref: gatewayv1.SecretObjectReference{Name: "bad"}, want: "InvalidClientCertificateRef"},
+		{name: "the Gateway's namespace", ref: gatewayv1.SecretObjectReference{Name: "c"}, want: ""},
+		{name: "another namespace with a grant", ref: gatewayv1.SecretObjectReference{Name: "c", Namespace: ptr(gatewayv1.Namespace("certs"))},
+			grants: []*gatewayv1beta1.ReferenceGrant{grant}, want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := policyInput("s")
+			in.Gateway.Spec.TLS = &gatewayv1.GatewayTLSConfig{Backend: &gatewayv1.GatewayBackendTLS{ClientCertificateRef: &tc.ref}}
+			in.ReferenceGrants = tc.grants
+			in.Secrets = []*corev1.Secret{secret("infra", "c", good), secret("certs", "c", good), secret("infra", "bad", map[string][]byte{"tls.crt": []byte("x")})}
+			in.ConfigMaps = []*corev1.ConfigMap{configMap("app", "ca", "1", testCAPEM(t))}
+			in.BackendTLSPolicies = []*gatewayv1.BackendTLSPolicy{policy("p", 0, "s", "", validation("abc.example.com", cmRef("ca")))}
+			res := Translate(in)
+			p := res.Status.BackendClientCertificate
+			switch {
+			case tc.want == "" && p != nil:
+				t.Errorf("problem %+v, want none", p)
+			case tc.want != "" && (p == nil || p.Reason != tc.want):
+				t.Errorf("problem %+v, want reason %s", p, tc.want)
+			}
+			// The certificate is presented only when resolved, and is part of the settings' ID.
+			in.Gateway.Spec.TLS = nil
+			without := backendOf(t, Translate(in).Table, "/s/443").TLS
+			with := backendOf(t, res.Table, "/s/443").TLS
+			if got := with.Certificate != nil; got != (tc.want == "") {
+				t.Errorf("certificate presented: %t, want %t", got, tc.want == "")
+			}
+			if tc.want == "" && with.ID == without.ID {
+				t.Errorf("the client certificate is not in the settings' ID %q", with.ID)
+			}
+		})
+	}
+}
+
+// testKeyPair is a self-signed certificate and its key, in PEM.
+func testKeyPair(t *testing.T) (crt, key []byte) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "client"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kd, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kd})
 }
