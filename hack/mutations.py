@@ -207,6 +207,15 @@ M = [
  ("M29f10 gateway client certs: InsecureFrontendValidationMode stays after the Gateway is back to AllowValidOnly", "controllers/gateway/frontend.go", [("\t\tmeta.RemoveStatusCondition(&st.Conditions, string(gwv1.GatewayConditionInsecureFrontendValidationMode))\n", "")], "TestFrontendStatus", [], "./controllers/gateway/"),
  ("M29f11 gateway client certs: a listener without a usable CA is reported programmed", "controllers/gateway/frontend.go", [("\t\tif p.NoValidCA {\n\t\t\tsetCondition(", "\t\tif false && p.NoValidCA {\n\t\t\tsetCondition(")], "TestFrontendStatus", [], "./controllers/gateway/"),
  ("M29f12 gateway client certs: a CA problem overwrites a certificateRef's verdict", "controllers/gateway/frontend.go", [("old.Status == metav1.ConditionFalse && old.Reason != c.Reason {", "false {")], "TestFrontendStatus", [], "./controllers/gateway/"),
+ ("M29b1 BackendTLSPolicy SANs not checked", "proxy/dataplane/backendtls.go", [("return matchSANs(cs.PeerCertificates[0], sans)", "return nil")], "TestGatewayBackendTLSPolicy$"),
+ ("M29b2 BackendTLSPolicy SANs do not replace the hostname", "proxy/dataplane/backendtls.go", [("\t\t\tname = \"\" // the chain is checked here, the names by matchSANs\n", "")], "TestGatewayBackendTLSPolicy$"),
+ ("M29b3 BackendTLSPolicy TLS ID without the hostname", "proxy/table/policytls.go", [("bt.ID = backendTLSID(ns, &bt, caSource)", "bt.ID = backendTLSID(ns, &BackendTLS{SNI: bt.SNI, Verify: bt.Verify, Refuse: bt.Refuse}, caSource)")], "TestGatewayBackendTLSPolicyIdentity"),
+ ("M29b4 BackendTLSPolicy CA ConfigMap of any namespace", "proxy/gatewayapi/backendtls.go", [("if c.Namespace == id.Namespace && c.Name == id.Name {", "if c.Name == id.Name {")], "TestGatewayBackendTLSPolicy$"),
+ ("M29b5 BackendTLSPolicy conflict: the newest wins", "proxy/gatewayapi/backendtls.go", [("return a.CreationTimestamp.Before(&c.CreationTimestamp)", "return c.CreationTimestamp.Before(&a.CreationTimestamp)")], "TestGatewayBackendTLSPolicy$"),
+ ("M29b6 BackendTLSPolicy TLS ID without the CA content", "proxy/gatewayapi/backendtls.go", [("sha256.Sum256([]byte(ca)))", "sha256.Sum256(nil))")], "TestBackendTLSPolicySettings", [], "./proxy/gatewayapi/"),
+ ("M29b7 BackendTLSPolicy ancestor entry moved to the end on every write", "controllers/gateway/backendtls.go", [("\treturn slices.Insert(out, at, ours)", "\treturn append(out, ours)")], "TestMergePolicyAncestors", [], "./controllers/gateway/"),
+ ("M29b8 Gateway client certificate Secret of another namespace read without a ReferenceGrant", "proxy/gatewayapi/backendtls.go", [('case name.Namespace != gw.Namespace && !Granted(grants, "Gateway", gw.Namespace, "Secret", name):', "case false:")], "TestGatewayBackendClientCertificate"),
+ ("M29b9 Gateway client certificate not in the backend TLS ID", "proxy/gatewayapi/backendtls.go", [('bt.Certificate, source = cc.cert, source+",client="+cc.version', "bt.Certificate = cc.cert")], "TestBackendClientCertificateStatus", [], "./proxy/gatewayapi/"),
 ]
 only = sys.argv[1:]
 failed = 0
