@@ -42,4 +42,3 @@ func (b *builder) backendTLSPolicies(ctx context.Context) ([]*gatewayv1.BackendT
 	}
 	return policies, nil
 }
-
