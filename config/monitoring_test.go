@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -398,5 +400,43 @@ func TestCompatRules(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
+	}
+}
+
+// TestKustomizeMonitoring: config/monitoring, the PodMonitor for kustomize users, scrapes as
+// the chart's does (the same spec as the chart renders for a release named metalgate in
+// metalgate-system), with a token of a ServiceAccount bound to metalgate-metrics-reader only.
+func TestKustomizeMonitoring(t *testing.T) {
+	helm := helmBinary(t)
+	r, out, err := renderChart(t, helm, "--set", "monitoring.podMonitor.enabled=true", "--api-versions", "monitoring.coreos.com/v1")
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	pms := r.of("PodMonitor")
+	if len(pms) != 1 {
+		t.Fatalf("%d PodMonitors from the chart, want 1", len(pms))
+	}
+	var ours map[string]any
+	b, err := os.ReadFile("monitoring/podmonitor.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &ours); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(pms[0].Object["spec"], ours["spec"]); diff != "" {
+		t.Errorf("config/monitoring/podmonitor.yaml's spec differs from the chart's (-chart +kustomize):\n%s", diff)
+	}
+	const f = "monitoring/scraper.yaml"
+	sas := objects[corev1.ServiceAccount](t, "ServiceAccount", f)
+	secrets := objects[corev1.Secret](t, "Secret", f)
+	crbs := objects[rbacv1.ClusterRoleBinding](t, "ClusterRoleBinding", f)
+	sa := len(sas) == 1 && sas[0].Name == "metalgate-metrics-scraper"
+	secret := len(secrets) == 1 && secrets[0].Name == "metalgate-metrics-scraper-token" &&
+		secrets[0].Annotations["kubernetes.io/service-account.name"] == "metalgate-metrics-scraper"
+	binding := len(crbs) == 1 && crbs[0].RoleRef.Name == "metalgate-metrics-reader" && len(crbs[0].Subjects) == 1 &&
+		crbs[0].Subjects[0].Name == "metalgate-metrics-scraper" && crbs[0].Subjects[0].Namespace == "metalgate-system"
+	if !sa || !secret || !binding {
+		t.Errorf("scraper.yaml: ServiceAccount %t, its token Secret %t, bound to metalgate-metrics-reader %t; want all", sa, secret, binding)
 	}
 }

@@ -244,15 +244,7 @@ func (s *Server) logRequest(start time.Time, elapsed time.Duration, r *http.Requ
 	if key(fieldDuration) {
 		b = strconv.AppendFloat(b, elapsed.Seconds(), 'f', 6, 64)
 	}
-	var id routeLabelValues
-	switch {
-	case a.series != nil:
-		id = a.series.labels
-	case a.route != nil && a.pool != nil:
-		id = seriesLabels(a.route, a.pool.backend)
-	case a.route != nil:
-		id = seriesLabels(a.route, a.route.Backend)
-	}
+	id := a.routeIdentity()
 	for i, v := range id {
 		if key(fieldNamespace + i) {
 			b = appendJSONString(b, v, maxLogHost)

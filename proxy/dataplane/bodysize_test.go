@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/metalgate/metalgate/proxy/ingress"
@@ -48,6 +50,7 @@ func TestDefaultBodySize(t *testing.T) {
 			route{host: "unlimited.test", path: "/", endpoints: []string{hostport(be)}, annotations: map[string]string{ingress.AnnotationBodySize: "0"}},
 			route{host: "two.test", path: "/", endpoints: []string{hostport(be)}, annotations: map[string]string{ingress.AnnotationBodySize: "2m"}},
 		))
+		const reset = -1 // post's status when the connection was reset
 		post := func(addr, host, path string, size int, chunked bool, hdr map[string]string) int {
 			t.Helper()
 			var body io.Reader = strings.NewReader(strings.Repeat("x", size))
@@ -63,6 +66,9 @@ func TestDefaultBodySize(t *testing.T) {
 				req.Header.Set(k, v)
 			}
 			resp, err := http.DefaultClient.Do(req)
+			if errors.Is(err, syscall.ECONNRESET) {
+				return reset
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,10 +84,15 @@ func TestDefaultBodySize(t *testing.T) {
 			want      int
 			wantCalls int64 // backend requests
 			wantWhole int64 // bodies the backend read whole
+			// orReset: the connection may be reset instead of the answer read. The proxy
+			// answers 413 and closes while the client still sends the rest of a body it
+			// will not read; the kernel then resets the connection, and a client still
+			// writing sees the reset before it reads the 413 (as with nginx).
+			orReset bool
 		}{
 			// Hostile first.
 			{name: "declared over the default: 413, the backend is not asked", host: "default.test", size: mib + 1, want: 413},
-			{name: "chunked over the default: 413, never a whole body upstream", host: "default.test", size: 2 * mib, chunked: true, want: 413, wantCalls: -1},
+			{name: "chunked over the default: 413, never a whole body upstream", host: "default.test", size: 2 * mib, chunked: true, want: 413, wantCalls: -1, orReset: true},
 			{name: "at the default", host: "default.test", size: mib, want: 200, wantCalls: 1, wantWhole: 1},
 			{name: "chunked at the default", host: "default.test", size: mib, chunked: true, want: 200, wantCalls: 1, wantWhole: 1},
 			{name: "proxy-body-size 0 lifts it", host: "unlimited.test", size: 3 * mib, chunked: true, want: 200, wantCalls: 1, wantWhole: 1},
@@ -90,7 +101,7 @@ func TestDefaultBodySize(t *testing.T) {
 		} {
 			path := fmt.Sprintf("/t%d", i)
 			t.Run(tc.name, func(t *testing.T) {
-				if got := post(httpAddr, tc.host, path, tc.size, tc.chunked, nil); got != tc.want {
+				if got := post(httpAddr, tc.host, path, tc.size, tc.chunked, nil); got != tc.want && !(got == reset && tc.orReset) {
 					t.Errorf("status %d, want %d", got, tc.want)
 				}
 				// A chunked body over the limit may reach the backend in part (it is

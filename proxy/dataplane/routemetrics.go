@@ -219,3 +219,18 @@ func (m *Metrics) seriesFor(ts *tableSeries, r *table.Route, be *table.Backend) 
 	}
 	return m.newSeries(seriesLabels(r, be))
 }
+
+// routeIdentity is the route and Service a request was counted under (its series), else
+// what it was routed to so far; all empty when no route took it. The access log and the
+// request's span name it the same way.
+func (a *attempt) routeIdentity() routeLabelValues {
+	switch {
+	case a.series != nil:
+		return a.series.labels
+	case a.route != nil && a.pool != nil:
+		return seriesLabels(a.route, a.pool.backend)
+	case a.route != nil:
+		return seriesLabels(a.route, a.route.Backend)
+	}
+	return routeLabelValues{}
+}

@@ -58,15 +58,7 @@ func (s *Server) startSpan(r *http.Request, a *attempt) {
 func (s *Server) endSpan(a *attempt, rw *responseWriter) {
 	span := a.span
 	if span.IsRecording() {
-		var id routeLabelValues
-		switch {
-		case a.series != nil:
-			id = a.series.labels
-		case a.route != nil && a.pool != nil:
-			id = seriesLabels(a.route, a.pool.backend)
-		case a.route != nil:
-			id = seriesLabels(a.route, a.route.Backend)
-		}
+		id := a.routeIdentity()
 		span.SetAttributes(
 			attribute.Int("http.response.status_code", rw.code),
 			attribute.String("metalgate.namespace", id[0]),
