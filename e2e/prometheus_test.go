@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +23,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -336,6 +338,7 @@ func sendTraffic(t *testing.T, p *proxyLab) {
 		_, err = p.expectEcho(body, info, "alpha", secure, "/tls")
 		return err
 	})
+	sendRetries(t, p, w)
 	// A scraper without a token is refused (metalgate_admin_requests_refused_total).
 	pod := p.proxyPod(t)
 	out, err := p.l.Exec(ctx, promNode, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5",
@@ -343,6 +346,72 @@ func sendTraffic(t *testing.T, p *proxyLab) {
 	if err != nil || strings.TrimSpace(out) != "401" {
 		t.Errorf("proxy /metrics without a token: %q (%v), want 401", out, err)
 	}
+}
+
+// sendRetries makes the proxy retry, so that metalgate_proxy_retries_total (a counter with a
+// reason label, without a series until the first retry) has one, whatever else the lab did: a
+// Service without a selector whose two EndpointSlices (labelled as the endpoint-slice
+// controller's: the proxy routes to no other, and for a Service without a selector that
+// controller leaves them alone) name alpha's pod twice, once on its port
+// and once on a port nothing listens on (the pod answers a connect with a reset). A request that
+// tries the closed port first is retried on the open one (reason connect), so every request
+// still gets alpha; requests go on until the proxy's own /metrics shows a retry (alternation or
+// the ejection of the closed endpoint decide which goes first; a few requests suffice).
+func sendRetries(t *testing.T, p *proxyLab, w *webClient) {
+	t.Helper()
+	ctx := context.Background()
+	pods, err := p.cs.CoreV1().Pods(p.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=alpha"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ip string
+	for _, pod := range pods.Items {
+		if pod.DeletionTimestamp == nil && pod.Status.PodIP != "" {
+			ip = pod.Status.PodIP
+		}
+	}
+	if ip == "" {
+		t.Fatalf("no alpha pod with an address in %s", p.ns)
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "retried", Namespace: p.ns},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}
+	objs := []client.Object{svc}
+	for i, port := range []int32{8080, 8089} {
+		name, proto, ready := "http", corev1.ProtocolTCP, true
+		objs = append(objs, &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: fmt.Sprintf("retried-%d", i), Namespace: p.ns,
+				Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"},
+			},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+			Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port, Protocol: &proto}},
+		})
+	}
+	objs = append(objs, p.ingress("retried", nil, ingressRule(p.host("retried"), "/", svc.Name)))
+	for _, o := range objs {
+		if err := p.cl.Create(ctx, o); err != nil {
+			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	pod := p.proxyPod(t)
+	eventually(t, 60*time.Second, "the proxy retries a request to "+p.host("retried")+" (metalgate_proxy_retries_total)", func() error {
+		if err := w.expect(ctx, p.host("retried"), "/", "alpha"); err != nil {
+			return err
+		}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		raw, err := portForwardGet(pctx, p.l.RESTConfig(), p.ns, pod.Name, 10254, "/metrics", "")
+		if err != nil {
+			return fmt.Errorf("metrics of %s: %w", pod.Name, err)
+		}
+		if !strings.Contains(string(raw), "\nmetalgate_proxy_retries_total{") {
+			return errors.New("no retry counted yet")
+		}
+		return nil
+	})
 }
 
 // promServer is the test's Prometheus: its process and an HTTP client that reaches it inside
@@ -950,7 +1019,7 @@ func (p *promServer) testQueries(t *testing.T) {
 		case err != nil:
 			t.Errorf("%s: %s: %v", name, q, err)
 		case n == 0 && !excused:
-			t.Errorf("%s returns no series: %s", name, q)
+			t.Errorf("%s returns no series: %s (%s)", name, q, p.seriesOf(ctx, q))
 		case n > 0 && excused:
 			t.Errorf("%s is listed as having no series in the lab (%s) but returns %d: %s", name, reason, n, q)
 		case excused:
@@ -958,6 +1027,27 @@ func (p *promServer) testQueries(t *testing.T) {
 		}
 	}
 	t.Logf("%d queries checked", len(names))
+}
+
+// seriesOf says, for a query that returned nothing, how many series each metric it reads has
+// in Prometheus now (with its _bucket, _count or _sum suffix as written): which input was
+// missing.
+func (p *promServer) seriesOf(ctx context.Context, q string) string {
+	var parts []string
+	seen := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\bmetalgate_[a-z0-9_]+`).FindAllString(q, -1) {
+		if seen[m] {
+			continue
+		}
+		seen[m] = true
+		n, err := p.count(ctx, m)
+		if err != nil {
+			parts = append(parts, fmt.Sprintf("%s: %v", m, err))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s: %d series", m, n))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // testRulesHealthy: every rule the test's Prometheus loaded evaluates without error.

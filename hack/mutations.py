@@ -216,6 +216,13 @@ M = [
  ("M29b7 BackendTLSPolicy ancestor entry moved to the end on every write", "controllers/gateway/backendtls.go", [("\treturn slices.Insert(out, at, ours)", "\treturn append(out, ours)")], "TestMergePolicyAncestors", [], "./controllers/gateway/"),
  ("M29b8 Gateway client certificate Secret of another namespace read without a ReferenceGrant", "proxy/gatewayapi/backendtls.go", [('case name.Namespace != gw.Namespace && !Granted(grants, "Gateway", gw.Namespace, "Secret", name):', "case false:")], "TestGatewayBackendClientCertificate"),
  ("M29b9 Gateway client certificate not in the backend TLS ID", "proxy/gatewayapi/backendtls.go", [('bt.Certificate, source = cc.cert, source+",client="+cc.version', "bt.Certificate = cc.cert")], "TestBackendClientCertificateStatus", [], "./proxy/gatewayapi/"),
+    # Chart (#25): these need HELM (make mutations sets it); the API server agreement test also KUBEBUILDER_ASSETS.
+ ("M25c1 the proxy DaemonSet gets a Deployment's strategy field", "charts/metalgate/templates/proxy.yaml", [("  updateStrategy:\n    {{- toYaml . | nindent 4 }}", "  strategy:\n    {{- toYaml . | nindent 4 }}")], "TestChartProxyDaemonSet$", [], "./config/"),
+ ("M25c2 a DaemonSet rollingUpdate with maxSurge and maxUnavailable both above 0 rendered", "charts/metalgate/templates/checks.yaml", [("{{- if and $unavailable $surge }}", "{{- if false }}")], "TestChartValuesRefused/DaemonSet_surging|TestChartProxyDaemonSetStrategies", [], "./config/"),
+ ("M25c3 a DaemonSet's maxUnavailable read as 0 when unset (Kubernetes defaults it to 1)", "charts/metalgate/templates/checks.yaml", [('(dict "value" $r.maxUnavailable "default" 1)', '(dict "value" $r.maxUnavailable "default" 0)')], "TestChartValuesRefused/DaemonSet_surging|TestChartProxyDaemonSetStrategies", [], "./config/"),
+ ("M25c4 a DaemonSet budget of maxUnavailable or a percentage rendered", "charts/metalgate/templates/checks.yaml", [('{{- if and .enabled (or (kindIs "invalid" .minAvailable) (kindIs "string" .minAvailable)) }}', "{{- if false }}")], "TestChartValuesRefused/DaemonSet_with", [], "./config/"),
+ ("M25c5 a DaemonSet with autoscaling rendered", "charts/metalgate/templates/checks.yaml", [("{{- if .Values.proxy.autoscaling.enabled }}", "{{- if false }}")], "TestChartValuesRefused/DaemonSet_with_autoscaling", [], "./config/"),
+ ("M25c6 a DaemonSet with a Deployment's strategy type rendered", "charts/metalgate/templates/checks.yaml", [('{{- if not (has $type (list "RollingUpdate" "OnDelete")) }}', "{{- if false }}")], "TestChartValuesRefused/DaemonSet_with_Recreate|TestChartProxyDaemonSetStrategies", [], "./config/"),
 ]
 only = sys.argv[1:]
 failed = 0
