@@ -223,6 +223,8 @@ M = [
  ("M25c4 a DaemonSet budget of maxUnavailable or a percentage rendered", "charts/metalgate/templates/checks.yaml", [('{{- if and .enabled (or (kindIs "invalid" .minAvailable) (kindIs "string" .minAvailable)) }}', "{{- if false }}")], "TestChartValuesRefused/DaemonSet_with", [], "./config/"),
  ("M25c5 a DaemonSet with autoscaling rendered", "charts/metalgate/templates/checks.yaml", [("{{- if .Values.proxy.autoscaling.enabled }}", "{{- if false }}")], "TestChartValuesRefused/DaemonSet_with_autoscaling", [], "./config/"),
  ("M25c6 a DaemonSet with a Deployment's strategy type rendered", "charts/metalgate/templates/checks.yaml", [('{{- if not (has $type (list "RollingUpdate" "OnDelete")) }}', "{{- if false }}")], "TestChartValuesRefused/DaemonSet_with_Recreate|TestChartProxyDaemonSetStrategies", [], "./config/"),
+ ("M28h1 direct path: HTTP/2 requests go through ReverseProxy again", "proxy/dataplane/direct.go", [("(r.ProtoMajor == 1 || r.ProtoMajor == 2) &&", "r.ProtoMajor == 1 &&")], "TestTakesDirectPath"),
+ ("M28h2 direct path: every protocol version takes it", "proxy/dataplane/direct.go", [("(r.ProtoMajor == 1 || r.ProtoMajor == 2) &&", "")], "TestTakesDirectPath"),
 ]
 only = sys.argv[1:]
 failed = 0
