@@ -100,6 +100,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	if !tlsr {
 		log.Info("TLSRoute is not installed: TLS Passthrough listeners take no routes", "missing", "TLSRoute/"+gwv1.GroupVersion.Version)
 	}
+	btls, err := served(mgr.GetRESTMapper(), "BackendTLSPolicy", gwv1.GroupVersion.Version)
+	if err != nil {
+		return false, err
+	}
+	if !btls {
+		log.Info("BackendTLSPolicy v1 is not installed: backend TLS policies are ignored", "missing", "BackendTLSPolicy/"+gwv1.GroupVersion.Version)
+	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &gwv1.HTTPRoute{}, indexBackend, routeBackends); err != nil {
 		return false, fmt.Errorf("index HTTPRoutes by backend: %w", err)
 	}
@@ -122,7 +129,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	if err != nil {
 		return false, fmt.Errorf("set up GatewayClass controller: %w", err)
 	}
-	r := &Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Proxy: opts.Proxy, GRPCRoutes: grpc, TLSRoutes: tlsr}
+	r := &Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Proxy: opts.Proxy, GRPCRoutes: grpc, TLSRoutes: tlsr, BackendTLSPolicies: btls}
 	b := ctrl.NewControllerManagedBy(mgr)
 	if opts.Proxy.Image != "" {
 		// Deployments only from metalgate's namespace: a cache of its own, so the manager's
@@ -144,6 +151,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	}
 	if tlsr {
 		b = b.Watches(&gwv1.TLSRoute{}, handler.EnqueueRequestsFromMapFunc(routeGateways))
+	}
+	if btls {
+		b = watchBackendTLS(b, c, grpc)
 	}
 	err = b.
 		Named("gateway").

@@ -112,9 +112,12 @@ type Input struct {
 	Services   []*corev1.Service
 	Slices     []*discoveryv1.EndpointSlice
 	Secrets    []*corev1.Secret
-	// ConfigMaps hold the CA bundles spec.tls.frontend's caCertificateRefs name (frontend.go);
-	// only those are read.
+	// ConfigMaps hold the CA bundles spec.tls.frontend's caCertificateRefs (frontend.go) and
+	// the BackendTLSPolicies (of the policy's namespace only; backendtls.go) name; only
+	// those are read.
 	ConfigMaps []*corev1.ConfigMap
+	// BackendTLSPolicies decide TLS to the Services they target (backendtls.go).
+	BackendTLSPolicies []*gatewayv1.BackendTLSPolicy
 	// AllowUnmanagedSlices and AllowLoopbackEndpoints: table.Sources'.
 	AllowUnmanagedSlices   bool
 	AllowLoopbackEndpoints bool
@@ -150,6 +153,7 @@ func Translate(in Input) Result {
 		frontend := b.frontend(in.Gateway, res.Listeners)
 		res.Status = b.translate()
 		res.Status.FrontendProblems = frontend
+		b.backendTLSStatus(res.Status)
 		b.tb.SetGatewayStatus(res.Status)
 	}
 	res.Table, res.Problems = b.tb.Finish()
@@ -163,6 +167,8 @@ type builder struct {
 	// accepted says, per listener in spec order, whether it takes routes: Listeners let it be
 	// served and, for HTTPS, its certificateRefs gave a certificate.
 	accepted []bool
+	// btls are the BackendTLSPolicies, indexed on first use (backendtls.go).
+	btls *policyIndex
 }
 
 // gatewayRule is an HTTPRoute rule compiled once, before its listeners are known.
@@ -872,12 +878,12 @@ func (b *builder) gatewayBackend(from table.SourceRef, ref gatewayv1.BackendObje
 	if svc == nil {
 		return none, gatewayv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s not found", svcID)
 	}
-	found := false
+	found, section := false, ""
 	for _, p := range svc.Spec.Ports {
 		if p.Port != *ref.Port {
 			continue
 		}
-		found = true
+		found, section = true, p.Name
 		if p.AppProtocol != nil && *p.AppProtocol == AppProtocolH2C {
 			// The Service says its port speaks HTTP/2 without TLS (Gateway API:
 			// HTTPRouteBackendProtocolH2C); GRPCRoute backends are h2c already.
@@ -887,7 +893,11 @@ func (b *builder) gatewayBackend(from table.SourceRef, ref gatewayv1.BackendObje
 	if !found {
 		return none, gatewayv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s has no port %d", svcID, *ref.Port)
 	}
-	return b.tb.Backend(from, svcID, networkingv1.ServiceBackendPort{Number: *ref.Port}, opts, nil), "", ""
+	port := networkingv1.ServiceBackendPort{Number: *ref.Port}
+	if bt := b.policyTLS(svcID, section, &opts); bt != nil {
+		return b.tb.BackendWithTLS(from, svcID, port, opts, bt), "", ""
+	}
+	return b.tb.Backend(from, svcID, port, opts, nil), "", ""
 }
 
 // Granted reports whether one of grants, in the namespace of to, lets objects of the Gateway
