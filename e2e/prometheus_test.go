@@ -68,6 +68,7 @@ const rateInterval = "1m"
 // fails).
 var noSeriesInLab = map[string]string{
 	"alert MetalgateIngressStatusWriteErrors":                            `no Ingress status write fails in the lab; metalgate_proxy_status_writes_total{result="error"} appears with the first failure`,
+	"alert MetalgateBFDSessionDown":                                      "the lab's BGPPeer has no BFD profile (TestSpeakerBGPBFD covers BFD); metalgate_bgp_bfd_session_up has series only for peers with one",
 	"alert MetalgateL2SocketErrors":                                      "no ARP/NDP socket fails in the lab; metalgate_speaker_l2_socket_errors_total appears with the first error",
 	`metalgate-speaker.json panel "ARP/NDP socket errors" query A`:       "as alert MetalgateL2SocketErrors",
 	`metalgate-proxy.json panel "Backend connections discarded" query A`: "the echo backends never send unread or unsolicited bytes nor break a response; metalgate_proxy_upstream_connections_discarded_total appears with the first discarded connection",
