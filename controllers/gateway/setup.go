@@ -48,6 +48,9 @@ type Options struct {
 // Route status (routes.go): what the Gateways' proxies read, and the routes' status.
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;grpcroutes;tlsroutes;referencegrants,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes/status;grpcroutes/status;tlsroutes/status,verbs=get;update;patch
+// ListenerSets (listenerset.go): their listeners merged into their Gateway's, their status.
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=listenersets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=listenersets/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // The Secrets HTTPS listeners name, read one by one to report ResolvedRefs (never listed):
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
@@ -100,6 +103,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	if !tlsr {
 		log.Info("TLSRoute is not installed: TLS Passthrough listeners take no routes", "missing", "TLSRoute/"+gwv1.GroupVersion.Version)
 	}
+	lsets, err := served(mgr.GetRESTMapper(), "ListenerSet", gwv1.GroupVersion.Version)
+	if err != nil {
+		return false, err
+	}
+	if !lsets {
+		log.Info("ListenerSet is not installed: Gateways take no listeners from ListenerSets", "missing", "ListenerSet/"+gwv1.GroupVersion.Version)
+	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &gwv1.HTTPRoute{}, indexBackend, routeBackends); err != nil {
 		return false, fmt.Errorf("index HTTPRoutes by backend: %w", err)
 	}
@@ -122,8 +132,19 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	if err != nil {
 		return false, fmt.Errorf("set up GatewayClass controller: %w", err)
 	}
-	r := &Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Proxy: opts.Proxy, GRPCRoutes: grpc, TLSRoutes: tlsr}
+	r := &Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Proxy: opts.Proxy, GRPCRoutes: grpc, TLSRoutes: tlsr, ListenerSets: lsets}
 	b := ctrl.NewControllerManagedBy(mgr)
+	// A route's Gateways: those it names, and those of the ListenerSets it names.
+	routeParents := routeGateways
+	if lsets {
+		routeParents = func(ctx context.Context, o client.Object) []ctrl.Request {
+			return appendNew(routeGateways(ctx, o), routeListenerSetGateways(ctx, c, o)...)
+		}
+		// A ListenerSet made, changed or deleted: its Gateway (the old one's too, on a change
+		// of parentRef: the handler maps both objects of an update). Not its status.
+		b = b.Watches(&gwv1.ListenerSet{}, handler.EnqueueRequestsFromMapFunc(listenerSetGateway),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	}
 	if opts.Proxy.Image != "" {
 		// Deployments only from metalgate's namespace: a cache of its own, so the manager's
 		// cache (and the controller's RBAC) need not cover Deployments everywhere.
@@ -140,10 +161,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetAnnotations()[contract.AnnotationGateway] != "" })))
 	}
 	if grpc {
-		b = b.Watches(&gwv1.GRPCRoute{}, handler.EnqueueRequestsFromMapFunc(routeGateways))
+		b = b.Watches(&gwv1.GRPCRoute{}, handler.EnqueueRequestsFromMapFunc(routeParents))
 	}
 	if tlsr {
-		b = b.Watches(&gwv1.TLSRoute{}, handler.EnqueueRequestsFromMapFunc(routeGateways))
+		b = b.Watches(&gwv1.TLSRoute{}, handler.EnqueueRequestsFromMapFunc(routeParents))
 	}
 	err = b.
 		Named("gateway").
@@ -162,7 +183,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 			return gatewaysOfBackend(ctx, c, grpc, tlsr, o)
 		}), builder.WithPredicates(serviceEvents(opts.Namespace))).
 		// Routes: the Gateways they name, and those whose status they hold.
-		Watches(&gwv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(routeGateways)).
+		Watches(&gwv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(routeParents)).
 		// Grants and namespace labels decide which routes attach: every Gateway.
 		Watches(&gwv1beta1.ReferenceGrant{}, handler.EnqueueRequestsFromMapFunc(
 			func(ctx context.Context, _ client.Object) []ctrl.Request { return allGateways(ctx, c) })).
