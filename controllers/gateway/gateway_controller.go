@@ -164,7 +164,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else if err := r.forgetRoutes(ctx, req.NamespacedName); err != nil {
 		return ctrl.Result{}, err // a Gateway that is not accepted has no routes
 	}
-	if err := r.writeRouteStatuses(ctx, req.NamespacedName, setKeys(verdicts), routes, candidates); err != nil {
+	if err := r.writeRouteStatuses(ctx, newParentOwner(req.NamespacedName, sets), routes, candidates); err != nil {
 		return ctrl.Result{}, err
 	}
 	if r.awaitingAnswer(req.NamespacedName, plan, obs, time.Now()) {

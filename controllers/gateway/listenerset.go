@@ -106,15 +106,6 @@ func (r *Reconciler) listenerSetSecrets(ctx context.Context, vs []gatewayapi.Lis
 	return out, nil
 }
 
-// setKeys are the ListenerSets of the verdicts, by namespace/name.
-func setKeys(vs []gatewayapi.ListenerSetVerdict) []types.NamespacedName {
-	out := make([]types.NamespacedName, len(vs))
-	for i, v := range vs {
-		out[i] = types.NamespacedName{Namespace: v.Set.Namespace, Name: v.Set.Name}
-	}
-	return out
-}
-
 // AttachedListenerSets is the Gateway's status.attachedListenerSets: the ListenerSets it
 // admits that have a listener served (Accepted=True).
 func AttachedListenerSets(vs []gatewayapi.ListenerSetVerdict) int32 {
@@ -273,20 +264,4 @@ func routeListenerSetGateways(ctx context.Context, c client.Reader, o client.Obj
 		}
 	}
 	return out
-}
-
-// gatewayListenerSets are the ListenerSets whose parentRef names Gateway gw, admitted or
-// not (none when the API server does not serve ListenerSet).
-func (r *Reconciler) gatewayListenerSets(ctx context.Context, gw types.NamespacedName) ([]types.NamespacedName, error) {
-	sets, _, err := r.listenerSetInput(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []types.NamespacedName
-	for _, ls := range sets {
-		if gatewayapi.NamesGateway(ls, gw) {
-			out = append(out, types.NamespacedName{Namespace: ls.Namespace, Name: ls.Name})
-		}
-	}
-	return out, nil
 }

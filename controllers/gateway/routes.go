@@ -199,11 +199,11 @@ type routeKey struct {
 	route types.NamespacedName
 }
 
-// writeRouteStatuses writes, on every route (HTTPRoute, GRPCRoute or TLSRoute) that names gw or holds
-// a parent status of metalgate's for it, the parent statuses st computed (none for a route
-// that no longer names it), leaving every other parent's entry as it is.
-func (r *Reconciler) writeRouteStatuses(ctx context.Context, gw types.NamespacedName, sets []types.NamespacedName, st *table.GatewayStatus, routes []client.Object) error {
-	owner := parentOwner{gw: gw, sets: sets}
+// writeRouteStatuses writes, on every route (HTTPRoute, GRPCRoute or TLSRoute) that names the
+// Gateway of owner (or one of its ListenerSets) or holds a parent status of metalgate's for
+// it, the parent statuses st computed (none for a route that no longer names it), leaving
+// every other parent's entry as it is.
+func (r *Reconciler) writeRouteStatuses(ctx context.Context, owner parentOwner, st *table.GatewayStatus, routes []client.Object) error {
 	want := map[routeKey][]gwv1.RouteParentStatus{}
 	if st != nil {
 		for _, rs := range st.Routes {
@@ -252,11 +252,11 @@ func (r *Reconciler) forgetRoutes(ctx context.Context, gw types.NamespacedName) 
 		}
 		return err
 	}
-	sets, err := r.gatewayListenerSets(ctx, gw)
+	sets, _, err := r.listenerSetInput(ctx)
 	if err != nil {
 		return err
 	}
-	return r.writeRouteStatuses(ctx, gw, sets, nil, rs.objects())
+	return r.writeRouteStatuses(ctx, newParentOwner(gw, sets), nil, rs.objects())
 }
 
 // isOurs says whether p is metalgate's parent status for Gateway gw (a parentRef of a route
@@ -266,10 +266,25 @@ func isOurs(p gwv1.RouteParentStatus, gw types.NamespacedName, routeNS string) b
 }
 
 // parentOwner is a Gateway and the ListenerSets that name it: the parents whose route
-// statuses the Gateway's reconcile writes.
+// statuses the Gateway's reconcile writes. A ListenerSet that does not exist (known lacks
+// it) is anyone's: its Gateway is not known any more, and metalgate's status for it is stale.
 type parentOwner struct {
-	gw   types.NamespacedName
-	sets []types.NamespacedName
+	gw    types.NamespacedName
+	sets  []types.NamespacedName
+	known []types.NamespacedName
+}
+
+// newParentOwner is Gateway gw with the ListenerSets of sets (all that exist) that name it.
+func newParentOwner(gw types.NamespacedName, sets []*gwv1.ListenerSet) parentOwner {
+	o := parentOwner{gw: gw}
+	for _, ls := range sets {
+		key := types.NamespacedName{Namespace: ls.Namespace, Name: ls.Name}
+		o.known = append(o.known, key)
+		if gatewayapi.NamesGateway(ls, gw) {
+			o.sets = append(o.sets, key)
+		}
+	}
+	return o
 }
 
 // isOurs says whether p is metalgate's parent status for the Gateway or one of its
@@ -279,7 +294,7 @@ func (o parentOwner) isOurs(p gwv1.RouteParentStatus, routeNS string) bool {
 		return false
 	}
 	if key, ok := gatewayapi.IsListenerSetRef(p.ParentRef, routeNS); ok {
-		return slices.Contains(o.sets, key)
+		return slices.Contains(o.sets, key) || !slices.Contains(o.known, key)
 	}
 	return refNames(p.ParentRef, o.gw, routeNS)
 }

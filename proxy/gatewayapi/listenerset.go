@@ -1,6 +1,7 @@
 package gatewayapi
 
 import (
+	"crypto/tls"
 	"fmt"
 	"sort"
 	"strings"
@@ -292,11 +293,15 @@ func (b *builder) setListeners() {
 			if passthroughListener(l) {
 				ti = b.tb.AddPassthroughListener(int32(l.Port), v.Set.Namespace+"/"+v.Set.Name+"/"+string(l.Name), h)
 			} else {
-				cert, secret, problem := b.listenerCertificate(kindListenerSet, v.Set.Namespace, l)
-				if problem != "" {
-					v.CertificateProblems[string(l.Name)] = problem
+				https := l.Protocol == gwv1.HTTPSProtocolType
+				var cert *tls.Certificate
+				var secret, problem string
+				if https {
+					if cert, secret, problem = b.listenerCertificate(kindListenerSet, v.Set.Namespace, l); problem != "" {
+						v.CertificateProblems[string(l.Name)] = problem
+					}
 				}
-				ti = b.tb.AddListener(int32(l.Port), v.Set.Namespace+"/"+v.Set.Name+"/"+string(l.Name), h, l.Protocol == gwv1.HTTPSProtocolType, cert)
+				ti = b.tb.AddListener(int32(l.Port), v.Set.Namespace+"/"+v.Set.Name+"/"+string(l.Name), h, https, cert)
 				if secret != "" {
 					b.tb.SetListenerCertificateSecret(ti, secret)
 				}

@@ -204,6 +204,11 @@ func TestListenerSets(t *testing.T) {
 			if served != tc.attachedSet {
 				t.Errorf("ListenerSets admitted and served = %d, want %d", served, tc.attachedSet)
 			}
+			for _, v := range res.ListenerSets {
+				if len(v.CertificateProblems) > 0 {
+					t.Errorf("ListenerSet %s/%s: certificate problems %v on HTTP listeners", v.Set.Namespace, v.Set.Name, v.CertificateProblems)
+				}
+			}
 			for _, p := range tc.probes {
 				p.check(t, res.Table)
 			}
