@@ -259,12 +259,6 @@ func (r *Reconciler) forgetRoutes(ctx context.Context, gw types.NamespacedName) 
 	return r.writeRouteStatuses(ctx, newParentOwner(gw, sets), nil, rs.objects())
 }
 
-// isOurs says whether p is metalgate's parent status for Gateway gw (a parentRef of a route
-// in namespace routeNS).
-func isOurs(p gwv1.RouteParentStatus, gw types.NamespacedName, routeNS string) bool {
-	return parentOwner{gw: gw}.isOurs(p, routeNS)
-}
-
 // parentOwner is a Gateway and the ListenerSets that name it: the parents whose route
 // statuses the Gateway's reconcile writes. A ListenerSet that does not exist (known lacks
 // it) is anyone's: its Gateway is not known any more, and metalgate's status for it is stale.

@@ -170,7 +170,7 @@ func heldBy(holders []holder, l gwv1.Listener) *conflict {
 
 // entryListener is a ListenerSet's listener as a Gateway listener: the fields are the same.
 func entryListener(e gwv1.ListenerEntry) gwv1.Listener {
-	return gwv1.Listener{Name: e.Name, Hostname: e.Hostname, Port: e.Port, Protocol: e.Protocol, TLS: e.TLS, AllowedRoutes: e.AllowedRoutes}
+	return gwv1.Listener(e)
 }
 
 // listenerSetRefused says why gw's spec.allowedListeners does not admit a ListenerSet of

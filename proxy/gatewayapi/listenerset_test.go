@@ -19,8 +19,7 @@ func testSet(ns, name string, age int, ls ...gatewayv1.Listener) *gatewayv1.List
 		CreationTimestamp: metav1.NewTime(time.Unix(1_700_000_000+int64(age), 0))},
 		Spec: gatewayv1.ListenerSetSpec{ParentRef: gatewayv1.ParentGatewayReference{Name: "gw", Namespace: ptr(gatewayv1.Namespace("infra"))}}}
 	for _, l := range ls {
-		s.Spec.Listeners = append(s.Spec.Listeners, gatewayv1.ListenerEntry{Name: l.Name, Hostname: l.Hostname, Port: l.Port,
-			Protocol: l.Protocol, TLS: l.TLS, AllowedRoutes: l.AllowedRoutes})
+		s.Spec.Listeners = append(s.Spec.Listeners, gatewayv1.ListenerEntry(l))
 	}
 	return s
 }
