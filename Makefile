@@ -217,7 +217,7 @@ test-slow: ## What follows the fast lane: integration (real API server; as root 
 	@$(MAKE) --no-print-directory test-integration
 	@$(MAKE) --no-print-directory test-e2e
 	@$(MAKE) --no-print-directory test-conformance
-# test-daytwo is not in test-slow yet: it fails when a rollout moves a layer-2 VIP between nodes
+# test-daytwo is not in test-slow yet: a speaker rollout still moves layer-2 VIPs to another node
 # (connections in flight at that moment are reset by the new owner); docs/install.md, "Day 2".
 
 .PHONY: test

@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
@@ -197,5 +199,86 @@ func TestChartGatewayCRDFiles(t *testing.T) {
 	inChart, _ := filepath.Glob(filepath.Join(chartGatewayCRDs, "*.yaml"))
 	if len(inChart) != len(files) {
 		t.Errorf("the chart has %d Gateway API CRDs, %s %d", len(inChart), gatewayCRDsDir, len(files))
+	}
+}
+
+// TestChartProxyDaemonSetStrategies: with proxy.kind DaemonSet the chart refuses exactly the
+// update strategies the API server refuses for a DaemonSet (a Deployment takes them all), so a
+// bad value fails helm before any object is written rather than halfway through an install;
+// what the chart renders, the API server accepts (server-side dry run of every object).
+func TestChartProxyDaemonSetStrategies(t *testing.T) {
+	helm := helmBinary(t)
+	s := startAPIServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s.ensureNamespaces(ctx, t, "metalgate-system")
+	base, out, err := renderChart(t, helm, "--set", "proxy.kind=DaemonSet")
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	var daemonSet *unstructured.Unstructured
+	for _, o := range base.of("DaemonSet") {
+		if o.GetLabels()["app.kubernetes.io/component"] == "proxy" {
+			daemonSet = o
+		}
+	}
+	if daemonSet == nil {
+		t.Fatal("no proxy DaemonSet rendered")
+	}
+	for _, tc := range []struct {
+		name, strategy string // proxy.updateStrategy, --set-json
+		wantRefused    bool
+	}{
+		{name: "the default", strategy: `{}`},
+		{name: "stop, then start", strategy: `{"rollingUpdate":{"maxSurge":0,"maxUnavailable":1}}`},
+		{name: "surge a percentage", strategy: `{"rollingUpdate":{"maxSurge":"10%"}}`},
+		{name: "OnDelete", strategy: `{"type":"OnDelete","rollingUpdate":null}`},
+		{name: "Kubernetes' default", strategy: `null`},
+		{name: "Recreate", strategy: `{"type":"Recreate","rollingUpdate":null}`, wantRefused: true},
+		{name: "surge and stop", strategy: `{"rollingUpdate":{"maxUnavailable":"25%"}}`, wantRefused: true},
+		{name: "surge, maxUnavailable defaulted to 1", strategy: `{"rollingUpdate":{"maxSurge":1,"maxUnavailable":null}}`, wantRefused: true},
+		{name: "neither", strategy: `{"rollingUpdate":{"maxSurge":0,"maxUnavailable":0}}`, wantRefused: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := "proxy.updateStrategy=" + tc.strategy
+			// The value as Helm merges it into the default: the Deployment's spec.strategy.
+			dep, out, err := renderChart(t, helm, "--set-json", set)
+			if err != nil {
+				t.Fatalf("helm template %s (as a Deployment): %v\n%s", set, err, out)
+			}
+			var merged any
+			for _, o := range dep.of("Deployment") {
+				if o.GetLabels()["app.kubernetes.io/component"] == "proxy" {
+					merged = o.Object["spec"].(map[string]any)["strategy"]
+				}
+			}
+			ds := daemonSet.DeepCopy()
+			if merged == nil {
+				unstructured.RemoveNestedField(ds.Object, "spec", "updateStrategy")
+			} else if err := unstructured.SetNestedField(ds.Object, merged, "spec", "updateStrategy"); err != nil {
+				t.Fatal(err)
+			}
+			manifest, err := json.Marshal(ds.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			apiOut, apiErr := s.run(ctx, manifest, "apply", "--dry-run=server", "-f", "-")
+			if (apiErr != nil) != tc.wantRefused {
+				t.Errorf("the API server, for a DaemonSet with updateStrategy %v: err %v, want refused %v\n%s", merged, apiErr, tc.wantRefused, apiOut)
+			}
+			_, chartOut, chartErr := renderChart(t, helm, "--set", "proxy.kind=DaemonSet", "--set-json", set)
+			if (chartErr != nil) != tc.wantRefused {
+				t.Fatalf("helm template proxy.kind=DaemonSet %s: err %v, want refused %v\n%.800s", set, chartErr, tc.wantRefused, chartOut)
+			}
+			if chartErr != nil {
+				if !strings.Contains(chartOut, "proxy.updateStrategy") {
+					t.Errorf("the chart's refusal does not name proxy.updateStrategy:\n%.800s", chartOut)
+				}
+				return
+			}
+			if out, err := s.run(ctx, []byte(chartOut), "apply", "--dry-run=server", "-f", "-"); err != nil {
+				t.Errorf("the API server refuses what the chart rendered: %v\n%s", err, out)
+			}
+		})
 	}
 }

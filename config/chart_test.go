@@ -199,7 +199,7 @@ func (r release) template(t *testing.T, helm string) []byte {
 // releases: the operator with pools, a team's namespace-scoped proxy, another proxy with its own
 // IngressClass, the operator without proxy, make cluster's kind install, and one with the
 // conventional values set (ServiceAccounts of its own names, PodDisruptionBudgets) — side by side
-// in one cluster.
+// in one cluster, and a proxy run as a DaemonSet.
 var releases = []release{
 	{name: "metalgate", namespace: "metalgate-system", values: []string{chart + "/ci/pools-values.yaml"}, etp: corev1.ServiceExternalTrafficPolicyLocal},
 	{name: "team-a", namespace: "team-a", values: []string{chart + "/ci/namespaced-proxy-values.yaml"}, etp: corev1.ServiceExternalTrafficPolicyLocal},
@@ -210,6 +210,7 @@ var releases = []release{
 			`proxy.ingressClass={"name":"kind"}`},
 		etp: corev1.ServiceExternalTrafficPolicyLocal},
 	{name: "conv", namespace: "metalgate-conv", values: []string{chart + "/ci/conventions-values.yaml"}, etp: corev1.ServiceExternalTrafficPolicyLocal},
+	{name: "ds", namespace: "metalgate-ds", values: []string{chart + "/ci/daemonset-proxy-values.yaml"}, etp: corev1.ServiceExternalTrafficPolicyLocal},
 }
 
 // TestChart: each release renders (helm template), passes a server-side dry run against a real
@@ -226,7 +227,7 @@ func TestChart(t *testing.T) {
 	defer cancel()
 	// Namespaces the releases serve without being installed there, and the release namespaces
 	// (helm install --create-namespace, or created beforehand).
-	s.ensureNamespaces(ctx, t, "team-a-staging", "metalgate-system", "team-a", "metalgate-edge", "lb", "kind-system", "metalgate-conv")
+	s.ensureNamespaces(ctx, t, "team-a-staging", "metalgate-system", "team-a", "metalgate-edge", "lb", "kind-system", "metalgate-conv", "metalgate-ds")
 	kustomized := decodeAll(t, "config/default + config/proxy", append(overlay{base: "default"}.render(ctx, t, s),
 		append([]byte("\n---\n"), overlay{base: "proxy"}.render(ctx, t, s)...)...))
 

@@ -185,6 +185,15 @@ func TestChartValuesRefused(t *testing.T) {
 		{name: "autoscaling min above max", set: []string{"proxy.autoscaling.enabled=true", "proxy.autoscaling.minReplicas=5", "proxy.autoscaling.maxReplicas=3"}, wantErrs: []string{"proxy.autoscaling", "minReplicas 5 is above maxReplicas 3"}},
 		{name: "autoscaling without a metric", set: []string{"proxy.autoscaling.enabled=true", "proxy.autoscaling.targetCPUUtilizationPercentage=null"}, wantErrs: []string{"proxy.autoscaling", "needs a metric"}},
 		{name: "autoscaling zero replicas", set: []string{"proxy.autoscaling.minReplicas=0"}, wantErrs: []string{"/proxy/autoscaling/minReplicas"}},
+		// proxy.kind DaemonSet: what a DaemonSet cannot take.
+		{name: "kind misspelt", set: []string{`proxy.kind="Daemonset"`}, wantErrs: []string{"/proxy/kind", "DaemonSet"}},
+		{name: "DaemonSet with autoscaling", set: []string{`proxy.kind="DaemonSet"`, "proxy.autoscaling.enabled=true"}, wantErrs: []string{"proxy.kind DaemonSet", "proxy.autoscaling.enabled=false"}},
+		{name: "DaemonSet with Recreate", set: []string{`proxy.kind="DaemonSet"`, `proxy.updateStrategy={"type":"Recreate","rollingUpdate":null}`}, wantErrs: []string{`proxy.updateStrategy.type "Recreate"`, "RollingUpdate or OnDelete"}},
+		{name: "DaemonSet surging and stopping", set: []string{`proxy.kind="DaemonSet"`, `proxy.updateStrategy={"rollingUpdate":{"maxUnavailable":1}}`}, wantErrs: []string{"proxy.updateStrategy.rollingUpdate", "one of maxSurge (1) and maxUnavailable (1)"}},
+		{name: "DaemonSet surging, maxUnavailable defaulted", set: []string{`proxy.kind="DaemonSet"`, `proxy.updateStrategy={"rollingUpdate":{"maxSurge":"20%","maxUnavailable":null}}`}, wantErrs: []string{"proxy.updateStrategy.rollingUpdate", "maxUnavailable defaults to 1"}},
+		{name: "DaemonSet neither surging nor stopping", set: []string{`proxy.kind="DaemonSet"`, `proxy.updateStrategy={"rollingUpdate":{"maxSurge":0,"maxUnavailable":"0%"}}`}, wantErrs: []string{"proxy.updateStrategy.rollingUpdate", "cannot both be 0"}},
+		{name: "DaemonSet with the default budget", set: []string{`proxy.kind="DaemonSet"`, `proxy.podDisruptionBudget={"enabled":true}`}, wantErrs: []string{"proxy.podDisruptionBudget", "minAvailable to a number"}},
+		{name: "DaemonSet with a percentage budget", set: []string{`proxy.kind="DaemonSet"`, `proxy.podDisruptionBudget={"enabled":true,"minAvailable":"50%"}`}, wantErrs: []string{"proxy.podDisruptionBudget", "minAvailable to a number"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var args []string

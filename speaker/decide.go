@@ -34,6 +34,12 @@ type Input struct {
 	Now      time.Time
 	// HoldDown is Options.HoldDown.
 	HoldDown time.Duration
+	// Claims are the layer-2 addresses each other node announces, by node, as it gossips them
+	// (membership.Membership.Claims): every live member that sends claims has an entry, empty
+	// until its claims arrive; a member without one is a speaker that does not send claims (an
+	// older version). This node's own claims are Previous.Announcing; an entry in its name is
+	// ignored. Nil: no claims at all (plain rendezvous, the owner does not keep an address).
+	Claims map[string][]netip.Addr
 }
 
 // Start is a layer-2 address this node starts announcing.
@@ -69,8 +75,16 @@ type Decision struct {
 // Decide is the speaker's whole policy, without effects: from the World, the members, quorum,
 // the previous State and the time, what each mode announces now.
 //
-// Layer 2: the node elected for an address (election.Owner over the live candidates) announces
-// it while it has quorum. It starts at once when it takes the address from a node that is no
+// Layer 2: the node elected for an address announces it while it has quorum. The current owner
+// keeps it while it is still a candidate: if live candidates claim the address (Input.Claims,
+// and this node's Previous.Announcing), the owner is the claimant with the highest rendezvous
+// weight (election.Owner over the claimants: the same on every node once the claims have
+// spread, which also settles two claimants after a partition heals); if none does, it is
+// election.Owner over all the live candidates (the rendezvous owner). The claims count only
+// when the rendezvous owner defers to them: it is this node, or a member that sends claims
+// (an entry in Input.Claims). A speaker that sends none (an older version) takes the address
+// after its own HoldDown whatever the claims say, so the claimant releases it at once, as
+// without claims. It starts at once when it takes the address from a node that is no
 // longer live (failover) and after HoldDown otherwise (rebalancing: a node joins or a
 // partition heals; see Options.HoldDown). It stops at once when it is no longer elected or
 // loses quorum.
@@ -91,7 +105,8 @@ func Decide(in Input) Decision {
 		return d // no view of the cluster yet: announce nothing
 	}
 	me, prev := in.Node, in.Previous
-	layer2 := map[netip.Addr]VIP{}    // the layer-2 addresses announced from now on
+	layer2 := map[netip.Addr]VIP{} // the layer-2 addresses announced from now on
+	claimed := claimsByVIP(in.Claims, me)
 	prevOf := map[netip.Addr]string{} // previous owner of newly announced addresses
 	for _, v := range in.World.VIPs {
 		cands := election.Candidates(v.Request, in.World.Nodes, in.Live)
@@ -102,6 +117,11 @@ func Decide(in Input) Decision {
 		switch v.Mode {
 		case ModeLayer2:
 			owner := election.Owner(v.VIP, cands)
+			if _, bound := in.Claims[owner]; in.Claims != nil && (owner == me || bound) {
+				if c := election.Owner(v.VIP, claimants(v.VIP, cands, claimed, me, prev.Announcing)); c != "" {
+					owner = c
+				}
+			}
 			d.Next.Elected[v.VIP] = owner
 			if owner != me || !in.Quorum {
 				break
@@ -153,4 +173,34 @@ func Decide(in Input) Decision {
 		}
 	}
 	return d
+}
+
+// claimsByVIP turns the other nodes' claims into the claimants of each address (entries in
+// this node's name are ignored: its claims are what it announces).
+func claimsByVIP(byNode map[string][]netip.Addr, me string) map[netip.Addr]map[string]bool {
+	out := map[netip.Addr]map[string]bool{}
+	for node, vips := range byNode {
+		if node == me {
+			continue
+		}
+		for _, v := range vips {
+			if out[v] == nil {
+				out[v] = map[string]bool{}
+			}
+			out[v][node] = true
+		}
+	}
+	return out
+}
+
+// claimants returns the candidates that claim vip, in the order of cands: the others by their
+// claims, this node when it announces vip now.
+func claimants(vip netip.Addr, cands []string, claimed map[netip.Addr]map[string]bool, me string, announcing map[netip.Addr]bool) []string {
+	var out []string
+	for _, c := range cands {
+		if claimed[vip][c] || (c == me && announcing[vip]) {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/metalgate/metalgate/api/contract"
+	"github.com/metalgate/metalgate/speaker/claims"
 	"github.com/metalgate/metalgate/speaker/membership"
 )
 
@@ -28,6 +29,16 @@ type Membership interface {
 	Leave(timeout time.Duration) error
 	// Admit sets who may be a member: node name → the node's addresses (World.SpeakerAddrs).
 	Admit(nodes map[string][]netip.Addr)
+}
+
+// Claims gossips the layer-2 addresses each speaker announces (*membership.Membership
+// implements it over speaker/claims).
+type Claims interface {
+	// Claims returns the addresses each other live member announces, by node; a member has an
+	// entry (maybe empty) once its claims arrived (Input.Claims).
+	Claims() map[string][]netip.Addr
+	// SetClaims publishes the addresses this node announces at layer 2.
+	SetClaims(vips []netip.Addr) error
 }
 
 // Takeover describes an address this node started announcing.
@@ -45,6 +56,10 @@ type Options struct {
 	Node string
 	// Membership reports live speakers. Required.
 	Membership Membership
+	// Claims, if set, makes layer-2 ownership sticky: the node announcing an address keeps it
+	// while it is a candidate (Decide). Nil: plain rendezvous, an address moves whenever the
+	// candidates change.
+	Claims Claims
 	// Announcers by mode; a mode without one is not announced.
 	Announcers map[Mode]Announcer
 	// OnTakeover, if set, is called after Announce for each layer-2 address this node took
@@ -251,7 +266,11 @@ func (s *Speaker) sync(ctx context.Context) error {
 		s.log.Info("quorum changed", "quorum", quorum, "live", len(live), "expected", len(w.Speakers))
 		s.hadQuorum = quorum
 	}
-	d := Decide(Input{Node: s.opts.Node, World: w, Live: live, Quorum: quorum, Previous: s.state, Now: s.now(), HoldDown: s.opts.HoldDown})
+	in := Input{Node: s.opts.Node, World: w, Live: live, Quorum: quorum, Previous: s.state, Now: s.now(), HoldDown: s.opts.HoldDown}
+	if s.opts.Claims != nil {
+		in.Claims = s.opts.Claims.Claims()
+	}
+	d := Decide(in)
 	if d.Wake > 0 {
 		time.AfterFunc(d.Wake, s.kick)
 	}
@@ -263,6 +282,16 @@ func (s *Speaker) sync(ctx context.Context) error {
 	for _, mode := range slices.Sorted(maps.Keys(s.opts.Announcers)) {
 		if err := s.opts.Announcers[mode].Announce(ctx, w.Modes[mode], d.Desired[mode]); err != nil {
 			errs = append(errs, fmt.Errorf("announce %s: %w", mode, err))
+		}
+	}
+
+	if s.opts.Claims != nil {
+		own := slices.SortedFunc(maps.Keys(d.Next.Announcing), netip.Addr.Compare)
+		if len(own) > claims.MaxVIPs {
+			own = own[:claims.MaxVIPs] // the rest falls back to plain rendezvous (docs/speaker.md)
+		}
+		if err := s.opts.Claims.SetClaims(own); err != nil {
+			errs = append(errs, fmt.Errorf("publish layer-2 claims: %w", err))
 		}
 	}
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"slices"
 	"sort"
 	"strconv"
@@ -387,13 +386,13 @@ func (cfg *controllerConfig) key(k, v string, all map[string]string) {
 		}
 		rep.add(same, k, "%s", cfg.perIngress(ingressDefault{key: k, value: "true"}))
 	case "proxy-body-size":
-		n, err := nginxSize(t)
+		n, err := ingress.ParseSize(t)
 		if err != nil {
 			rep.add(unsupported, k, "%q: %v: ingress-nginx's nginx would not start with it; nothing carried over (the proxy's default is 1m)", v, err)
 			return
 		}
 		value := strings.ToLower(t)
-		if def, _ := nginxSize(proxyDefaults["default-body-size"]); n == def {
+		if def, _ := ingress.ParseSize(proxyDefaults["default-body-size"]); n == def {
 			value = proxyDefaults["default-body-size"]
 		}
 		flagOrDefault("default-body-size", value)
@@ -454,7 +453,10 @@ func (cfg *controllerConfig) key(k, v string, all map[string]string) {
 			return
 		}
 		cfg.flag(k, "proxy-protocol-from", strings.Join(cidrs, ","))
-		rep.add(same, k, "\"true\": → --proxy-protocol-http=required, --proxy-protocol-https=required, --proxy-protocol-from=%s (see Proxy flags)", strings.Join(cidrs, ","))
+		// ingress-nginx read a PROXY header from anyone and took the client address from it
+		// only when the connection came from proxy-real-ip-cidr; the proxy refuses a
+		// connection from elsewhere (its header could forge the address).
+		rep.add(changed, k, "\"true\": → --proxy-protocol-http=required, --proxy-protocol-https=required, --proxy-protocol-from=%s (see Proxy flags); a connection from outside those addresses is refused, where ingress-nginx served it as from the connection's address", strings.Join(cidrs, ","))
 	case "proxy-real-ip-cidr":
 		on := func(key string) bool { x, _ := strconv.ParseBool(strings.TrimSpace(all[key])); return x }
 		if !on("use-forwarded-headers") && !on("enable-real-ip") && !on("use-proxy-protocol") {
@@ -627,12 +629,7 @@ func (cfg *controllerConfig) seconds(k, v, flagName string) {
 
 // addressList makes a global address list a per-Ingress annotation.
 func (cfg *controllerConfig) addressList(k, v, name string, union bool, own ...string) {
-	var cidrs []string
-	for _, c := range strings.Split(v, ",") {
-		if c = strings.TrimSpace(c); c != "" {
-			cidrs = append(cidrs, c)
-		}
-	}
+	cidrs := ingress.SplitList(v)
 	if len(cidrs) == 0 {
 		cfg.rep.add(same, k, "empty: no list, ingress-nginx's default")
 		return
@@ -674,24 +671,16 @@ func realIPCIDRs(all map[string]string) ([]string, string) {
 	if !ok || strings.TrimSpace(v) == "" {
 		return nil, "unset (ingress-nginx's default 0.0.0.0/0, everyone)"
 	}
+	prefixes, err := ingress.ParseAddressList(v)
+	if err != nil {
+		return nil, fmt.Sprintf("%q: %v", v, err)
+	}
 	var out []string
-	for _, c := range strings.Split(v, ",") {
-		c = strings.TrimSpace(c)
-		if c == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(c)
-		if err != nil {
-			a, aerr := netip.ParseAddr(c)
-			if aerr != nil {
-				return nil, fmt.Sprintf("%q has %q, not an address or CIDR", v, c)
-			}
-			p = netip.PrefixFrom(a, a.BitLen())
-		}
+	for _, p := range prefixes {
 		if p.Bits() == 0 {
-			return nil, fmt.Sprintf("%q trusts everyone (%s)", v, c)
+			return nil, fmt.Sprintf("%q trusts everyone (%s)", v, p)
 		}
-		out = append(out, p.Masked().String())
+		out = append(out, p.String())
 	}
 	if len(out) == 0 {
 		return nil, "unset (ingress-nginx's default 0.0.0.0/0, everyone)"
@@ -706,27 +695,6 @@ func nginxSeconds(s string) (string, bool) {
 		return "", false
 	}
 	return strconv.Itoa(n) + "s", true
-}
-
-// nginxSize parses an nginx size ("1024", "512k", "8m", "1g", either case) into bytes.
-func nginxSize(s string) (int64, error) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	mult := int64(1)
-	if n := len(s); n > 0 {
-		switch s[n-1] {
-		case 'k':
-			mult, s = 1<<10, s[:n-1]
-		case 'm':
-			mult, s = 1<<20, s[:n-1]
-		case 'g':
-			mult, s = 1<<30, s[:n-1]
-		}
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v < 0 || v > (1<<62)/mult {
-		return 0, fmt.Errorf("not a size (1024, 512k, 8m, 1g; 0 for unlimited)")
-	}
-	return v * mult, nil
 }
 
 // applyDefaults gives a migrated Ingress the annotations the ConfigMap stands for (the
@@ -792,8 +760,8 @@ var addressLists = []string{"allowlist-source-range", "whitelist-source-range", 
 func unionList(a, b string) string {
 	var out []string
 	for _, part := range []string{a, b} {
-		for _, s := range strings.Split(part, ",") {
-			if s = strings.TrimSpace(s); s != "" && !slices.Contains(out, s) {
+		for _, s := range ingress.SplitList(part) {
+			if !slices.Contains(out, s) {
 				out = append(out, s)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	proxyingress "github.com/metalgate/metalgate/proxy/ingress"
@@ -72,7 +73,7 @@ func TestMigrateConfigMapKeys(t *testing.T) {
 		{"full X-Forwarded-For off", map[string]string{"use-forwarded-headers": "true", "proxy-real-ip-cidr": "10.1.2.0/24", "compute-full-forwarded-for": "false"},
 			"compute-full-forwarded-for", changed, "the client's address alone", []string{"--trusted-proxies=10.1.2.0/24"}, nil},
 		{"PROXY protocol from the load balancer", map[string]string{"use-proxy-protocol": "true", "proxy-real-ip-cidr": "10.1.2.0/24"},
-			"use-proxy-protocol", same, "--proxy-protocol-from=10.1.2.0/24", []string{"--proxy-protocol-http=required", "--proxy-protocol-https=required", "--proxy-protocol-from=10.1.2.0/24"}, nil},
+			"use-proxy-protocol", changed, "a connection from outside those addresses is refused", []string{"--proxy-protocol-http=required", "--proxy-protocol-https=required", "--proxy-protocol-from=10.1.2.0/24"}, nil},
 		{"body size 8M", map[string]string{"proxy-body-size": "8M"}, "proxy-body-size", same, "--default-body-size=8m", []string{"--default-body-size=8m"}, nil},
 		{"body size unlimited", map[string]string{"proxy-body-size": "0"}, "proxy-body-size", same, "", []string{"--default-body-size=0"}, nil},
 		{"body size 1024k is the default", map[string]string{"proxy-body-size": "1024k"}, "proxy-body-size", same, "nothing to set", nil, nil},
@@ -319,5 +320,64 @@ func TestMigrateConfigMapProxyFlagsExist(t *testing.T) {
 	}
 	if has := strings.Contains(string(src), `"default-backend-service"`); has != proxyHasDefaultBackend {
 		t.Errorf("the proxy has --default-backend-service: %t; proxyHasDefaultBackend is %t: flip it (custom-http-errors then translates)", has, proxyHasDefaultBackend)
+	}
+}
+
+// TestMigrateConfigMapListsAsTheProxyReads: a ConfigMap address list is read with the proxy's
+// own list parser (proxy/ingress.ParseAddressList), so the annotation migrate puts on an
+// Ingress allows exactly the addresses the ConfigMap listed, and proxy-real-ip-cidr becomes
+// --trusted-proxies of the same prefixes, whatever separates the entries. Hostile first: an
+// entry that is not an address is never dropped from the list quietly.
+func TestMigrateConfigMapListsAsTheProxyReads(t *testing.T) {
+	m := newIngressMigrator(defaultSettings())
+	for _, tc := range []struct {
+		name, value string
+		want        []string // the prefixes, nil: the list does not parse
+	}{
+		{"an entry that is not an address", "10.0.0.0/8, example.com", nil},
+		{"commas", "10.0.0.0/8, 192.168.0.0/16", []string{"10.0.0.0/8", "192.168.0.0/16"}},
+		{"white space", "10.0.0.0/8 192.168.0.0/16\t10.9.0.1", []string{"10.0.0.0/8", "192.168.0.0/16", "10.9.0.1/32"}},
+		{"empty entries, an unmasked CIDR, IPv6", " 198.51.100.7/24 ,,2001:db8::/32 ", []string{"198.51.100.0/24", "2001:db8::/32"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, _, _ := takeControllerConfig([]source{configMapSource(t, "ingress-nginx", "ingress-nginx-controller", map[string]string{
+				"whitelist-source-range": tc.value, "use-forwarded-headers": "true", "proxy-real-ip-cidr": tc.value,
+			})}, defaultSettings())
+			var trusted []string
+			for _, f := range cfg.flags {
+				if f.name == "trusted-proxies" {
+					trusted = strings.Split(f.value, ",")
+				}
+			}
+			if !slices.Equal(trusted, tc.want) {
+				t.Errorf("--trusted-proxies %q, want %q", trusted, tc.want)
+			}
+			if len(cfg.defaults) != 1 {
+				t.Fatalf("per-Ingress annotations %+v, want the allow-list", cfg.defaults)
+			}
+			r := m.migrateIngress(routedIngress(nil), "", "nginx", "spec.ingressClassName")
+			ann := map[string]string{}
+			cfg.applyDefaults(r, map[string]string{}, ann, true)
+			r.out.SetAnnotations(ann)
+			routes, _, err := m.checkIngresses([]*ingressResult{r})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs := routes[types.NamespacedName{Namespace: "ns", Name: "in"}]
+			if len(rs) == 0 {
+				t.Fatalf("no route (annotations %v)", ann)
+			}
+			var allowed []string
+			for _, p := range rs[0].Options.Policy.Allow {
+				allowed = append(allowed, p.String())
+			}
+			refused := rs[0].Options.Policy.Refuse != ""
+			switch {
+			case tc.want == nil && !refused:
+				t.Errorf("allow-list %q served with %q: want every request refused", ann, allowed)
+			case tc.want != nil && (refused || !slices.Equal(allowed, tc.want)):
+				t.Errorf("allow-list %q: allowed %q (refused %t), want %q", ann, allowed, refused, tc.want)
+			}
+		})
 	}
 }

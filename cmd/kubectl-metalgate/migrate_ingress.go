@@ -149,6 +149,7 @@ func (m *ingressMigrator) migrateIngress(u *unstructured.Unstructured, origin, c
 	if rewroteTarget {
 		useRegexForRewrite(res.rep, ann)
 	}
+	rpmBurst(res.rep, ann, orig)
 	eff := m.ctl.applyDefaults(res, orig, ann, m.s.rewrite)
 	m.defaultSSLRedirect(res, u, eff)
 	if res.sslRedirect != "" {
@@ -452,32 +453,68 @@ func (m *ingressMigrator) burst(rep *objectReport, ann, orig map[string]string, 
 		m.shadowed(rep, ann, k, target, v, orig)
 		return
 	}
-	rate := func(name string) float64 {
-		s, ok := orig[ingress.PrefixMetalgate+name]
-		if !ok {
-			s = orig[ingress.PrefixNginx+name]
-		}
-		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-		if err != nil || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
-			return 0
-		}
-		return f
-	}
-	rps := rate("limit-rps")
-	if _, set := orig[ingress.PrefixMetalgate+"limit-rps"]; !set && rps == 0 {
-		if _, set := orig[ingress.PrefixNginx+"limit-rps"]; !set {
-			rps = rate("limit-rpm") / 60
-		}
-	}
+	rate, unit := limitRate(orig)
 	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if rps <= 0 || err != nil || n < 1 {
+	if rate <= 0 || err != nil || n < 1 {
 		rep.add(same, k, "kept: without a valid rate and multiplier there is no burst to compute; the proxy reads it (--nginx-annotations)")
 		return
 	}
-	burst := strconv.Itoa(int(math.Ceil(rps * float64(n))))
+	burst := strconv.Itoa(int(math.Ceil(rate * float64(n))))
 	delete(ann, k)
 	ann[target] = burst
-	rep.add(same, k, "%q → %s: %q (the rate times the multiplier; change it with the rate)", v, target, burst)
+	rep.add(same, k, "%q → %s: %q (the rate %s times the multiplier, as ingress-nginx's burst; change it with the rate)", v, target, burst, unit)
+}
+
+// limitRate is the rate ingress-nginx's limit-burst-multiplier multiplies, and its unit:
+// limit-rps (either form) when set, else limit-rpm. ingress-nginx's burst is the multiplier
+// times the limit in the limit's own unit (internal/ingress/annotations/ratelimit:
+// Burst: rpm * burstMultiplier for limit-rpm), where the proxy multiplies the rate a second.
+func limitRate(orig map[string]string) (float64, string) {
+	rate := func(name string) (float64, bool) {
+		s, ok := orig[ingress.PrefixMetalgate+name]
+		if !ok {
+			s, ok = orig[ingress.PrefixNginx+name]
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+			return 0, ok
+		}
+		return f, ok
+	}
+	if rps, set := rate("limit-rps"); set {
+		return rps, "a second" // a bad limit-rps does not fall back to limit-rpm, in the proxy either
+	}
+	rpm, _ := rate("limit-rpm")
+	return rpm, "a minute"
+}
+
+// rpmBurst keeps ingress-nginx's burst of an Ingress limited by limit-rpm alone: 5 (or
+// limit-burst-multiplier) times the rate a minute, where the proxy's default is 5 times the
+// rate a second (limit-rpm "60": 300 requests at once in ingress-nginx, 5 in the proxy). It
+// writes metalgate.io/limit-burst unless the Ingress, or burst, set it.
+func rpmBurst(rep *objectReport, ann, orig map[string]string) {
+	target := ingress.PrefixMetalgate + "limit-burst"
+	if _, set := ann[target]; set {
+		return
+	}
+	if _, set := orig[target]; set {
+		return
+	}
+	rate, unit := limitRate(orig)
+	if unit != "a minute" || rate <= 0 {
+		return
+	}
+	n := 5 // ingress-nginx's default limit-burst-multiplier
+	if v, ok := orig[ingress.PrefixNginx+"limit-burst-multiplier"]; ok {
+		m, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || m < 1 {
+			return // kept, and reported as the proxy reads it
+		}
+		n = m
+	}
+	burst := strconv.Itoa(int(math.Ceil(rate * float64(n))))
+	ann[target] = burst
+	rep.add(same, target, "%q added: ingress-nginx's burst for limit-rpm is %d times the rate a minute; the proxy's default is 5 times the rate a second", burst, n)
 }
 
 // verdictOf is how an annotation of the catalog maps: one to one, or with the change the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	proxyingress "github.com/metalgate/metalgate/proxy/ingress"
@@ -623,7 +625,13 @@ func TestMigrateBurst(t *testing.T) {
 	}{
 		{"rps", map[string]string{"limit-rps": "10", "limit-burst-multiplier": "3"}, "30"},
 		{"fractional rps rounds up", map[string]string{"limit-rps": "0.5", "limit-burst-multiplier": "3"}, "2"},
-		{"rpm", map[string]string{"limit-rpm": "120", "limit-burst-multiplier": "5"}, "10"},
+		// ingress-nginx's burst for limit-rpm is the multiplier times the rate a minute
+		// (internal/ingress/annotations/ratelimit: Burst: rpm * burstMultiplier).
+		{"rpm", map[string]string{"limit-rpm": "120", "limit-burst-multiplier": "5"}, "600"},
+		{"rpm alone: ingress-nginx's default multiplier", map[string]string{"limit-rpm": "60"}, "300"},
+		{"rpm with its own burst", map[string]string{"limit-rpm": "60", "metalgate.io/limit-burst": "7"}, "7"},
+		{"rpm with a zero multiplier", map[string]string{"limit-rpm": "60", "limit-burst-multiplier": "0"}, ""},
+		{"rps and rpm: the proxy enforces rps, with its own default burst", map[string]string{"limit-rps": "10", "limit-rpm": "60"}, ""},
 		{"metalgate.io rate wins", map[string]string{"metalgate.io/limit-rps": "2", "limit-rps": "100", "limit-burst-multiplier": "3"}, "6"},
 		{"NaN rate", map[string]string{"limit-rps": "NaN", "limit-burst-multiplier": "3"}, ""},
 		{"infinite rate", map[string]string{"limit-rps": "+Inf", "limit-burst-multiplier": "3"}, ""},
@@ -653,9 +661,50 @@ func TestMigrateBurst(t *testing.T) {
 				t.Errorf("metalgate.io/limit-burst = %q, want %q (annotations %v)", b, tc.wantBurst, got)
 			}
 			_, kept := got[proxyingress.PrefixNginx+"limit-burst-multiplier"]
-			if kept != (tc.wantBurst == "") {
+			if _, had := tc.ann["limit-burst-multiplier"]; had && kept != (tc.wantBurst == "") {
 				t.Errorf("limit-burst-multiplier kept = %v, want %v", kept, tc.wantBurst == "")
 			}
 		})
+	}
+}
+
+// TestMigrateRateLimitOnTheProxy: the rate limit the proxy builds from a migrated Ingress has
+// ingress-nginx's burst (the multiplier, 5 unless limit-burst-multiplier, times the limit in
+// its own unit: limit-rpm "60" let 300 requests through at once, where the proxy's own default
+// would be 5).
+func TestMigrateRateLimitOnTheProxy(t *testing.T) {
+	for _, rewrite := range []bool{true, false} {
+		s := defaultSettings()
+		s.rewrite = rewrite
+		m := newIngressMigrator(s)
+		for _, tc := range []struct {
+			name      string
+			ann       map[string]string // nginx annotations, without the prefix
+			wantBurst int
+		}{
+			{"rpm alone", map[string]string{"limit-rpm": "60"}, 300},
+			{"rpm with a multiplier", map[string]string{"limit-rpm": "120", "limit-burst-multiplier": "3"}, 360},
+			{"rps", map[string]string{"limit-rps": "10"}, 50},
+			{"rps and rpm: the proxy enforces rps", map[string]string{"limit-rps": "10", "limit-rpm": "60"}, 50},
+		} {
+			t.Run(fmt.Sprintf("%s rewrite=%t", tc.name, rewrite), func(t *testing.T) {
+				ann := map[string]string{}
+				for k, v := range tc.ann {
+					ann[proxyingress.PrefixNginx+k] = v
+				}
+				r := m.migrateIngress(routedIngress(ann), "", "nginx", "spec.ingressClassName")
+				routes, _, err := m.checkIngresses([]*ingressResult{r})
+				if err != nil {
+					t.Fatal(err)
+				}
+				rs := routes[types.NamespacedName{Namespace: "ns", Name: "in"}]
+				if len(rs) == 0 || rs[0].Options.Policy.RateLimit == nil {
+					t.Fatalf("no rate-limited route (annotations %v)", r.out.GetAnnotations())
+				}
+				if got := rs[0].Options.Policy.RateLimit.Burst; got != tc.wantBurst {
+					t.Errorf("burst %d, want ingress-nginx's %d (annotations %v)", got, tc.wantBurst, r.out.GetAnnotations())
+				}
+			})
+		}
 	}
 }

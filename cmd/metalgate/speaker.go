@@ -384,7 +384,7 @@ func (e *speakerEnv) bgp() (*bgp.Speaker, error) {
 // speaker returns the Speaker over mem and announcers and makes it reachable through e.ref.
 func (e *speakerEnv) speaker(mem *membership.Membership, keys membership.Keys, announcers map[speaker.Mode]speaker.Announcer, onTakeover func(speaker.Takeover)) (*speaker.Speaker, error) {
 	sp, err := speaker.New(speaker.Options{
-		Node: e.opts.NodeName, Membership: mem, Logger: e.log.WithName("speaker"), Metrics: speaker.NewMetrics(e.reg),
+		Node: e.opts.NodeName, Membership: mem, Claims: mem, Logger: e.log.WithName("speaker"), Metrics: speaker.NewMetrics(e.reg),
 		Announcers: announcers, OnTakeover: onTakeover,
 	})
 	if err != nil {

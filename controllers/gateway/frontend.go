@@ -17,8 +17,9 @@ import (
 )
 
 // The ConfigMaps and Secrets a Gateway's spec.tls.frontend names as CA bundles, read one by
-// one to report the listeners' ResolvedRefs and Accepted (never listed or watched: a
-// Gateway with a problem is looked at again after pendingRetry):
+// one to report the listeners' ResolvedRefs and Accepted (a change to one does not reconcile
+// the Gateway, the ConfigMap watch of backendtls.go maps only a BackendTLSPolicy's: a Gateway
+// with a problem is looked at again after pendingRetry):
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
 
 // frontendObjects adds to in the ConfigMaps and Secrets that gw's client-certificate

@@ -48,6 +48,9 @@ type Reconciler struct {
 	// ListenerSets likewise for ListenerSet (standard channel since v1.5): they are read, their
 	// listeners served and their status written (listenerset.go).
 	ListenerSets bool
+	// BackendTLSPolicies says the API server serves BackendTLSPolicy v1: policies are read
+	// and their status written (backendtls.go).
+	BackendTLSPolicies bool
 
 	// asked holds, per Gateway, when its Service last asked the allocator for other static
 	// addresses and the answer has not been seen yet (see staticAnswerWait). The zero value
@@ -161,10 +164,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		obs.AttachedRoutes = routes.AttachedRoutes
 		obs.CertificateProblems = routes.CertificateProblems
 		obs.FrontendProblems = routes.FrontendProblems
+		obs.BackendClientCertificate = routes.BackendClientCertificate
 	} else if err := r.forgetRoutes(ctx, req.NamespacedName); err != nil {
 		return ctrl.Result{}, err // a Gateway that is not accepted has no routes
 	}
 	if err := r.writeRouteStatuses(ctx, newParentOwner(req.NamespacedName, sets), routes, candidates); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.writePolicyStatuses(ctx, req.NamespacedName, routes); err != nil {
 		return ctrl.Result{}, err
 	}
 	if r.awaitingAnswer(req.NamespacedName, plan, obs, time.Now()) {
@@ -179,7 +186,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	var res ctrl.Result
-	if plan.WantsService() && len(st.Addresses) == 0 || len(obs.CertificateProblems) > 0 || len(obs.FrontendProblems) > 0 {
+	if plan.WantsService() && len(st.Addresses) == 0 || len(obs.CertificateProblems) > 0 || len(obs.FrontendProblems) > 0 || obs.BackendClientCertificate != nil {
 		// Neither the allocator's Events nor the Secrets and CA ConfigMaps (read by name, not
 		// watched) trigger a reconcile: one created or fixed later is seen at the next look.
 		res.RequeueAfter = pendingRetry
@@ -349,6 +356,9 @@ func eventTime(e *corev1.Event) time.Time {
 func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) error {
 	r.asked.forget(key)
 	if err := r.forgetRoutes(ctx, key); err != nil {
+		return err
+	}
+	if err := r.writePolicyStatuses(ctx, key, nil); err != nil {
 		return err
 	}
 	if r.Proxy.Image != "" {

@@ -69,7 +69,7 @@ func (r *Reconciler) routeInput(ctx context.Context, gw *gwv1.Gateway, sets []*g
 	if err := r.frontendObjects(ctx, gw, grants, &in); err != nil { // frontend.go
 		return in, err
 	}
-	return in, nil
+	return in, r.backendTLSInput(ctx, &in)
 }
 
 // certificateSecrets reads the Secrets that gw's HTTPS listeners name in certificateRefs

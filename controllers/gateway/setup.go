@@ -110,6 +110,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	if !lsets {
 		log.Info("ListenerSet is not installed: Gateways take no listeners from ListenerSets", "missing", "ListenerSet/"+gwv1.GroupVersion.Version)
 	}
+	btls, err := served(mgr.GetRESTMapper(), "BackendTLSPolicy", gwv1.GroupVersion.Version)
+	if err != nil {
+		return false, err
+	}
+	if !btls {
+		log.Info("BackendTLSPolicy v1 is not installed: backend TLS policies are ignored", "missing", "BackendTLSPolicy/"+gwv1.GroupVersion.Version)
+	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &gwv1.HTTPRoute{}, indexBackend, routeBackends); err != nil {
 		return false, fmt.Errorf("index HTTPRoutes by backend: %w", err)
 	}
@@ -132,7 +139,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	if err != nil {
 		return false, fmt.Errorf("set up GatewayClass controller: %w", err)
 	}
-	r := &Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Proxy: opts.Proxy, GRPCRoutes: grpc, TLSRoutes: tlsr, ListenerSets: lsets}
+	r := &Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Proxy: opts.Proxy, GRPCRoutes: grpc, TLSRoutes: tlsr, ListenerSets: lsets, BackendTLSPolicies: btls}
 	b := ctrl.NewControllerManagedBy(mgr)
 	// A route's Gateways: those it names, and those of the ListenerSets it names.
 	routeParents := routeGateways
@@ -165,6 +172,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	}
 	if tlsr {
 		b = b.Watches(&gwv1.TLSRoute{}, handler.EnqueueRequestsFromMapFunc(routeParents))
+	}
+	if btls {
+		b = watchBackendTLS(b, c, grpc)
 	}
 	err = b.
 		Named("gateway").

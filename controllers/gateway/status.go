@@ -38,6 +38,9 @@ type Observed struct {
 	// FrontendProblems says, per HTTPS listener name, what is wrong with its port's
 	// client-certificate validation (the table's GatewayStatus; frontend.go).
 	FrontendProblems map[string]table.FrontendProblem
+	// BackendClientCertificate says why spec.tls.backend.clientCertificateRef cannot be used
+	// (the table's GatewayStatus); nil when it can or none is set (backendtls.go).
+	BackendClientCertificate *table.RefProblem
 }
 
 // Status is the Gateway's status for plan and obs, keeping the transition times of the
@@ -68,6 +71,7 @@ func Status(gw *gwv1.Gateway, plan Plan, obs Observed, prev gwv1.GatewayStatus, 
 	st := gwv1.GatewayStatus{Addresses: addrs, Conditions: slices.Clone(prev.Conditions)}
 	setCondition(&st.Conditions, plan.Accepted, gen, now)
 	setCondition(&st.Conditions, programmed, gen, now)
+	clientCertificateCondition(gw, plan, obs, &st.Conditions, now)
 	for i, l := range plan.Listeners {
 		ls := gwv1.ListenerStatus{Name: l.Name, SupportedKinds: l.SupportedKinds, AttachedRoutes: obs.AttachedRoutes[string(l.Name)]}
 		if j := slices.IndexFunc(prev.Listeners, func(p gwv1.ListenerStatus) bool { return p.Name == l.Name }); j >= 0 {

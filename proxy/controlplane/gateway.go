@@ -32,6 +32,9 @@ const (
 	KindListenerSet    = "ListenerSet"
 	KindReferenceGrant = "ReferenceGrant"
 	KindNamespace      = "Namespace"
+	// KindBackendTLSPolicy and KindConfigMap: TLS to backends (backendtls.go).
+	KindBackendTLSPolicy = "BackendTLSPolicy"
+	KindConfigMap        = "ConfigMap"
 )
 
 // gatewayWatched are the kinds of a Gateway proxy: no Ingress or IngressClass.
@@ -50,12 +53,16 @@ var gatewayWatched = []watchedKind{
 	{KindEndpointSlice, &discoveryv1.EndpointSlice{}, func() client.ObjectList { return &discoveryv1.EndpointSliceList{} }},
 	// The HTTPS listeners' certificateRefs (their data kept only for TLS and Opaque Secrets).
 	{KindSecret, &corev1.Secret{}, func() client.ObjectList { return &corev1.SecretList{} }},
-	// The CA bundles of spec.tls.frontend (ca.crt kept only: gatewayclientcert.go).
+	// Left out when the API server does not serve BackendTLSPolicy (Options.noBackendTLSPolicy).
+	{KindBackendTLSPolicy, &gatewayv1.BackendTLSPolicy{}, func() client.ObjectList { return &gatewayv1.BackendTLSPolicyList{} }},
+	// The CA bundles of spec.tls.frontend and of the BackendTLSPolicies (only the key ca.crt
+	// is kept: configMapTransform).
 	{KindConfigMap, &corev1.ConfigMap{}, func() client.ObjectList { return &corev1.ConfigMapList{} }},
 }
 
-// kinds are the kinds this proxy watches: a Gateway proxy's (without GRPCRoute or TLSRoute
-// when the API server does not serve it) or an Ingress proxy's.
+// kinds are the kinds this proxy watches: a Gateway proxy's (without GRPCRoute, TLSRoute,
+// ListenerSet or BackendTLSPolicy when the API server does not serve it) or an Ingress
+// proxy's.
 func (o *Options) kinds() []watchedKind {
 	if o.Gateway.Name == "" {
 		if o.noReferenceGrant {
@@ -63,13 +70,10 @@ func (o *Options) kinds() []watchedKind {
 		}
 		return watched
 	}
-	if o.noGRPCRoute || o.noTLSRoute || o.noListenerSet {
-		return slices.DeleteFunc(slices.Clone(gatewayWatched), func(w watchedKind) bool {
-			return o.noGRPCRoute && w.kind == KindGRPCRoute || o.noTLSRoute && w.kind == KindTLSRoute ||
-				o.noListenerSet && w.kind == KindListenerSet
-		})
-	}
-	return gatewayWatched
+	return slices.DeleteFunc(slices.Clone(gatewayWatched), func(w watchedKind) bool {
+		return o.noGRPCRoute && w.kind == KindGRPCRoute || o.noTLSRoute && w.kind == KindTLSRoute ||
+			o.noListenerSet && w.kind == KindListenerSet || o.noBackendTLSPolicy && w.kind == KindBackendTLSPolicy
+	})
 }
 
 // checkGRPCRoute sets o.noGRPCRoute when o is a Gateway proxy's and the API server (asked
@@ -100,7 +104,7 @@ func (o *Options) checkGRPCRoute(m meta.RESTMapper) error {
 			return fmt.Errorf("look up %s in the API server: %w", k.kind, err)
 		}
 	}
-	return nil
+	return o.checkBackendTLSPolicy(m)
 }
 
 // checkReferenceGrant sets o.noReferenceGrant when the API server (asked through m) does not
@@ -186,7 +190,10 @@ func (b *builder) gatewaySnapshot(ctx context.Context) (gatewayapi.Input, error)
 	if in.Services, in.Slices, in.Secrets, err = b.listShared(ctx); err != nil {
 		return in, err
 	}
-	in.ConfigMaps, err = b.listConfigMaps(ctx) // gatewayclientcert.go
+	if in.BackendTLSPolicies, err = b.backendTLSPolicies(ctx); err != nil {
+		return in, err
+	}
+	in.ConfigMaps, err = b.listConfigMaps(ctx) // gatewayclientcert.go: CA bundles of both
 	return in, err
 }
 

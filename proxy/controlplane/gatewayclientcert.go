@@ -8,11 +8,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// KindConfigMap is watched by a Gateway proxy for the CA bundles of its Gateway's
-// client-certificate validation (spec.tls.frontend caCertificateRefs): a rotated bundle is in
-// the next table.
-const KindConfigMap = "ConfigMap"
-
 // caCertificateKey is the only key of a ConfigMap a Gateway proxy keeps (configMapTransform).
 const caCertificateKey = "ca.crt"
 

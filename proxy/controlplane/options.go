@@ -30,6 +30,8 @@ type Options struct {
 	noTLSRoute bool
 	// noListenerSet likewise for ListenerSet.
 	noListenerSet bool
+	// noBackendTLSPolicy likewise for BackendTLSPolicy (checkBackendTLSPolicy).
+	noBackendTLSPolicy bool
 	// WatchNamespaces limits Ingresses (and the Services, EndpointSlices and Secrets they use)
 	// to these namespaces. Default: all.
 	WatchNamespaces []string

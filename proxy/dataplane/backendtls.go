@@ -49,7 +49,10 @@ func clientTLSConfig(bt *table.BackendTLS, protos ...string) *tls.Config {
 		conf.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return c, nil }
 	}
 	if bt.Verify {
-		name, roots := bt.ServerName, bt.RootCAs
+		name, roots, sans := bt.ServerName, bt.RootCAs, bt.SubjectAltNames
+		if !sans.Empty() {
+			name = "" // the chain is checked here, the names by matchSANs
+		}
 		conf.VerifyConnection = func(cs tls.ConnectionState) error {
 			if len(cs.PeerCertificates) == 0 {
 				return fmt.Errorf("%w: the backend sent no certificate", errBackendTLS)
@@ -61,10 +64,31 @@ func clientTLSConfig(bt *table.BackendTLS, protos ...string) *tls.Config {
 			if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
 				return fmt.Errorf("%w: certificate: %w", errBackendTLS, err)
 			}
+			if !sans.Empty() {
+				return matchSANs(cs.PeerCertificates[0], sans)
+			}
 			return nil
 		}
 	}
 	return conf
+}
+
+// matchSANs checks that leaf holds one of sans: a DNS name as crypto/x509 matches host
+// names, a URI exactly.
+func matchSANs(leaf *x509.Certificate, sans table.SubjectAltNames) error {
+	for _, n := range sans.DNSNames {
+		if leaf.VerifyHostname(n) == nil {
+			return nil
+		}
+	}
+	for _, u := range sans.URIs {
+		for _, have := range leaf.URIs {
+			if have.String() == u {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%w: certificate holds none of the subject alternative names %s", errBackendTLS, sans.String())
 }
 
 // tlsDests keeps the dests of the tables in use, by settings.

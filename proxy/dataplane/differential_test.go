@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -34,9 +35,10 @@ func FuzzDirectVsReference(f *testing.F) {
 	tabProd := buildTable(f, route{host: "f.test", path: "/", endpoints: []string{prod.addr()}})
 	tabRef := buildTable(f, route{host: "f.test", path: "/", endpoints: []string{ref.addr()}})
 	opts := Options{UpstreamReadTimeout: 300 * time.Millisecond, ResponseHeaderTimeout: 2 * time.Second}
-	_, prodAddr, _ := startProxy(f, opts, tabProd)
+	_, prodAddr, prodTLS := startProxy(f, opts, tabProd)
 	opts.DisableDirectPath, opts.stdlibTransport = true, true
-	_, refAddr, _ := startProxy(f, opts, tabRef)
+	_, refAddr, refTLS := startProxy(f, opts, tabRef)
+	prod.h2, ref.h2 = prodTLS, refTLS
 
 	f.Fuzz(func(t *testing.T, method byte, program []byte, closeAfter bool) {
 		m := http.MethodGet
@@ -45,15 +47,19 @@ func FuzzDirectVsReference(f *testing.F) {
 		}
 		resp := generateResponse(program)
 		cases.Store(&diffCase{resp: resp, close: closeAfter})
-		got := fetchOnce(t, prodAddr, m)
-		want := fetchOnce(t, refAddr, m)
-		if !got.sameAs(want) {
-			t.Errorf("%s, backend sent %q (close %v):\nproxy:     %s\nreference: %s", m, clip(resp), closeAfter, got, want)
-		}
-		reused := prod.victimOnAttackConn(t, prodAddr, true)
-		refReused := ref.victimOnAttackConn(t, refAddr, false)
-		if reused && !refReused {
-			t.Errorf("%s, backend sent %q: the proxy reused the backend connection, the reference did not", m, clip(resp))
+		// The same response to an HTTP/1.1 client and to an HTTP/2 one (TLS, ALPN h2): both
+		// take the direct path in the proxy as it runs.
+		for _, h2 := range []bool{false, true} {
+			got := fetchOnce(t, prod.clientAddr(prodAddr, h2), m, h2)
+			want := fetchOnce(t, ref.clientAddr(refAddr, h2), m, h2)
+			if !got.sameAs(want) {
+				t.Errorf("%s (client HTTP/2 %v), backend sent %q (close %v):\nproxy:     %s\nreference: %s", m, h2, clip(resp), closeAfter, got, want)
+			}
+			reused := prod.victimOnAttackConn(t, prod.clientAddr(prodAddr, h2), true, h2)
+			refReused := ref.victimOnAttackConn(t, ref.clientAddr(refAddr, h2), false, h2)
+			if reused && !refReused {
+				t.Errorf("%s (client HTTP/2 %v), backend sent %q: the proxy reused the backend connection, the reference did not", m, h2, clip(resp))
+			}
 		}
 	})
 }
@@ -149,8 +155,9 @@ type diffBackend struct {
 	ln         net.Listener
 	cases      *atomic.Pointer[diffCase]
 	mu         sync.Mutex
-	attackConn int // connection number of the last /attack
-	victimConn int // and of the last /victim
+	h2         string // the proxy's TLS listener in front of this backend (HTTP/2 clients)
+	attackConn int    // connection number of the last /attack
+	victimConn int    // and of the last /victim
 	nconn      int
 }
 
@@ -193,6 +200,14 @@ func newDiffBackend(f *testing.F, cases *atomic.Pointer[diffCase]) *diffBackend 
 
 func (b *diffBackend) addr() string { return b.ln.Addr().String() }
 
+// clientAddr is where a client reaches the proxy in front of b: plain (HTTP/1.1) or TLS.
+func (b *diffBackend) clientAddr(plain string, h2 bool) string {
+	if h2 {
+		return b.h2
+	}
+	return plain
+}
+
 func (b *diffBackend) serve(c net.Conn, n int) {
 	defer c.Close()
 	br := bufio.NewReader(c)
@@ -225,9 +240,9 @@ func (b *diffBackend) serve(c net.Conn, n int) {
 // backend saw it on the attack's connection. With strict it fails t unless the victim got
 // its own answer; only the proxy as it runs is held to that (TestHostileBackend shows that
 // http.Transport, the reference, does not always keep it).
-func (b *diffBackend) victimOnAttackConn(t *testing.T, addr string, strict bool) bool {
+func (b *diffBackend) victimOnAttackConn(t *testing.T, addr string, strict, h2 bool) bool {
 	t.Helper()
-	got := fetchPath(t, addr, http.MethodGet, "/victim")
+	got := fetchPath(t, addr, http.MethodGet, "/victim", h2)
 	if strict && (got.status != 200 || got.body != "victim") {
 		t.Errorf("the next client got another's response: %s", got)
 	}
@@ -261,19 +276,29 @@ func (o outcome) sameAs(p outcome) bool {
 	return o.status == p.status && o.header == p.header && o.body == p.body && o.whole == p.whole
 }
 
-func fetchOnce(t *testing.T, addr, method string) outcome {
-	return fetchPath(t, addr, method, "/attack")
+func fetchOnce(t *testing.T, addr, method string, h2 bool) outcome {
+	return fetchPath(t, addr, method, "/attack", h2)
 }
 
-func fetchPath(t *testing.T, addr, method, path string) outcome {
+// fetchPath requests path from the proxy at addr with a new connection: HTTP/1.1 in the clear,
+// or HTTP/2 over TLS (which must be negotiated).
+func fetchPath(t *testing.T, addr, method, path string, h2 bool) outcome {
 	t.Helper()
 	tr := &http.Transport{DisableKeepAlives: true}
+	url := "http://" + addr + path
+	if h2 {
+		tr = &http.Transport{TLSClientConfig: &tls.Config{ServerName: "f.test", InsecureSkipVerify: true}, ForceAttemptHTTP2: true}
+		url = "https://" + addr + path
+	}
 	defer tr.CloseIdleConnections()
-	req, _ := http.NewRequest(method, "http://"+addr+path, nil)
+	req, _ := http.NewRequest(method, url, nil)
 	req.Host = "f.test"
 	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
 		return outcome{err: err.Error()}
+	}
+	if h2 && resp.ProtoMajor != 2 {
+		t.Fatalf("%s %s: the client spoke %s, want HTTP/2", method, path, resp.Proto)
 	}
 	defer resp.Body.Close()
 	body, rerr := io.ReadAll(resp.Body)

@@ -11,8 +11,10 @@ import (
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
-// The direct path forwards the most common request, an HTTP/1.x GET or HEAD without a body,
-// straight from the inbound request to the h1 transport and back, without
+// The direct path forwards the most common request, a GET or HEAD without a body (from an
+// HTTP/1.x or an HTTP/2 client: the backend gets HTTP/1.1 either way, and the client's
+// server writes the response in its own framing), straight from the inbound request to the
+// h1 transport and back, without
 // ReverseProxy's outbound copy of the request (header map clone, rewrite, Request.Write).
 // It keeps ReverseProxy's semantics, which every other request still goes through: the
 // headers come from the same policy (headers.go), 1xx responses are forwarded, bodies of
@@ -22,7 +24,7 @@ import (
 
 // takesDirectPath reports whether r may take the direct path to pool p.
 func (s *Server) takesDirectPath(r *http.Request, p *pool) bool {
-	return s.direct && (p.backend.Protocol == table.ProtocolHTTP || p.backend.Protocol == table.ProtocolHTTPS) && r.ProtoMajor == 1 &&
+	return s.direct && (p.backend.Protocol == table.ProtocolHTTP || p.backend.Protocol == table.ProtocolHTTPS) && (r.ProtoMajor == 1 || r.ProtoMajor == 2) &&
 		(r.Method == http.MethodGet || r.Method == http.MethodHead) && directEligible(r) && plainHost(r.Host) &&
 		!s.reencodeQueries && plainQuery(r.URL.RawQuery)
 }

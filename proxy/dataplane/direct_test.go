@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"bufio"
+	"crypto/tls"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,15 +12,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/metalgate/metalgate/proxy/table"
 )
 
 // TestStreamingAndTrailers: a chunked response is passed on as the backend writes it (the
 // client reads the first part while the backend waits for it to), and its trailers, announced
 // or not, reach the client; hop-by-hop response headers do not. On the direct path (GET) and
-// through ReverseProxy (the reference transport).
+// through ReverseProxy (the reference transport), to an HTTP/1.1 client and to an HTTP/2 one.
 func TestStreamingAndTrailers(t *testing.T) {
 	forEachPath(t, func(t *testing.T, opts Options) {
-		{
+		for _, h2 := range []bool{false, true} {
 			clientGotFirst := make(chan struct{})
 			be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Trailer", "X-Sum")
@@ -39,17 +42,26 @@ func TestStreamingAndTrailers(t *testing.T) {
 			}))
 			defer be.Close()
 			tab := buildTable(t, route{host: "s.test", path: "/", endpoints: []string{hostport(be)}})
-			_, addr, _ := startProxy(t, opts, tab)
-			req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+			_, addr, tlsAddr := startProxy(t, opts, tab)
+			url, client := "http://"+addr+"/", http.DefaultClient
+			if h2 {
+				tr := &http.Transport{TLSClientConfig: &tls.Config{ServerName: "s.test", InsecureSkipVerify: true}, ForceAttemptHTTP2: true}
+				defer tr.CloseIdleConnections()
+				url, client = "https://"+tlsAddr+"/", &http.Client{Transport: tr}
+			}
+			req, err := http.NewRequest(http.MethodGet, url, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			req.Host = "s.test"
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := client.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
+			if wantMajor := map[bool]int{false: 1, true: 2}[h2]; resp.ProtoMajor != wantMajor {
+				t.Fatalf("the client spoke %s, want HTTP/%d", resp.Proto, wantMajor)
+			}
 			if got := resp.Header.Get("X-Secret"); got != "" {
 				t.Errorf("header named in Connection forwarded: X-Secret: %q", got)
 			}
@@ -173,4 +185,53 @@ func TestResponseHeaderTimeout(t *testing.T) {
 			t.Errorf("reference=%v: %v timeouts counted, want 1", reference, n)
 		}
 	})
+}
+
+// TestTakesDirectPath: which requests the direct path takes. HTTP/2 requests take it as
+// HTTP/1.x ones do (the backend gets HTTP/1.1 either way); anything with a body, an upgrade,
+// an expectation or a backend that is not HTTP/1.1 goes through ReverseProxy.
+func TestTakesDirectPath(t *testing.T) {
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := &pool{backend: &table.Backend{Protocol: table.ProtocolHTTP}}
+	h2c := &pool{backend: &table.Backend{Protocol: table.ProtocolH2C}}
+	req := func(method string, major int, edit func(*http.Request)) *http.Request {
+		r := httptest.NewRequest(method, "http://d.test/a?b=c", nil)
+		r.ProtoMajor, r.ProtoMinor = major, 0
+		if major == 1 {
+			r.ProtoMinor = 1
+		}
+		if edit != nil {
+			edit(r)
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		r    *http.Request
+		p    *pool
+		want bool
+	}{
+		{"HTTP/2 POST with a body", req(http.MethodPost, 2, func(r *http.Request) {
+			r.Body, r.ContentLength = io.NopCloser(strings.NewReader("x")), 1
+		}), plain, false},
+		{"HTTP/2 GET with a body", req(http.MethodGet, 2, func(r *http.Request) {
+			r.Body, r.ContentLength = io.NopCloser(strings.NewReader("x")), 1
+		}), plain, false},
+		{"HTTP/2 GET with trailers announced", req(http.MethodGet, 2, func(r *http.Request) { r.Trailer = http.Header{"X-T": nil} }), plain, false},
+		{"HTTP/2 GET to an h2c backend", req(http.MethodGet, 2, nil), h2c, false},
+		{"HTTP/2 GET with an unusual Host", req(http.MethodGet, 2, func(r *http.Request) { r.Host = "" }), plain, false},
+		{"HTTP/2 GET with a query ReverseProxy re-encodes", req(http.MethodGet, 2, func(r *http.Request) { r.URL.RawQuery = "a;b" }), plain, false},
+		{"HTTP/1.1 GET with Upgrade", req(http.MethodGet, 1, func(r *http.Request) { r.Header.Set("Upgrade", "websocket") }), plain, false},
+		{"HTTP/3 GET", req(http.MethodGet, 3, nil), plain, false},
+		{"HTTP/1.1 GET", req(http.MethodGet, 1, nil), plain, true},
+		{"HTTP/2 GET", req(http.MethodGet, 2, nil), plain, true},
+		{"HTTP/2 HEAD", req(http.MethodHead, 2, nil), plain, true},
+	} {
+		if got := s.takesDirectPath(tc.r, tc.p); got != tc.want {
+			t.Errorf("%s: direct path %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

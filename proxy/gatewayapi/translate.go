@@ -112,12 +112,15 @@ type Input struct {
 	Services   []*corev1.Service
 	Slices     []*discoveryv1.EndpointSlice
 	Secrets    []*corev1.Secret
-	// ConfigMaps hold the CA bundles spec.tls.frontend's caCertificateRefs name (frontend.go);
-	// only those are read.
+	// ConfigMaps hold the CA bundles spec.tls.frontend's caCertificateRefs (frontend.go) and
+	// the BackendTLSPolicies (of the policy's namespace only; backendtls.go) name; only
+	// those are read.
 	ConfigMaps []*corev1.ConfigMap
 	// ListenerSets are the candidates for extra listeners; only those whose parentRef names
 	// Gateway and that it admits are served (listenerset.go).
 	ListenerSets []*gatewayv1.ListenerSet
+	// BackendTLSPolicies decide TLS to the Services they target (backendtls.go).
+	BackendTLSPolicies []*gatewayv1.BackendTLSPolicy
 	// AllowUnmanagedSlices and AllowLoopbackEndpoints: table.Sources'.
 	AllowUnmanagedSlices   bool
 	AllowLoopbackEndpoints bool
@@ -157,6 +160,7 @@ func Translate(in Input) Result {
 		frontend := b.frontend(in.Gateway, res.Listeners)
 		res.Status = b.translate()
 		res.Status.FrontendProblems = frontend
+		b.backendTLSStatus(res.Status)
 		b.tb.SetGatewayStatus(res.Status)
 		res.ListenerSets = b.verdicts
 	}
@@ -176,6 +180,8 @@ type builder struct {
 	verdicts []ListenerSetVerdict
 	sets     map[types.NamespacedName]*setParent
 	setOf    map[int]setListener
+	// btls are the BackendTLSPolicies, indexed on first use (backendtls.go).
+	btls *policyIndex
 }
 
 // gatewayRule is an HTTPRoute rule compiled once, before its listeners are known.
@@ -886,12 +892,12 @@ func (b *builder) gatewayBackend(from table.SourceRef, ref gatewayv1.BackendObje
 	if svc == nil {
 		return none, gatewayv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s not found", svcID)
 	}
-	found := false
+	found, section := false, ""
 	for _, p := range svc.Spec.Ports {
 		if p.Port != *ref.Port {
 			continue
 		}
-		found = true
+		found, section = true, p.Name
 		if p.AppProtocol != nil && *p.AppProtocol == AppProtocolH2C {
 			// The Service says its port speaks HTTP/2 without TLS (Gateway API:
 			// HTTPRouteBackendProtocolH2C); GRPCRoute backends are h2c already.
@@ -901,7 +907,11 @@ func (b *builder) gatewayBackend(from table.SourceRef, ref gatewayv1.BackendObje
 	if !found {
 		return none, gatewayv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s has no port %d", svcID, *ref.Port)
 	}
-	return b.tb.Backend(from, svcID, networkingv1.ServiceBackendPort{Number: *ref.Port}, opts, nil), "", ""
+	port := networkingv1.ServiceBackendPort{Number: *ref.Port}
+	if bt := b.policyTLS(svcID, section, &opts); bt != nil {
+		return b.tb.BackendWithTLS(from, svcID, port, opts, bt), "", ""
+	}
+	return b.tb.Backend(from, svcID, port, opts, nil), "", ""
 }
 
 // Granted reports whether one of grants, in the namespace of to, lets objects of the Gateway

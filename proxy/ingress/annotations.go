@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -172,7 +173,7 @@ func parseOptions(ann map[string]string, nginx bool) (options, []problemText) {
 		o.SSLPassthrough = b
 	}
 	if key, v, ok := a.get("proxy-body-size"); ok {
-		n, err := parseSize(v)
+		n, err := ParseSize(v)
 		switch {
 		case err != nil:
 			a.bad(key, v, "a size such as 0, 512k, 8m or 1g")
@@ -354,7 +355,7 @@ func (a *annotationReader) paths(o *options) {
 		}
 	}
 	if key, v, ok := a.get("server-alias"); ok {
-		for _, h := range splitList(v) {
+		for _, h := range SplitList(v) {
 			h = strings.ToLower(h)
 			if !validHost(h) || h == "" || strings.ContainsAny(h, "/:") {
 				a.bad(key, v, "host names separated by commas or spaces")
@@ -441,7 +442,7 @@ func (a *annotationReader) forwarding(o *options) {
 			e.Add = a.headerLines(key, v)
 		}
 		if key, v, ok := a.getAs(kind+"-headers-remove", ""); ok {
-			for _, n := range splitList(v) {
+			for _, n := range SplitList(v) {
 				if !table.ValidHeaderName(n) || table.ProtectedHeader(n) {
 					a.bad(key, v, "header names separated by commas (not the framing or hop-by-hop ones)")
 					e.Remove = nil
@@ -484,19 +485,11 @@ func (a *annotationReader) access(o *options) {
 		if !ok {
 			return nil
 		}
-		var out []netip.Prefix
-		for _, s := range splitList(v) {
-			p, err := netip.ParsePrefix(s)
-			if err != nil {
-				addr, aerr := netip.ParseAddr(s)
-				if aerr != nil {
-					// Falling back to no list would let in whom the list keeps out.
-					a.refuse(o, fmt.Sprintf("annotation %s=%q is invalid (want CIDRs or addresses separated by commas); every request is refused (403) until it is fixed", key, v))
-					return nil
-				}
-				p = netip.PrefixFrom(addr, addr.BitLen())
-			}
-			out = append(out, p.Masked())
+		out, err := ParseAddressList(v)
+		if err != nil {
+			// Falling back to no list would let in whom the list keeps out.
+			a.refuse(o, fmt.Sprintf("annotation %s=%q is invalid (want CIDRs or addresses separated by commas); every request is refused (403) until it is fixed", key, v))
+			return nil
 		}
 		return out
 	}
@@ -561,7 +554,7 @@ func (a *annotationReader) cors(o *options) {
 		AllowCredentials: true, MaxAge: 1728000}
 	if key, v, ok := a.get("cors-allow-origin"); ok {
 		c.AllowOrigins = nil
-		for _, origin := range splitList(v) {
+		for _, origin := range SplitList(v) {
 			origin = strings.TrimSuffix(origin, "/")
 			if origin == "*" {
 				c.AllowOrigins, c.Origins = []string{"*"}, nil
@@ -680,7 +673,7 @@ func (a *annotationReader) externalAuth(o *options) {
 		}
 	}
 	if key, v, ok := a.get("auth-response-headers"); ok {
-		for _, n := range splitList(v) {
+		for _, n := range SplitList(v) {
 			if !table.ValidHeaderName(n) || table.ProtectedHeader(n) {
 				a.bad(key, v, "header names separated by commas")
 				ref.responseHeaders = nil
@@ -791,9 +784,29 @@ func (a *annotationReader) unread() {
 	}
 }
 
-// splitList splits a comma- or space-separated list.
-func splitList(v string) []string {
+// SplitList splits a list: entries separated by commas or white space, empty ones dropped.
+// Every list annotation is read with it, and kubectl metalgate migrate reads ingress-nginx's
+// ConfigMap lists with it, so that both take the same entries.
+func SplitList(v string) []string {
 	return strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' })
+}
+
+// ParseAddressList parses a list (SplitList) of CIDRs and addresses, an address standing for
+// its /32 or /128, into masked prefixes. The error names the first entry that is neither.
+func ParseAddressList(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range SplitList(v) {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			addr, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return nil, fmt.Errorf("%q is not an address or CIDR", s)
+			}
+			p = netip.PrefixFrom(addr, addr.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 func contains(xs []int, x int) bool {
@@ -805,8 +818,9 @@ func contains(xs []int, x int) bool {
 	return false
 }
 
-// parseSize parses "1024", "512k", "8m", "1g" (powers of 1024, case-insensitive).
-func parseSize(s string) (int64, error) {
+// ParseSize parses an nginx size, as proxy-body-size and ingress-nginx's ConfigMap take it:
+// "1024", "512k", "8m", "1g" (powers of 1024, either case), 0 or more.
+func ParseSize(s string) (int64, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
 	mult := int64(1)
 	if n := len(s); n > 0 {
@@ -821,7 +835,7 @@ func parseSize(s string) (int64, error) {
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || v < 0 || v > (1<<62)/mult {
-		return 0, fmt.Errorf("invalid size %q", s)
+		return 0, errors.New("not a size (1024, 512k, 8m, 1g; 0 for unlimited)")
 	}
 	return v * mult, nil
 }

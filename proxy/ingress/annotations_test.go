@@ -533,3 +533,76 @@ func TestProtectionCatalog(t *testing.T) {
 		})
 	}
 }
+
+// TestListAndSizeParsers: the list, address-list and size parsers the proxy's annotations and
+// kubectl metalgate migrate's reading of ingress-nginx's ConfigMap share. Hostile input first:
+// what is not an address or a size is an error, never a shorter list or a smaller limit.
+func TestListAndSizeParsers(t *testing.T) {
+	t.Run("SplitList", func(t *testing.T) {
+		for _, tc := range []struct {
+			in   string
+			want []string
+		}{
+			{"", nil},
+			{" , ,\t\n", nil},
+			{"a,b", []string{"a", "b"}},
+			{" a , b ,, c ", []string{"a", "b", "c"}},
+			{"a b\tc\nd", []string{"a", "b", "c", "d"}},
+		} {
+			if got := SplitList(tc.in); !slices.Equal(got, tc.want) {
+				t.Errorf("SplitList(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		}
+	})
+	t.Run("ParseAddressList", func(t *testing.T) {
+		for _, tc := range []struct {
+			in      string
+			want    []string
+			wantErr string
+		}{
+			{"10.0.0.0/33", nil, `"10.0.0.0/33" is not an address or CIDR`},
+			{"10.0.0.0/8, example.com", nil, `"example.com" is not an address or CIDR`},
+			{"10.0.0.0/8,10.0.0.0/8-10.0.0.9", nil, `"10.0.0.0/8-10.0.0.9" is not an address or CIDR`},
+			{"", nil, ""},
+			{"10.1.2.3/8", []string{"10.0.0.0/8"}, ""},
+			{" 192.0.2.10 , 2001:db8::1 ", []string{"192.0.2.10/32", "2001:db8::1/128"}, ""},
+			{"0.0.0.0/0 ::/0", []string{"0.0.0.0/0", "::/0"}, ""},
+		} {
+			got, err := ParseAddressList(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr || got != nil {
+					t.Errorf("ParseAddressList(%q) = %v, %v; want the error %q", tc.in, got, err, tc.wantErr)
+				}
+				continue
+			}
+			var s []string
+			for _, p := range got {
+				s = append(s, p.String())
+			}
+			if err != nil || !slices.Equal(s, tc.want) {
+				t.Errorf("ParseAddressList(%q) = %q, %v; want %q", tc.in, s, err, tc.want)
+			}
+		}
+	})
+	t.Run("ParseSize", func(t *testing.T) {
+		for _, tc := range []struct {
+			in   string
+			want int64 // -1: an error
+		}{
+			{"-1", -1}, {"8mb", -1}, {"1x", -1}, {"", -1}, {"k", -1}, {"1.5m", -1},
+			{"9999999999g", -1}, {"4611686018427387905", -1},
+			{"0", 0}, {"1024", 1024}, {" 512k ", 512 << 10}, {"8M", 8 << 20}, {"1g", 1 << 30}, {"1G", 1 << 30},
+		} {
+			got, err := ParseSize(tc.in)
+			if tc.want < 0 {
+				if err == nil {
+					t.Errorf("ParseSize(%q) = %d, want an error", tc.in, got)
+				}
+				continue
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("ParseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+			}
+		}
+	})
+}

@@ -49,7 +49,7 @@ func (a *annotationReader) errorPages(o *options) {
 		return
 	}
 	var codes []int
-	for _, f := range splitList(v) {
+	for _, f := range SplitList(v) {
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 400 || n > 599 {
 			a.bad(key, v, "status codes from 400 to 599 separated by commas")
@@ -116,7 +116,7 @@ func (a *annotationReader) nextUpstream(o *options) {
 func parseNextUpstream(v string) (table.NextUpstreamOn, bool) {
 	var on table.NextUpstreamOn
 	off := false
-	fields := splitList(v)
+	fields := SplitList(v)
 	if len(fields) == 0 {
 		return 0, false
 	}

@@ -30,6 +30,11 @@ type BackendTLS struct {
 	// Certificate is the client certificate of proxy-ssl-secret's tls.crt and tls.key, sent
 	// when the endpoint asks for one; nil: none.
 	Certificate *tls.Certificate
+	// SubjectAltNames, when not empty (a BackendTLSPolicy's validation.subjectAltNames), are
+	// what the endpoint's certificate is checked against instead of ServerName (which is
+	// then only sent as SNI): it must hold one of them. DNSNames are matched as host names
+	// (wildcards of the certificate apply), URIs exactly.
+	SubjectAltNames SubjectAltNames
 	// ID identifies these settings by everything that makes a connection made with them
 	// differ: the Service's namespace, ServerName, SNI, Verify, the Secret (namespace, name,
 	// UID, resourceVersion and a hash of the keys read) and Refuse. A TLS client
@@ -134,7 +139,11 @@ func (b *Builder) resolveBackendTLS(src SourceRef, svc types.NamespacedName, ref
 // when the rest is equal: tenants never share a session cache or a connection
 // (invariant 13).
 func backendTLSID(ns string, bt *BackendTLS, secret string) string {
-	return fmt.Sprintf("tls(ns=%s,name=%s,sni=%t,verify=%t,secret=%s,refuse=%q)", ns, bt.ServerName, bt.SNI, bt.Verify, secret, bt.Refuse)
+	id := fmt.Sprintf("tls(ns=%s,name=%s,sni=%t,verify=%t,secret=%s,refuse=%q", ns, bt.ServerName, bt.SNI, bt.Verify, secret, bt.Refuse)
+	if !bt.SubjectAltNames.Empty() {
+		id += fmt.Sprintf(",sans=%q", bt.SubjectAltNames.String())
+	}
+	return id + ")"
 }
 
 // secretVersion names Secret sec and the content of its keys: namespace, name, UID,

@@ -81,6 +81,13 @@ type GatewayStatus struct {
 	// client-certificate validation (spec.tls.frontend); a listener whose port has none,
 	// or one whose every caCertificateRef resolved, is not listed.
 	FrontendProblems map[string]FrontendProblem
+	// BackendTLSPolicies are the conditions of the BackendTLSPolicies that target the
+	// Gateway's backends, for the Gateway as their ancestor, sorted by namespace/name.
+	BackendTLSPolicies []PolicyStatus
+	// BackendClientCertificate says why the Gateway's spec.tls.backend.clientCertificateRef
+	// cannot be used (the reason of the Gateway's ResolvedRefs condition); nil when it can,
+	// or none is set.
+	BackendClientCertificate *RefProblem
 }
 
 // RouteStatus is one HTTPRoute's parent statuses for the table's Gateway: one per parentRef

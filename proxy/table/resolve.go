@@ -149,21 +149,28 @@ func (b *Builder) Secret(id types.NamespacedName) *corev1.Secret { return b.secr
 // https or grpcs backend. Backends are shared between routes when all of those are equal. A
 // missing Service or port still gives a backend, with no endpoints (503), and a Problem on src.
 func (b *Builder) Backend(src SourceRef, svcID types.NamespacedName, ref networkingv1.ServiceBackendPort, opts Options, tlsRef *BackendTLSRef) *Backend {
+	tlsKey := ""
+	if tlsRef != nil {
+		tlsKey = "|" + tlsRef.String()
+	}
+	return b.backend(src, svcID, ref, opts, tlsKey, func() *BackendTLS { return b.resolveBackendTLS(src, svcID, tlsRef) })
+}
+
+// backend is Backend with the TLS settings of an https or grpcs backend made by tlsOf, and
+// tlsKey (what identifies them, "" for none) in the backend's Key.
+func (b *Builder) backend(src SourceRef, svcID types.NamespacedName, ref networkingv1.ServiceBackendPort, opts Options, tlsKey string, tlsOf func() *BackendTLS) *Backend {
 	port := ref.Name
 	if port == "" {
 		port = strconv.Itoa(int(ref.Number))
 	}
-	key := svcID.String() + ":" + port + "|" + string(opts.Protocol) + "|" + opts.Balance.String()
-	if tlsRef != nil {
-		key += "|" + tlsRef.String()
-	}
+	key := svcID.String() + ":" + port + "|" + string(opts.Protocol) + "|" + opts.Balance.String() + tlsKey
 	if be := b.backends[key]; be != nil {
 		b.reportRefused(src, be)
 		return be
 	}
 	be := &Backend{Key: key, Service: svcID, Port: port, Protocol: opts.Protocol, Balance: opts.Balance}
 	if opts.Protocol == ProtocolHTTPS || opts.Protocol == ProtocolGRPCS {
-		be.TLS = b.resolveBackendTLS(src, svcID, tlsRef)
+		be.TLS = tlsOf()
 	}
 	b.backends[key] = be
 	svc := b.services[svcID]

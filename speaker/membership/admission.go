@@ -37,10 +37,16 @@ const (
 	// RefusedPingUnexpected: a quorum ping for another node or from a non-member, or a pong
 	// whose nonce this speaker did not send to that peer in the fence window, or already used.
 	RefusedPingUnexpected Refusal = "ping-unexpected"
+	// RefusedClaimsMalformed: layer-2 claims that do not parse, are not canonical, or exceed
+	// the bounds of speaker/claims.
+	RefusedClaimsMalformed Refusal = "claims-malformed"
+	// RefusedClaimsUnexpected: layer-2 claims in this speaker's name, or of a node that is not
+	// a live member.
+	RefusedClaimsUnexpected Refusal = "claims-unexpected"
 )
 
 var refusals = []Refusal{RefusedSourceAddress, RefusedKey, RefusedUnknownNode, RefusedAddressMismatch,
-	RefusedMerge, RefusedPingMalformed, RefusedPingSignature, RefusedPingUnexpected}
+	RefusedMerge, RefusedPingMalformed, RefusedPingSignature, RefusedPingUnexpected, RefusedClaimsMalformed, RefusedClaimsUnexpected}
 
 // admission is who may be a member: the speakers the API server knows, by node name with
 // their node's addresses (speaker/config: InternalIPs and the speaker Pod's host IP), and

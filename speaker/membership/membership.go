@@ -19,6 +19,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/hashicorp/memberlist"
+
+	"github.com/metalgate/metalgate/speaker/claims"
 )
 
 // Options configure a Membership.
@@ -108,11 +110,16 @@ type Membership struct {
 	cur   Keys
 	keys  atomic.Pointer[derivedKeys]
 
+	claims *claims.Store                    // this speaker's layer-2 claims and the live members'
+	bcast  *memberlist.TransmitLimitedQueue // this speaker's claims, gossiped on change and on joins
+
 	mu        sync.Mutex
 	left      bool
 	members   map[string]netip.AddrPort // the other live members, copied from memberlist's events
 	peers     map[string]*peer          // quorum ping state of the current members, pruned as they go
 	reachable map[string]bool           // last computed, for change detection
+	claimsDue map[string]int            // members still to be sent this speaker's claims directly, how many times
+	claiming  map[string]bool           // members that send claims (their node metadata says so)
 }
 
 // errIngest: see filterTransport.IngestPacket.
@@ -123,6 +130,9 @@ var errIngest = errors.New("membership: ingesting packets past the source-addres
 func New(opts Options) (*Membership, error) {
 	if opts.Name == "" || opts.BindAddr == "" {
 		return nil, errors.New("membership: Name and BindAddr are required")
+	}
+	if len(opts.Name) > claims.MaxNameLen {
+		return nil, fmt.Errorf("membership: Name of %d bytes, at most %d", len(opts.Name), claims.MaxNameLen)
 	}
 	selfAddr, err := netip.ParseAddr(opts.BindAddr)
 	if err != nil {
@@ -213,6 +223,9 @@ func newMembership(opts Options, lg logr.Logger, selfAddr netip.Addr) *Membershi
 	}
 	m.adm = &admission{self: opts.Name, selfAddr: selfAddr.Unmap(), refuse: m.refused.refuse}
 	m.adm.set(nil)
+	m.claimsDue, m.claiming = map[string]int{}, map[string]bool{}
+	m.claims, _ = claims.NewStore(opts.Name, time.Now(), m.isMember) // Name is checked by New (1..253 bytes: admission)
+	m.bcast = &memberlist.TransmitLimitedQueue{NumNodes: m.numMembers, RetransmitMult: claimsRetransmitMult}
 	return m
 }
 
@@ -387,6 +400,20 @@ func (m *Membership) pingAll(now time.Time) {
 			delete(m.peers, name)
 		}
 	}
+	if len(m.claimsDue) > 0 {
+		own := m.claims.Own()
+		for name, n := range m.claimsDue {
+			addr, ok := m.members[name]
+			if !ok || n <= 1 {
+				delete(m.claimsDue, name)
+			} else {
+				m.claimsDue[name] = n - 1
+			}
+			if ok {
+				sends = append(sends, send{memberlist.Address{Addr: addr.String(), Name: name}, own})
+			}
+		}
+	}
 	m.mu.Unlock()
 	for _, s := range sends {
 		_ = m.ml.SendToAddress(s.to, s.msg) // UDP; a lost ping is a missed answer
@@ -445,15 +472,34 @@ func (m *Membership) joined(n *memberlist.Node) {
 	ip, _ := netip.AddrFromSlice(n.Addr)
 	m.mu.Lock()
 	m.members[n.Name] = netip.AddrPortFrom(ip.Unmap(), n.Port)
+	m.claiming[n.Name] = bytes.Equal(n.Meta, claimsMeta)
 	m.mu.Unlock()
 }
 
-// forget drops the address and the quorum ping state of a member that left or died.
+// forget drops the address, the quorum ping state and the claims of a member that left or
+// died.
 func (m *Membership) forget(name string) {
 	m.mu.Lock()
 	delete(m.members, name)
 	delete(m.peers, name)
+	delete(m.claimsDue, name)
+	delete(m.claiming, name)
 	m.mu.Unlock()
+	m.claims.Forget(name)
+}
+
+// isMember reports whether name is another live member (claims are kept only for those).
+func (m *Membership) isMember(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.members[name]
+	return ok
+}
+
+func (m *Membership) numMembers() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.members) + 1
 }
 
 // Reachable returns the members that answered a signed ping sent within FenceWindow, and this
@@ -542,6 +588,7 @@ type events struct{ m *Membership }
 
 func (e events) NotifyJoin(n *memberlist.Node) {
 	e.m.joined(n)
+	e.m.sendClaims(n.Name) // the newcomer learns our claims within a gossip or ping round
 	e.changed()
 }
 func (e events) NotifyLeave(n *memberlist.Node) {
@@ -558,15 +605,30 @@ func (e events) changed() {
 	}
 }
 
-// delegate adapts memberlist.Delegate: user messages are the quorum pings; no metadata, no
-// broadcasts, no state of our own.
+// delegate adapts memberlist.Delegate: user messages are the quorum pings and the layer-2
+// claims; the broadcasts are this speaker's claims, and so is the state it pushes on joins
+// and push/pull (anti-entropy); the metadata says that it sends claims.
 type delegate struct{ m *Membership }
 
-func (d delegate) NodeMeta(int) []byte               { return nil }
-func (d delegate) NotifyMsg(b []byte)                { d.m.handlePing(b) }
-func (d delegate) GetBroadcasts(int, int) [][]byte   { return nil }
-func (d delegate) LocalState(bool) []byte            { return nil }
-func (d delegate) MergeRemoteState(b []byte, _ bool) {}
+// NodeMeta says that this speaker sends claims: the others know it the moment it becomes a
+// member, before its claims arrive.
+func (d delegate) NodeMeta(int) []byte { return claimsMeta }
+func (d delegate) NotifyMsg(b []byte) {
+	if claims.IsClaims(b) {
+		d.m.receiveClaims(b)
+		return
+	}
+	d.m.handlePing(b)
+}
+func (d delegate) GetBroadcasts(overhead, limit int) [][]byte {
+	return d.m.bcast.GetBroadcasts(overhead, limit)
+}
+func (d delegate) LocalState(bool) []byte { return d.m.claims.Own() }
+func (d delegate) MergeRemoteState(b []byte, _ bool) {
+	if len(b) > 0 {
+		d.m.receiveClaims(b)
+	}
+}
 
 // logWriter turns memberlist's log lines into logr entries, and counts the packets and
 // streams it could not decrypt (memberlist reports those only in its log): RefusedKey.

@@ -18,7 +18,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metalgate_speaker_members_refused_total",
-			Help: "Memberlist packets, streams, members and quorum pings refused, by reason: source-address (not from a speaker's node), key (not encrypted with a cluster key), unknown-node (not a node running a speaker), address-mismatch (a speaker's name with another address), merge (a state exchange listing such a member), ping-malformed, ping-signature, ping-unexpected (not for us, from a non-member, or an unknown or used nonce).",
+			Help: "Memberlist packets, streams, members and quorum pings refused, by reason: source-address (not from a speaker's node), key (not encrypted with a cluster key), unknown-node (not a node running a speaker), address-mismatch (a speaker's name with another address), merge (a state exchange listing such a member), ping-malformed, ping-signature, ping-unexpected (not for us, from a non-member, or an unknown or used nonce), claims-malformed (layer-2 claims that do not parse or exceed the bounds), claims-unexpected (claims in this speaker's name or of a node that is not a live member).",
 		}, []string{"reason"}),
 		Keys: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "metalgate_speaker_memberlist_keys",

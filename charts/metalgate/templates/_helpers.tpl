@@ -147,3 +147,11 @@ off
 {{- fail (printf "proxy.proxyProtocol.%s: %q: want off, optional or required" .listener $m) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* intOrPercentAboveZero: "true" when value (an integer or a percentage, e.g. 1 or "25%")
+is above 0, else empty; a null value is default. Call with (dict "value" $v "default" 1). */}}
+{{- define "metalgate.intOrPercentAboveZero" -}}
+{{- $v := .value }}
+{{- if kindIs "invalid" $v }}{{ $v = .default }}{{ end }}
+{{- if gt (atoi (trimSuffix "%" (toString $v))) 0 }}true{{ end }}
+{{- end -}}

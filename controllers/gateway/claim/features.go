@@ -47,6 +47,17 @@ func Features() []features.FeatureName {
 		features.SupportHTTPRouteBackendProtocolH2C,
 		features.SupportHTTPRouteBackendRequestHeaderModification,
 		features.SupportHTTPRouteCORS,
+		// BackendTLSPolicy (its own conformance profile-less feature set) and its extended
+		// subjectAltNames validation.
+		features.SupportBackendTLSPolicy,
+		features.SupportBackendTLSPolicySANValidation,
+		// The Gateway's client certificate to backends (spec.tls.backend).
+		features.SupportGatewayBackendClientCertificate,
+		// Client certificate validation on the Gateway's HTTPS listeners (spec.tls.frontend),
+		// in both modes: AllowValidOnly refuses the handshake, AllowInsecureFallback lets the
+		// client through and tells the backend.
+		features.SupportGatewayFrontendClientCertificateValidation,
+		features.SupportGatewayFrontendClientCertificateValidationInsecureFallback,
 		// GATEWAY-GRPC core, and the one GRPCRoute extended feature whose test passes.
 		features.SupportGRPCRoute,
 		features.SupportGRPCRouteNamedRouteRule,

@@ -11,6 +11,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -65,6 +66,9 @@ func run(w io.Writer, reportPath, logPath, featuresPath string) (bool, error) {
 	if err := yaml.UnmarshalStrict(b, &rep); err != nil {
 		return false, fmt.Errorf("parse report %s: %w", reportPath, err)
 	}
+	// The suite writes its profiles in no fixed order (two runs of the same code differ): the
+	// summary and the committed features table list them in the order of knownProfiles.
+	sortProfiles(rep.ProfileReports)
 	testFeatures := map[string][]features.FeatureName{}
 	for _, t := range tests.ConformanceTests {
 		testFeatures[t.ShortName] = t.Features
@@ -180,14 +184,33 @@ func featuresTable(rep confv1.ConformanceReport, outcomes map[string]outcome, te
 	return b.String()
 }
 
+// knownProfiles are the profiles the features table knows, in the order it lists them.
+func knownProfiles() []suite.ConformanceProfile {
+	return []suite.ConformanceProfile{suite.GatewayHTTPConformanceProfile, suite.GatewayGRPCConformanceProfile,
+		suite.GatewayTLSConformanceProfile, suite.MeshHTTPConformanceProfile, suite.MeshGRPCConformanceProfile}
+}
+
 func profileByName(name string) (suite.ConformanceProfile, bool) {
-	for _, p := range []suite.ConformanceProfile{suite.GatewayHTTPConformanceProfile, suite.GatewayGRPCConformanceProfile,
-		suite.GatewayTLSConformanceProfile, suite.MeshHTTPConformanceProfile, suite.MeshGRPCConformanceProfile} {
+	for _, p := range knownProfiles() {
 		if string(p.Name) == name {
 			return p, true
 		}
 	}
 	return suite.ConformanceProfile{}, false
+}
+
+// sortProfiles orders ps as knownProfiles does; unknown profiles go last, by name.
+func sortProfiles(ps []confv1.ProfileReport) {
+	rank := func(name string) int {
+		i := slices.IndexFunc(knownProfiles(), func(p suite.ConformanceProfile) bool { return string(p.Name) == name })
+		if i < 0 {
+			return len(knownProfiles())
+		}
+		return i
+	}
+	slices.SortStableFunc(ps, func(a, b confv1.ProfileReport) int {
+		return cmp.Or(cmp.Compare(rank(a.Name), rank(b.Name)), strings.Compare(a.Name, b.Name))
+	})
 }
 
 func sortedNames(fs []features.FeatureName) []features.FeatureName {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -106,5 +107,66 @@ func TestRun(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("features table lacks %q:\n%s", want, b)
 		}
+	}
+}
+
+// TestProfileOrder: the suite writes its profiles in no fixed order; whatever the report's
+// order, the summary and the features table list GATEWAY-HTTP, then GATEWAY-GRPC, then
+// GATEWAY-TLS (so a rerun of the same code does not rewrite the committed table).
+func TestProfileOrder(t *testing.T) {
+	profile := func(name string) string {
+		return "- name: " + name + `
+  summary: ""
+  core:
+    result: success
+    statistics: {Failed: 0, Passed: 1, Skipped: 0}
+`
+	}
+	head, _, _ := strings.Cut(testReport, "profiles:\n")
+	want := []string{"GATEWAY-HTTP", "GATEWAY-GRPC", "GATEWAY-TLS"}
+	for _, tc := range []struct {
+		name  string
+		order []string
+	}{
+		{name: "TLS first", order: []string{"GATEWAY-TLS", "GATEWAY-HTTP", "GATEWAY-GRPC"}},
+		{name: "reversed", order: []string{"GATEWAY-TLS", "GATEWAY-GRPC", "GATEWAY-HTTP"}},
+		{name: "GRPC first", order: []string{"GATEWAY-GRPC", "GATEWAY-TLS", "GATEWAY-HTTP"}},
+		{name: "already in order", order: want},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			body := head + "profiles:\n"
+			for _, p := range tc.order {
+				body += profile(p)
+			}
+			report, log := filepath.Join(dir, "report.yaml"), filepath.Join(dir, "test.log")
+			for p, c := range map[string]string{report: body, log: testLog} {
+				if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var out bytes.Buffer
+			features := filepath.Join(dir, "features.md")
+			if _, err := run(&out, report, log, features); err != nil {
+				t.Fatal(err)
+			}
+			table, err := os.ReadFile(features)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for what, text := range map[string]string{"summary": out.String(), "features table": string(table)} {
+				var got []string
+				for _, line := range strings.Split(text, "\n") {
+					for _, p := range want {
+						if (strings.HasPrefix(line, "  profile "+p+":") || strings.HasPrefix(line, "| "+p+" |")) && !slices.Contains(got, p) {
+							got = append(got, p)
+						}
+					}
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("%s lists the profiles %v, want %v:\n%s", what, got, want, text)
+				}
+			}
+		})
 	}
 }
