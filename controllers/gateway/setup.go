@@ -141,12 +141,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	}
 	r := &Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Proxy: opts.Proxy, GRPCRoutes: grpc, TLSRoutes: tlsr, ListenerSets: lsets, BackendTLSPolicies: btls}
 	b := ctrl.NewControllerManagedBy(mgr)
-	// A route's Gateways: those it names, and those of the ListenerSets it names.
-	routeParents := routeGateways
+	routeParents := routeParentsOf(c, lsets)
 	if lsets {
-		routeParents = func(ctx context.Context, o client.Object) []ctrl.Request {
-			return appendNew(routeGateways(ctx, o), routeListenerSetGateways(ctx, c, o)...)
-		}
 		// A ListenerSet made, changed or deleted: its Gateway (the old one's too, on a change
 		// of parentRef: the handler maps both objects of an update). Not its status.
 		b = b.Watches(&gwv1.ListenerSet{}, handler.EnqueueRequestsFromMapFunc(listenerSetGateway),
@@ -174,7 +170,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 		b = b.Watches(&gwv1.TLSRoute{}, handler.EnqueueRequestsFromMapFunc(routeParents))
 	}
 	if btls {
-		b = watchBackendTLS(b, c, grpc)
+		b = watchBackendTLS(b, c, routeParents, grpc)
 	}
 	err = b.
 		Named("gateway").
@@ -190,7 +186,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 			if o.GetNamespace() == opts.Namespace && o.GetAnnotations()[contract.AnnotationGateway] != "" {
 				return serviceGateway(ctx, o)
 			}
-			return gatewaysOfBackend(ctx, c, grpc, tlsr, o)
+			return gatewaysOfBackend(ctx, c, routeParents, grpc, tlsr, o)
 		}), builder.WithPredicates(serviceEvents(opts.Namespace))).
 		// Routes: the Gateways they name, and those whose status they hold.
 		Watches(&gwv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(routeParents)).
@@ -280,27 +276,39 @@ func serviceEvents(namespace string) predicate.Funcs {
 	}
 }
 
-// gatewaysOfBackend are the Gateways named by the routes (HTTPRoutes, GRPCRoutes when grpc,
-// TLSRoutes when tlsr) whose backendRefs name Service o.
-func gatewaysOfBackend(ctx context.Context, c client.Reader, grpc, tlsr bool, o client.Object) []ctrl.Request {
+// routeParentsOf maps a route to the Gateways it concerns: routeGateways, and when lsets
+// (ListenerSets are served) also the Gateways of the ListenerSets it names — a route may
+// name only ListenerSets.
+func routeParentsOf(c client.Reader, lsets bool) handler.MapFunc {
+	if !lsets {
+		return routeGateways
+	}
+	return func(ctx context.Context, o client.Object) []ctrl.Request {
+		return appendNew(routeGateways(ctx, o), routeListenerSetGateways(ctx, c, o)...)
+	}
+}
+
+// gatewaysOfBackend are the Gateways, by parents, of the routes (HTTPRoutes, GRPCRoutes when
+// grpc, TLSRoutes when tlsr) whose backendRefs name Service o.
+func gatewaysOfBackend(ctx context.Context, c client.Reader, parents handler.MapFunc, grpc, tlsr bool, o client.Object) []ctrl.Request {
 	key := client.MatchingFields{indexBackend: o.GetNamespace() + "/" + o.GetName()}
 	var out []ctrl.Request
 	var hrs gwv1.HTTPRouteList
 	if err := c.List(ctx, &hrs, key); err == nil {
 		for i := range hrs.Items {
-			out = appendNew(out, routeGateways(ctx, &hrs.Items[i])...)
+			out = appendNew(out, parents(ctx, &hrs.Items[i])...)
 		}
 	}
 	var grs gwv1.GRPCRouteList
 	if grpc && c.List(ctx, &grs, key) == nil {
 		for i := range grs.Items {
-			out = appendNew(out, routeGateways(ctx, &grs.Items[i])...)
+			out = appendNew(out, parents(ctx, &grs.Items[i])...)
 		}
 	}
 	var trs gwv1.TLSRouteList
 	if tlsr && c.List(ctx, &trs, key) == nil {
 		for i := range trs.Items {
-			out = appendNew(out, routeGateways(ctx, &trs.Items[i])...)
+			out = appendNew(out, parents(ctx, &trs.Items[i])...)
 		}
 	}
 	return out
