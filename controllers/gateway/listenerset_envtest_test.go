@@ -112,7 +112,8 @@ func servicePorts(t *testing.T, ns, name string) []int32 {
 // the Gateway does not admit is NotAllowed and its port is not opened on the Gateway's
 // Service; a listener that takes the Gateway's own port and hostname is Conflicted and not
 // Programmed; a route attached through the admitted ListenerSet is Accepted and counted on
-// its listener; the Gateway counts the ListenerSets attached. Admitting every namespace
+// its listener; the Gateway counts the ListenerSets attached; a Service made after a route
+// attached only through the ListenerSet resolves that route's backend. Admitting every namespace
 // (allowedListeners All) then opens the other ListenerSet's port; deleting a ListenerSet takes
 // metalgate's route status for it away.
 func TestListenerSetStatus(t *testing.T) {
@@ -152,6 +153,23 @@ func TestListenerSetStatus(t *testing.T) {
 		}
 		if got := servicePorts(t, ns, "web"); !slices.Equal(got, []int32{80, 8080}) {
 			return fmt.Sprintf("Service ports %v, want [80 8080] (the Gateway's and the admitted ListenerSet's; not the intruder's 9090)", got)
+		}
+		return ""
+	})
+
+	// A route attached only through the ListenerSet, to a Service made later: the Service's
+	// creation reaches the ListenerSet's Gateway, which resolves the route's backend.
+	create(t, httpRoute(ns, "late", []gwv1.ParentReference{mineRef}, "later"))
+	eventually(t, wait, func() string {
+		if got := ourRouteParent(t, &gwv1.HTTPRoute{}, ns, "late", ns, "mine"); got != "Accepted=True/Accepted ResolvedRefs=False/BackendNotFound" {
+			return fmt.Sprintf("route late, parent ListenerSet mine, before its Service: %q", got)
+		}
+		return ""
+	})
+	backendService(t, ns, "later")
+	eventually(t, wait, func() string {
+		if got := ourRouteParent(t, &gwv1.HTTPRoute{}, ns, "late", ns, "mine"); got != "Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs" {
+			return fmt.Sprintf("route late, parent ListenerSet mine, after its Service was made: %q", got)
 		}
 		return ""
 	})
