@@ -106,42 +106,33 @@ func (w *discardWriter) Write(p []byte) (int, error) {
 func BenchmarkServeHTTP(b *testing.B) {
 	addr := cannedBackend(b)
 	tab := buildTable(b, route{host: "b.test", path: "/", endpoints: []string{addr}})
-	for _, direct := range []bool{true, false} {
-		name := "direct"
-		if !direct {
-			name = "reference"
+	benchEachPath(b, func(b *testing.B, opts Options) {
+		s, err := New(opts)
+		if err != nil {
+			b.Fatal(err)
 		}
-		b.Run(name, func(b *testing.B) {
-			s, err := New(Options{DisableDirectPath: !direct})
-			if err != nil {
-				b.Fatal(err)
-			}
-			s.Swap(tab)
-			defer s.CloseIdleConnections()
-			la := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80}
-			ctx := context.WithValue(context.Background(), http.LocalAddrContextKey, net.Addr(la))
-			b.ReportAllocs()
-			cpu0 := cpuTime(b)
-			b.ResetTimer()
-			defer func() { b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op") }()
-			b.RunParallel(func(pb *testing.PB) {
-				req := httptest.NewRequest(http.MethodGet, "http://b.test/", nil).WithContext(ctx)
-				req.RemoteAddr = "127.0.0.1:40000"
-				req.Header.Set("User-Agent", "wrk")
-				req.Header.Set("Accept", "*/*")
-				w := &discardWriter{h: http.Header{}}
-				for pb.Next() {
-					clear(w.h)
-					w.code, w.n = 0, 0
-					s.ServeHTTP(w, req)
-					if w.code != http.StatusOK || w.n != 11 {
-						b.Errorf("status %d, %d bytes", w.code, w.n)
-						return
-					}
+		s.Swap(tab)
+		defer s.CloseIdleConnections()
+		la := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80}
+		ctx := context.WithValue(context.Background(), http.LocalAddrContextKey, net.Addr(la))
+		defer measureCPU(b)()
+		b.RunParallel(func(pb *testing.PB) {
+			req := httptest.NewRequest(http.MethodGet, "http://b.test/", nil).WithContext(ctx)
+			req.RemoteAddr = "127.0.0.1:40000"
+			req.Header.Set("User-Agent", "wrk")
+			req.Header.Set("Accept", "*/*")
+			w := &discardWriter{h: http.Header{}}
+			for pb.Next() {
+				clear(w.h)
+				w.code, w.n = 0, 0
+				s.ServeHTTP(w, req)
+				if w.code != http.StatusOK || w.n != 11 {
+					b.Errorf("status %d, %d bytes", w.code, w.n)
+					return
 				}
-			})
+			}
 		})
-	}
+	})
 }
 
 // cpuTime is the process's user and system CPU time so far. CPU per request, unlike ns/op,
@@ -161,36 +152,47 @@ func cpuTime(b *testing.B) time.Duration {
 func BenchmarkProxyGETHTTP2(b *testing.B) {
 	addr := cannedBackend(b)
 	tab := buildTable(b, route{host: "b.test", path: "/", endpoints: []string{addr}})
-	for _, direct := range []bool{true, false} {
-		name := "direct"
-		if !direct {
-			name = "reference"
-		}
-		b.Run(name, func(b *testing.B) {
-			_, _, tlsAddr := startProxy(b, Options{DisableDirectPath: !direct}, tab)
-			tr := &http.Transport{TLSClientConfig: &tls.Config{ServerName: "b.test", InsecureSkipVerify: true}, ForceAttemptHTTP2: true}
-			defer tr.CloseIdleConnections()
-			b.ReportAllocs()
-			cpu0 := cpuTime(b)
-			b.ResetTimer()
-			defer func() { b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op") }()
-			b.RunParallel(func(pb *testing.PB) {
-				req, _ := http.NewRequest(http.MethodGet, "https://"+tlsAddr+"/", nil)
-				req.Host = "b.test"
-				for pb.Next() {
-					resp, err := tr.RoundTrip(req)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					n, _ := io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK || n != 11 {
-						b.Errorf("%s %d, %d bytes", resp.Proto, resp.StatusCode, n)
-						return
-					}
+	benchEachPath(b, func(b *testing.B, opts Options) {
+		_, _, tlsAddr := startProxy(b, opts, tab)
+		tr := &http.Transport{TLSClientConfig: &tls.Config{ServerName: "b.test", InsecureSkipVerify: true}, ForceAttemptHTTP2: true}
+		defer tr.CloseIdleConnections()
+		defer measureCPU(b)()
+		b.RunParallel(func(pb *testing.PB) {
+			req, _ := http.NewRequest(http.MethodGet, "https://"+tlsAddr+"/", nil)
+			req.Host = "b.test"
+			for pb.Next() {
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					b.Error(err)
+					return
 				}
-			})
+				n, _ := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK || n != 11 {
+					b.Errorf("%s %d, %d bytes", resp.Proto, resp.StatusCode, n)
+					return
+				}
+			}
 		})
+	})
+}
+
+// benchEachPath runs f as a sub-benchmark on each forwarding path: "direct" and "reference"
+// (ReverseProxy), as forEachPath does for tests.
+func benchEachPath(b *testing.B, f func(b *testing.B, opts Options)) {
+	for _, p := range []struct {
+		name      string
+		reference bool
+	}{{"direct", false}, {"reference", true}} {
+		b.Run(p.name, func(b *testing.B) { f(b, Options{DisableDirectPath: p.reference}) })
 	}
+}
+
+// measureCPU reports allocations, restarts the timer, and returns what reports the process's
+// CPU time per operation (cpu-ns/op) when deferred to the end of the benchmark.
+func measureCPU(b *testing.B) func() {
+	b.ReportAllocs()
+	cpu0 := cpuTime(b)
+	b.ResetTimer()
+	return func() { b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op") }
 }
