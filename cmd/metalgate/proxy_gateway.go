@@ -11,12 +11,16 @@ import (
 	"sync"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"github.com/metalgate/metalgate/proxy/gatewayapi"
 )
 
 // addGatewayTypes registers the Gateway API kinds the proxy reads.
@@ -110,6 +114,9 @@ func listenGateway(ctx context.Context, opts proxyOptions, logger logr.Logger) (
 	if err := addGatewayTypes(scheme); err != nil {
 		return nil, nil, err
 	}
+	if err := corev1.AddToScheme(scheme); err != nil { // Namespaces, for ListenerSets' admission
+		return nil, nil, fmt.Errorf("register core v1 types: %w", err)
+	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, nil, fmt.Errorf("client for --gateway: %w", err)
@@ -118,7 +125,13 @@ func listenGateway(ctx context.Context, opts proxyOptions, logger logr.Logger) (
 	if err := c.Get(ctx, ref, &gw); err != nil {
 		return nil, nil, fmt.Errorf("--gateway %s: %w", ref, err)
 	}
-	httpPorts, httpsPorts, skipped := gatewayPorts(&gw)
+	extra, err := listenerSetListeners(ctx, c, &gw)
+	if err != nil {
+		return nil, nil, err
+	}
+	merged := gw.DeepCopy()
+	merged.Spec.Listeners = append(merged.Spec.Listeners, extra...)
+	httpPorts, httpsPorts, skipped := gatewayPorts(merged)
 	for _, s := range skipped {
 		logger.Info("Gateway listener not served", "gateway", ref.String(), "listener", s)
 	}
@@ -139,6 +152,41 @@ func listenGateway(ctx context.Context, opts proxyOptions, logger logr.Logger) (
 		}
 	}
 	return httpLn, httpsLn, nil
+}
+
+// listenerSetListeners are the served listeners of the ListenerSets gw admits
+// (gatewayapi.ListenerSets: the verdict the controller's Service ports and the translator
+// read too), none when the API server does not serve ListenerSet. A ListenerSet that
+// changes the ports changes the controller's pod template, as the Gateway's listeners do.
+func listenerSetListeners(ctx context.Context, c client.Reader, gw *gatewayv1.Gateway) ([]gatewayv1.Listener, error) {
+	var sets gatewayv1.ListenerSetList
+	if err := c.List(ctx, &sets); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("--gateway %s/%s: list ListenerSets: %w", gw.Namespace, gw.Name, err)
+	}
+	var nss corev1.NamespaceList
+	if err := c.List(ctx, &nss); err != nil {
+		return nil, fmt.Errorf("--gateway %s/%s: list Namespaces: %w", gw.Namespace, gw.Name, err)
+	}
+	var grants gatewayv1beta1.ReferenceGrantList
+	if err := c.List(ctx, &grants); err != nil && !meta.IsNoMatchError(err) {
+		return nil, fmt.Errorf("--gateway %s/%s: list ReferenceGrants: %w", gw.Namespace, gw.Name, err)
+	}
+	in := make([]*gatewayv1.ListenerSet, len(sets.Items))
+	for i := range sets.Items {
+		in[i] = &sets.Items[i]
+	}
+	ns := make([]*corev1.Namespace, len(nss.Items))
+	for i := range nss.Items {
+		ns[i] = &nss.Items[i]
+	}
+	gs := make([]*gatewayv1beta1.ReferenceGrant, len(grants.Items))
+	for i := range grants.Items {
+		gs[i] = &grants.Items[i]
+	}
+	return gatewayapi.ServedListenerSetListeners(gatewayapi.ListenerSets(gw, in, ns, gs)), nil
 }
 
 // listenPorts listens on host:port for each port and merges the listeners into one.

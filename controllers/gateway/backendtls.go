@@ -39,14 +39,14 @@ const maxAncestors = 16
 
 // watchBackendTLS adds to b the watches that make a policy's change, or a change of a
 // ConfigMap a policy names, reconcile the Gateways it concerns.
-func watchBackendTLS(b *builder.Builder, c client.Reader, grpc bool) *builder.Builder {
+func watchBackendTLS(b *builder.Builder, c client.Reader, parents handler.MapFunc, grpc bool) *builder.Builder {
 	return b.
 		Watches(&gwv1.BackendTLSPolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []ctrl.Request {
 			p, ok := o.(*gwv1.BackendTLSPolicy)
 			if !ok {
 				return nil
 			}
-			return policyGateways(ctx, c, grpc, p)
+			return policyGateways(ctx, c, parents, grpc, p)
 		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})). // not on status writes
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []ctrl.Request {
 			var list gwv1.BackendTLSPolicyList
@@ -59,7 +59,7 @@ func watchBackendTLS(b *builder.Builder, c client.Reader, grpc bool) *builder.Bu
 				if slices.ContainsFunc(p.Spec.Validation.CACertificateRefs, func(r gwv1.LocalObjectReference) bool {
 					return r.Group == "" && r.Kind == "ConfigMap" && string(r.Name) == o.GetName()
 				}) {
-					out = appendNew(out, policyGateways(ctx, c, grpc, p)...)
+					out = appendNew(out, policyGateways(ctx, c, parents, grpc, p)...)
 				}
 			}
 			return out
@@ -68,7 +68,7 @@ func watchBackendTLS(b *builder.Builder, c client.Reader, grpc bool) *builder.Bu
 
 // policyGateways are the Gateways of the routes whose backends policy p targets, and those
 // its status names (an entry that must go when the policy no longer concerns them).
-func policyGateways(ctx context.Context, c client.Reader, grpc bool, p *gwv1.BackendTLSPolicy) []ctrl.Request {
+func policyGateways(ctx context.Context, c client.Reader, parents handler.MapFunc, grpc bool, p *gwv1.BackendTLSPolicy) []ctrl.Request {
 	var out []ctrl.Request
 	for _, ref := range p.Spec.TargetRefs {
 		if ref.Group != "" || ref.Kind != "Service" {
@@ -76,7 +76,7 @@ func policyGateways(ctx context.Context, c client.Reader, grpc bool, p *gwv1.Bac
 		}
 		svc := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: string(ref.Name)}}
 		// TLSRoutes pass TLS through: a BackendTLSPolicy does not concern their Gateways.
-		out = appendNew(out, gatewaysOfBackend(ctx, c, grpc, false, svc)...)
+		out = appendNew(out, gatewaysOfBackend(ctx, c, parents, grpc, false, svc)...)
 	}
 	for _, a := range p.Status.Ancestors {
 		if a.ControllerName != ControllerName {

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,6 +22,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/metalgate/metalgate/api/contract"
+	"github.com/metalgate/metalgate/proxy/gatewayapi"
 	"github.com/metalgate/metalgate/proxy/table"
 )
 
@@ -43,6 +45,9 @@ type Reconciler struct {
 	GRPCRoutes bool
 	// TLSRoutes likewise for TLSRoute (standard channel since v1.5).
 	TLSRoutes bool
+	// ListenerSets likewise for ListenerSet (standard channel since v1.5): they are read, their
+	// listeners served and their status written (listenerset.go).
+	ListenerSets bool
 	// BackendTLSPolicies says the API server serves BackendTLSPolicy v1: policies are read
 	// and their status written (backendtls.go).
 	BackendTLSPolicies bool
@@ -124,11 +129,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	sets, nss, err := r.listenerSetInput(ctx) // listenerset.go
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	plan := PlanGateway(&gw, grants)
 	if ca := ClassAccepted(&gc); ca.Status != metav1.ConditionTrue {
 		plan.Accepted = cond(gwv1.GatewayConditionAccepted, false, gwv1.GatewayReasonInvalid,
 			fmt.Sprintf("GatewayClass %s is not accepted: %s", gc.Name, ca.Message))
 	}
+	verdicts := gatewayapi.ListenerSets(&gw, sets, nss, grants)
+	addListenerSetPorts(&plan, verdicts)
 	var obs Observed
 	if plan.WantsService() {
 		var err error
@@ -147,7 +158,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var candidates []client.Object // HTTPRoutes, GRPCRoutes and TLSRoutes
 	if plan.Accepted.Status == metav1.ConditionTrue {
 		var err error
-		if routes, candidates, err = r.routeStatus(ctx, &gw); err != nil {
+		if routes, candidates, verdicts, err = r.routeStatus(ctx, &gw, sets); err != nil {
 			return ctrl.Result{}, err
 		}
 		obs.AttachedRoutes = routes.AttachedRoutes
@@ -157,7 +168,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else if err := r.forgetRoutes(ctx, req.NamespacedName); err != nil {
 		return ctrl.Result{}, err // a Gateway that is not accepted has no routes
 	}
-	if err := r.writeRouteStatuses(ctx, req.NamespacedName, routes, candidates); err != nil {
+	if err := r.writeRouteStatuses(ctx, newParentOwner(req.NamespacedName, sets), routes, candidates); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.writePolicyStatuses(ctx, req.NamespacedName, routes); err != nil {
@@ -167,6 +178,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: staticAnswerPoll}, nil
 	}
 	st := Status(&gw, plan, obs, gw.Status, metav1.Now())
+	if r.ListenerSets {
+		st.AttachedListenerSets = ptr(AttachedListenerSets(verdicts))
+		programmed := meta.FindStatusCondition(st.Conditions, string(gwv1.GatewayConditionProgrammed))
+		if err := r.writeListenerSetStatuses(ctx, verdicts, plan.Accepted.Status == metav1.ConditionTrue, *programmed); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	var res ctrl.Result
 	if plan.WantsService() && len(st.Addresses) == 0 || len(obs.CertificateProblems) > 0 || len(obs.FrontendProblems) > 0 || obs.BackendClientCertificate != nil {
 		// Neither the allocator's Events nor the Secrets and CA ConfigMaps (read by name, not

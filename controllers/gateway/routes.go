@@ -32,8 +32,8 @@ import (
 // routes are copied before a status write), and the Secrets its HTTPS listeners name
 // (certificateSecrets). EndpointSlices are not read: they change what is routed, not whether
 // a route is attached or its references resolve.
-func (r *Reconciler) routeInput(ctx context.Context, gw *gwv1.Gateway) (gatewayapi.Input, error) {
-	in := gatewayapi.Input{Gateway: gw}
+func (r *Reconciler) routeInput(ctx context.Context, gw *gwv1.Gateway, sets []*gwv1.ListenerSet) (gatewayapi.Input, error) {
+	in := gatewayapi.Input{Gateway: gw, ListenerSets: sets}
 	nocopy := client.UnsafeDisableDeepCopy
 	var err error
 	rs, err := r.listRoutes(ctx, nocopy)
@@ -61,6 +61,9 @@ func (r *Reconciler) routeInput(ctx context.Context, gw *gwv1.Gateway) (gatewaya
 		in.Services = append(in.Services, &svcs.Items[i])
 	}
 	if in.Secrets, err = r.certificateSecrets(ctx, gw, grants); err != nil {
+		return in, err
+	}
+	if in.Secrets, err = r.listenerSetSecrets(ctx, gatewayapi.ListenerSets(gw, sets, in.Namespaces, grants), grants, in.Secrets); err != nil {
 		return in, err
 	}
 	if err := r.frontendObjects(ctx, gw, grants, &in); err != nil { // frontend.go
@@ -156,15 +159,16 @@ func (r *Reconciler) listRoutes(ctx context.Context, opts ...client.ListOption) 
 	return s, nil
 }
 
-// routeStatus builds gw's table and returns its status part, and the routes it read (the
-// HTTPRoutes, then the GRPCRoutes, then the TLSRoutes).
-func (r *Reconciler) routeStatus(ctx context.Context, gw *gwv1.Gateway) (*table.GatewayStatus, []client.Object, error) {
-	in, err := r.routeInput(ctx, gw)
+// routeStatus builds gw's table and returns its status part, the routes it read (the
+// HTTPRoutes, then the GRPCRoutes, then the TLSRoutes) and the verdicts on the ListenerSets
+// of sets that name gw, with their listeners' attached routes.
+func (r *Reconciler) routeStatus(ctx context.Context, gw *gwv1.Gateway, sets []*gwv1.ListenerSet) (*table.GatewayStatus, []client.Object, []gatewayapi.ListenerSetVerdict, error) {
+	in, err := r.routeInput(ctx, gw, sets)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	res := gatewayapi.Translate(in) // a route's Problems are in its status too
-	return res.Status, routeSet{in.HTTPRoutes, in.GRPCRoutes, in.TLSRoutes}.objects(), nil
+	return res.Status, routeSet{in.HTTPRoutes, in.GRPCRoutes, in.TLSRoutes}.objects(), res.ListenerSets, nil
 }
 
 // routeParts are what the controller reads and writes alike in an HTTPRoute, a GRPCRoute and
@@ -195,10 +199,11 @@ type routeKey struct {
 	route types.NamespacedName
 }
 
-// writeRouteStatuses writes, on every route (HTTPRoute, GRPCRoute or TLSRoute) that names gw or holds
-// a parent status of metalgate's for it, the parent statuses st computed (none for a route
-// that no longer names it), leaving every other parent's entry as it is.
-func (r *Reconciler) writeRouteStatuses(ctx context.Context, gw types.NamespacedName, st *table.GatewayStatus, routes []client.Object) error {
+// writeRouteStatuses writes, on every route (HTTPRoute, GRPCRoute or TLSRoute) that names the
+// Gateway of owner (or one of its ListenerSets) or holds a parent status of metalgate's for
+// it, the parent statuses st computed (none for a route that no longer names it), leaving
+// every other parent's entry as it is.
+func (r *Reconciler) writeRouteStatuses(ctx context.Context, owner parentOwner, st *table.GatewayStatus, routes []client.Object) error {
 	want := map[routeKey][]gwv1.RouteParentStatus{}
 	if st != nil {
 		for _, rs := range st.Routes {
@@ -213,10 +218,10 @@ func (r *Reconciler) writeRouteStatuses(ctx context.Context, gw types.Namespaced
 		}
 		key := types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
 		ours, named := want[routeKey{p.kind, key}]
-		if !named && !slices.ContainsFunc(p.status.Parents, func(ps gwv1.RouteParentStatus) bool { return isOurs(ps, gw, key.Namespace) }) {
+		if !named && !slices.ContainsFunc(p.status.Parents, func(ps gwv1.RouteParentStatus) bool { return owner.isOurs(ps, key.Namespace) }) {
 			continue
 		}
-		next := MergeRouteParents(p.status.Parents, gw, key.Namespace, ours, now)
+		next := mergeRouteParents(p.status.Parents, owner, key.Namespace, ours, now)
 		if equality.Semantic.DeepEqual(next, p.status.Parents) {
 			continue
 		}
@@ -247,13 +252,45 @@ func (r *Reconciler) forgetRoutes(ctx context.Context, gw types.NamespacedName) 
 		}
 		return err
 	}
-	return r.writeRouteStatuses(ctx, gw, nil, rs.objects())
+	sets, _, err := r.listenerSetInput(ctx)
+	if err != nil {
+		return err
+	}
+	return r.writeRouteStatuses(ctx, newParentOwner(gw, sets), nil, rs.objects())
 }
 
-// isOurs says whether p is metalgate's parent status for Gateway gw (a parentRef of a route
-// in namespace routeNS).
-func isOurs(p gwv1.RouteParentStatus, gw types.NamespacedName, routeNS string) bool {
-	return p.ControllerName == ControllerName && refNames(p.ParentRef, gw, routeNS)
+// parentOwner is a Gateway and the ListenerSets that name it: the parents whose route
+// statuses the Gateway's reconcile writes. A ListenerSet that does not exist (known lacks
+// it) is anyone's: its Gateway is not known any more, and metalgate's status for it is stale.
+type parentOwner struct {
+	gw    types.NamespacedName
+	sets  []types.NamespacedName
+	known []types.NamespacedName
+}
+
+// newParentOwner is Gateway gw with the ListenerSets of sets (all that exist) that name it.
+func newParentOwner(gw types.NamespacedName, sets []*gwv1.ListenerSet) parentOwner {
+	o := parentOwner{gw: gw}
+	for _, ls := range sets {
+		key := types.NamespacedName{Namespace: ls.Namespace, Name: ls.Name}
+		o.known = append(o.known, key)
+		if gatewayapi.NamesGateway(ls, gw) {
+			o.sets = append(o.sets, key)
+		}
+	}
+	return o
+}
+
+// isOurs says whether p is metalgate's parent status for the Gateway or one of its
+// ListenerSets (a parentRef of a route in namespace routeNS).
+func (o parentOwner) isOurs(p gwv1.RouteParentStatus, routeNS string) bool {
+	if p.ControllerName != ControllerName {
+		return false
+	}
+	if key, ok := gatewayapi.IsListenerSetRef(p.ParentRef, routeNS); ok {
+		return slices.Contains(o.sets, key) || !slices.Contains(o.known, key)
+	}
+	return refNames(p.ParentRef, o.gw, routeNS)
 }
 
 // refNames says whether parentRef ref of a route in namespace routeNS names Gateway gw.
@@ -273,10 +310,15 @@ func refNames(ref gwv1.ParentReference, gw types.NamespacedName, routeNS string)
 // kept in place. A condition that did not change keeps its lastTransitionTime; a new or
 // changed one gets now.
 func MergeRouteParents(prev []gwv1.RouteParentStatus, gw types.NamespacedName, routeNS string, ours []gwv1.RouteParentStatus, now metav1.Time) []gwv1.RouteParentStatus {
+	return mergeRouteParents(prev, parentOwner{gw: gw}, routeNS, ours, now)
+}
+
+// mergeRouteParents is MergeRouteParents for the Gateway and ListenerSets of owner.
+func mergeRouteParents(prev []gwv1.RouteParentStatus, owner parentOwner, routeNS string, ours []gwv1.RouteParentStatus, now metav1.Time) []gwv1.RouteParentStatus {
 	out := []gwv1.RouteParentStatus{} // status.parents is required: [] when none, never null
 	var old []gwv1.RouteParentStatus
 	for _, p := range prev {
-		if isOurs(p, gw, routeNS) {
+		if owner.isOurs(p, routeNS) {
 			old = append(old, p)
 			continue
 		}

@@ -48,6 +48,9 @@ type Options struct {
 // Route status (routes.go): what the Gateways' proxies read, and the routes' status.
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;grpcroutes;tlsroutes;referencegrants,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes/status;grpcroutes/status;tlsroutes/status,verbs=get;update;patch
+// ListenerSets (listenerset.go): their listeners merged into their Gateway's, their status.
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=listenersets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=listenersets/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // The Secrets HTTPS listeners name, read one by one to report ResolvedRefs (never listed):
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
@@ -100,6 +103,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	if !tlsr {
 		log.Info("TLSRoute is not installed: TLS Passthrough listeners take no routes", "missing", "TLSRoute/"+gwv1.GroupVersion.Version)
 	}
+	lsets, err := served(mgr.GetRESTMapper(), "ListenerSet", gwv1.GroupVersion.Version)
+	if err != nil {
+		return false, err
+	}
+	if !lsets {
+		log.Info("ListenerSet is not installed: Gateways take no listeners from ListenerSets", "missing", "ListenerSet/"+gwv1.GroupVersion.Version)
+	}
 	btls, err := served(mgr.GetRESTMapper(), "BackendTLSPolicy", gwv1.GroupVersion.Version)
 	if err != nil {
 		return false, err
@@ -129,8 +139,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 	if err != nil {
 		return false, fmt.Errorf("set up GatewayClass controller: %w", err)
 	}
-	r := &Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Proxy: opts.Proxy, GRPCRoutes: grpc, TLSRoutes: tlsr, BackendTLSPolicies: btls}
+	r := &Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Proxy: opts.Proxy, GRPCRoutes: grpc, TLSRoutes: tlsr, ListenerSets: lsets, BackendTLSPolicies: btls}
 	b := ctrl.NewControllerManagedBy(mgr)
+	routeParents := routeParentsOf(c, lsets)
+	if lsets {
+		// A ListenerSet made, changed or deleted: its Gateway (the old one's too, on a change
+		// of parentRef: the handler maps both objects of an update). Not its status.
+		b = b.Watches(&gwv1.ListenerSet{}, handler.EnqueueRequestsFromMapFunc(listenerSetGateway),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	}
 	if opts.Proxy.Image != "" {
 		// Deployments only from metalgate's namespace: a cache of its own, so the manager's
 		// cache (and the controller's RBAC) need not cover Deployments everywhere.
@@ -147,13 +164,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetAnnotations()[contract.AnnotationGateway] != "" })))
 	}
 	if grpc {
-		b = b.Watches(&gwv1.GRPCRoute{}, handler.EnqueueRequestsFromMapFunc(routeGateways))
+		b = b.Watches(&gwv1.GRPCRoute{}, handler.EnqueueRequestsFromMapFunc(routeParents))
 	}
 	if tlsr {
-		b = b.Watches(&gwv1.TLSRoute{}, handler.EnqueueRequestsFromMapFunc(routeGateways))
+		b = b.Watches(&gwv1.TLSRoute{}, handler.EnqueueRequestsFromMapFunc(routeParents))
 	}
 	if btls {
-		b = watchBackendTLS(b, c, grpc)
+		b = watchBackendTLS(b, c, routeParents, grpc)
 	}
 	err = b.
 		Named("gateway").
@@ -169,10 +186,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (enabled bool, e
 			if o.GetNamespace() == opts.Namespace && o.GetAnnotations()[contract.AnnotationGateway] != "" {
 				return serviceGateway(ctx, o)
 			}
-			return gatewaysOfBackend(ctx, c, grpc, tlsr, o)
+			return gatewaysOfBackend(ctx, c, routeParents, grpc, tlsr, o)
 		}), builder.WithPredicates(serviceEvents(opts.Namespace))).
 		// Routes: the Gateways they name, and those whose status they hold.
-		Watches(&gwv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(routeGateways)).
+		Watches(&gwv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(routeParents)).
 		// Grants and namespace labels decide which routes attach: every Gateway.
 		Watches(&gwv1beta1.ReferenceGrant{}, handler.EnqueueRequestsFromMapFunc(
 			func(ctx context.Context, _ client.Object) []ctrl.Request { return allGateways(ctx, c) })).
@@ -259,27 +276,39 @@ func serviceEvents(namespace string) predicate.Funcs {
 	}
 }
 
-// gatewaysOfBackend are the Gateways named by the routes (HTTPRoutes, GRPCRoutes when grpc,
-// TLSRoutes when tlsr) whose backendRefs name Service o.
-func gatewaysOfBackend(ctx context.Context, c client.Reader, grpc, tlsr bool, o client.Object) []ctrl.Request {
+// routeParentsOf maps a route to the Gateways it concerns: routeGateways, and when lsets
+// (ListenerSets are served) also the Gateways of the ListenerSets it names — a route may
+// name only ListenerSets.
+func routeParentsOf(c client.Reader, lsets bool) handler.MapFunc {
+	if !lsets {
+		return routeGateways
+	}
+	return func(ctx context.Context, o client.Object) []ctrl.Request {
+		return appendNew(routeGateways(ctx, o), routeListenerSetGateways(ctx, c, o)...)
+	}
+}
+
+// gatewaysOfBackend are the Gateways, by parents, of the routes (HTTPRoutes, GRPCRoutes when
+// grpc, TLSRoutes when tlsr) whose backendRefs name Service o.
+func gatewaysOfBackend(ctx context.Context, c client.Reader, parents handler.MapFunc, grpc, tlsr bool, o client.Object) []ctrl.Request {
 	key := client.MatchingFields{indexBackend: o.GetNamespace() + "/" + o.GetName()}
 	var out []ctrl.Request
 	var hrs gwv1.HTTPRouteList
 	if err := c.List(ctx, &hrs, key); err == nil {
 		for i := range hrs.Items {
-			out = appendNew(out, routeGateways(ctx, &hrs.Items[i])...)
+			out = appendNew(out, parents(ctx, &hrs.Items[i])...)
 		}
 	}
 	var grs gwv1.GRPCRouteList
 	if grpc && c.List(ctx, &grs, key) == nil {
 		for i := range grs.Items {
-			out = appendNew(out, routeGateways(ctx, &grs.Items[i])...)
+			out = appendNew(out, parents(ctx, &grs.Items[i])...)
 		}
 	}
 	var trs gwv1.TLSRouteList
 	if tlsr && c.List(ctx, &trs, key) == nil {
 		for i := range trs.Items {
-			out = appendNew(out, routeGateways(ctx, &trs.Items[i])...)
+			out = appendNew(out, parents(ctx, &trs.Items[i])...)
 		}
 	}
 	return out

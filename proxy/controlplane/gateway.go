@@ -29,6 +29,7 @@ const (
 	KindHTTPRoute      = "HTTPRoute"
 	KindGRPCRoute      = "GRPCRoute"
 	KindTLSRoute       = "TLSRoute"
+	KindListenerSet    = "ListenerSet"
 	KindReferenceGrant = "ReferenceGrant"
 	KindNamespace      = "Namespace"
 	// KindBackendTLSPolicy and KindConfigMap: TLS to backends (backendtls.go).
@@ -44,6 +45,8 @@ var gatewayWatched = []watchedKind{
 	{KindGRPCRoute, &gatewayv1.GRPCRoute{}, func() client.ObjectList { return &gatewayv1.GRPCRouteList{} }},
 	// Left out when the API server does not serve TLSRoute (Options.noTLSRoute).
 	{KindTLSRoute, &gatewayv1.TLSRoute{}, func() client.ObjectList { return &gatewayv1.TLSRouteList{} }},
+	// Left out when the API server does not serve ListenerSet (Options.noListenerSet).
+	{KindListenerSet, &gatewayv1.ListenerSet{}, func() client.ObjectList { return &gatewayv1.ListenerSetList{} }},
 	{KindReferenceGrant, &gatewayv1beta1.ReferenceGrant{}, func() client.ObjectList { return &gatewayv1beta1.ReferenceGrantList{} }},
 	{KindNamespace, &corev1.Namespace{}, func() client.ObjectList { return &corev1.NamespaceList{} }},
 	{KindService, &corev1.Service{}, func() client.ObjectList { return &corev1.ServiceList{} }},
@@ -57,8 +60,9 @@ var gatewayWatched = []watchedKind{
 	{KindConfigMap, &corev1.ConfigMap{}, func() client.ObjectList { return &corev1.ConfigMapList{} }},
 }
 
-// kinds are the kinds this proxy watches: a Gateway proxy's (without GRPCRoute or TLSRoute
-// when the API server does not serve it) or an Ingress proxy's.
+// kinds are the kinds this proxy watches: a Gateway proxy's (without GRPCRoute, TLSRoute,
+// ListenerSet or BackendTLSPolicy when the API server does not serve it) or an Ingress
+// proxy's.
 func (o *Options) kinds() []watchedKind {
 	if o.Gateway.Name == "" {
 		if o.noReferenceGrant {
@@ -68,7 +72,7 @@ func (o *Options) kinds() []watchedKind {
 	}
 	return slices.DeleteFunc(slices.Clone(gatewayWatched), func(w watchedKind) bool {
 		return o.noGRPCRoute && w.kind == KindGRPCRoute || o.noTLSRoute && w.kind == KindTLSRoute ||
-			o.noBackendTLSPolicy && w.kind == KindBackendTLSPolicy
+			o.noListenerSet && w.kind == KindListenerSet || o.noBackendTLSPolicy && w.kind == KindBackendTLSPolicy
 	})
 }
 
@@ -89,6 +93,7 @@ func (o *Options) checkGRPCRoute(m meta.RESTMapper) error {
 	}{
 		{KindGRPCRoute, "GRPCRoute is not installed: this Gateway proxy serves HTTPRoutes only", &o.noGRPCRoute},
 		{KindTLSRoute, "TLSRoute is not installed: this Gateway proxy's TLS Passthrough listeners take no routes", &o.noTLSRoute},
+		{KindListenerSet, "ListenerSet is not installed: this Gateway proxy serves the Gateway's own listeners only", &o.noListenerSet},
 	} {
 		_, err := m.RESTMapping(schema.GroupKind{Group: gatewayv1.GroupName, Kind: k.kind}, gatewayv1.GroupVersion.Version)
 		switch {
@@ -156,6 +161,15 @@ func (b *builder) gatewaySnapshot(ctx context.Context) (gatewayapi.Input, error)
 		}
 		for i := range tlsr.Items {
 			in.TLSRoutes = append(in.TLSRoutes, &tlsr.Items[i])
+		}
+	}
+	if !b.opts.noListenerSet {
+		var sets gatewayv1.ListenerSetList
+		if err := b.cache.List(ctx, &sets, nocopy); err != nil {
+			return in, fmt.Errorf("list ListenerSets: %w", err)
+		}
+		for i := range sets.Items {
+			in.ListenerSets = append(in.ListenerSets, &sets.Items[i])
 		}
 	}
 	var grants gatewayv1beta1.ReferenceGrantList

@@ -28,6 +28,8 @@ type Options struct {
 	noGRPCRoute bool
 	// noTLSRoute likewise for TLSRoute.
 	noTLSRoute bool
+	// noListenerSet likewise for ListenerSet.
+	noListenerSet bool
 	// noBackendTLSPolicy likewise for BackendTLSPolicy (checkBackendTLSPolicy).
 	noBackendTLSPolicy bool
 	// WatchNamespaces limits Ingresses (and the Services, EndpointSlices and Secrets they use)

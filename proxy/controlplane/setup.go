@@ -136,6 +136,9 @@ func (cp *ControlPlane) Setup(mgr manager.Manager) error {
 	if cp.opts.noTLSRoute {
 		cp.fresh.Forget(KindTLSRoute)
 	}
+	if cp.opts.noListenerSet {
+		cp.fresh.Forget(KindListenerSet)
+	}
 	if cp.opts.Recorder == nil {
 		cp.opts.Recorder = mgr.GetEventRecorder("metalgate-proxy")
 	}

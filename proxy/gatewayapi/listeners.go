@@ -44,58 +44,80 @@ func Listeners(gw *gwv1.Gateway, grants []*gwv1beta1.ReferenceGrant) ([]gwv1.Lis
 	out := make([]gwv1.ListenerStatus, len(gw.Spec.Listeners))
 	ok := make([]bool, len(gw.Spec.Listeners))
 	for i, l := range gw.Spec.Listeners {
-		st := gwv1.ListenerStatus{Name: l.Name, SupportedKinds: []gwv1.RouteGroupKind{}}
-		accepted := cond(gwv1.ListenerConditionAccepted, true, gwv1.ListenerReasonAccepted, "listener accepted")
-		resolved := cond(gwv1.ListenerConditionResolvedRefs, true, gwv1.ListenerReasonResolvedRefs, "all references resolved")
-		conflicted := cond(gwv1.ListenerConditionConflicted, false, gwv1.ListenerReasonNoConflicts, "no conflicts")
-		ok[i] = true
-		switch l.Protocol {
-		case gwv1.TLSProtocolType:
-			if !passthroughListener(l) {
-				// Terminating TLS for TLSRoutes (extended) is not served: no kind is supported.
-				accepted = cond(gwv1.ListenerConditionAccepted, false, gwv1.ListenerReasonUnsupportedValue,
-					"tls.mode Terminate is not supported on TLS listeners: metalgate passes TLS through (mode Passthrough)")
-				ok[i] = false
-				break
-			}
-			kinds, badKinds := routeKinds(l.AllowedRoutes, tlsKindsServed)
-			st.SupportedKinds = kinds
-			if len(badKinds) > 0 {
-				resolved = cond(gwv1.ListenerConditionResolvedRefs, false, gwv1.ListenerReasonInvalidRouteKinds,
-					fmt.Sprintf("route kinds not supported on TLS listeners: %s (supported: TLSRoute)", strings.Join(badKinds, ", ")))
-			}
-		case gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType:
-			kinds, badKinds := routeKinds(l.AllowedRoutes, routeKindsServed)
-			st.SupportedKinds = kinds
-			if len(badKinds) > 0 {
-				resolved = cond(gwv1.ListenerConditionResolvedRefs, false, gwv1.ListenerReasonInvalidRouteKinds,
-					fmt.Sprintf("route kinds not supported on %s listeners: %s (supported: HTTPRoute, GRPCRoute)", l.Protocol, strings.Join(badKinds, ", ")))
-			}
-			if l.Protocol == gwv1.HTTPSProtocolType {
-				if reason, msg := certificateRefs(gw.Namespace, l.TLS, grants); reason != "" {
-					resolved = cond(gwv1.ListenerConditionResolvedRefs, false, reason, msg)
-					ok[i] = false
-				}
-			}
-		default:
-			accepted = cond(gwv1.ListenerConditionAccepted, false, gwv1.ListenerReasonUnsupportedProtocol,
-				fmt.Sprintf("protocol %q is not supported: metalgate serves HTTP, HTTPS and TLS (Passthrough) listeners", l.Protocol))
-			ok[i] = false
+		var c *conflict
+		if found, in := conflicts[i]; in {
+			c = &found
 		}
-		if c, found := conflicts[i]; found && ok[i] {
-			conflicted = cond(gwv1.ListenerConditionConflicted, true, c.reason, c.message)
-			accepted = cond(gwv1.ListenerConditionAccepted, false, c.reason, c.message)
-			ok[i] = false
-		}
-		st.Conditions = []metav1.Condition{accepted, resolved, conflicted}
-		out[i] = st
+		out[i], ok[i] = judgeListener(l, kindGateway, gw.Namespace, grants, c)
 	}
 	return out, ok
+}
+
+// kindGateway and kindListenerSet are the kinds that own listeners, as ReferenceGrants name
+// them in spec.from.
+const (
+	kindGateway     = "Gateway"
+	kindListenerSet = "ListenerSet"
+)
+
+// judgeListener is the verdict on one listener of an object of kind owner (Gateway or
+// ListenerSet) in namespace ns: its status (Accepted, ResolvedRefs, Conflicted; supported
+// kinds) and whether it can be served. A conflict c found by the caller (nil: none) makes a
+// listener that could otherwise be served Conflicted and not Accepted.
+func judgeListener(l gwv1.Listener, owner, ns string, grants []*gwv1beta1.ReferenceGrant, c *conflict) (gwv1.ListenerStatus, bool) {
+	st := gwv1.ListenerStatus{Name: l.Name, SupportedKinds: []gwv1.RouteGroupKind{}}
+	accepted := cond(gwv1.ListenerConditionAccepted, true, gwv1.ListenerReasonAccepted, "listener accepted")
+	resolved := cond(gwv1.ListenerConditionResolvedRefs, true, gwv1.ListenerReasonResolvedRefs, "all references resolved")
+	conflicted := cond(gwv1.ListenerConditionConflicted, false, gwv1.ListenerReasonNoConflicts, "no conflicts")
+	ok := true
+	switch l.Protocol {
+	case gwv1.TLSProtocolType:
+		if !passthroughListener(l) {
+			// Terminating TLS for TLSRoutes (extended) is not served: no kind is supported.
+			accepted = cond(gwv1.ListenerConditionAccepted, false, gwv1.ListenerReasonUnsupportedValue,
+				"tls.mode Terminate is not supported on TLS listeners: metalgate passes TLS through (mode Passthrough)")
+			ok = false
+			break
+		}
+		kinds, badKinds := routeKinds(l.AllowedRoutes, tlsKindsServed)
+		st.SupportedKinds = kinds
+		if len(badKinds) > 0 {
+			resolved = cond(gwv1.ListenerConditionResolvedRefs, false, gwv1.ListenerReasonInvalidRouteKinds,
+				fmt.Sprintf("route kinds not supported on TLS listeners: %s (supported: TLSRoute)", strings.Join(badKinds, ", ")))
+		}
+	case gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType:
+		kinds, badKinds := routeKinds(l.AllowedRoutes, routeKindsServed)
+		st.SupportedKinds = kinds
+		if len(badKinds) > 0 {
+			resolved = cond(gwv1.ListenerConditionResolvedRefs, false, gwv1.ListenerReasonInvalidRouteKinds,
+				fmt.Sprintf("route kinds not supported on %s listeners: %s (supported: HTTPRoute, GRPCRoute)", l.Protocol, strings.Join(badKinds, ", ")))
+		}
+		if l.Protocol == gwv1.HTTPSProtocolType {
+			if reason, msg := certificateRefs(owner, ns, l.TLS, grants); reason != "" {
+				resolved = cond(gwv1.ListenerConditionResolvedRefs, false, reason, msg)
+				ok = false
+			}
+		}
+	default:
+		accepted = cond(gwv1.ListenerConditionAccepted, false, gwv1.ListenerReasonUnsupportedProtocol,
+			fmt.Sprintf("protocol %q is not supported: metalgate serves HTTP, HTTPS and TLS (Passthrough) listeners", l.Protocol))
+		ok = false
+	}
+	if c != nil && (ok || c.always) {
+		conflicted = cond(gwv1.ListenerConditionConflicted, true, c.reason, c.message)
+		accepted = cond(gwv1.ListenerConditionAccepted, false, c.reason, c.message)
+		ok = false
+	}
+	st.Conditions = []metav1.Condition{accepted, resolved, conflicted}
+	return st, ok
 }
 
 type conflict struct {
 	reason  gwv1.ListenerConditionReason
 	message string
+	// always: the conflict is reported even on a listener that could not be served anyway
+	// (a ListenerSet's listener on a port a listener of higher precedence holds).
+	always bool
 }
 
 // conflictsByListener finds listeners that share a port with another listener of another
@@ -113,11 +135,11 @@ func conflictsByListener(ls []gwv1.Listener) map[int]conflict {
 			switch {
 			case a.Protocol != b.Protocol:
 				out[i] = conflict{gwv1.ListenerReasonProtocolConflict,
-					fmt.Sprintf("port %d is also used by listener %q with protocol %s", a.Port, b.Name, b.Protocol)}
+					fmt.Sprintf("port %d is also used by listener %q with protocol %s", a.Port, b.Name, b.Protocol), false}
 			case hostname(a.Hostname) == hostname(b.Hostname):
 				if _, found := out[i]; !found {
 					out[i] = conflict{gwv1.ListenerReasonHostnameConflict,
-						fmt.Sprintf("listener %q has the same port %d, protocol and hostname %q", b.Name, a.Port, hostname(a.Hostname))}
+						fmt.Sprintf("listener %q has the same port %d, protocol and hostname %q", b.Name, a.Port, hostname(a.Hostname)), false}
 				}
 			}
 		}
@@ -168,12 +190,12 @@ func routeKinds(ar *gwv1.AllowedRoutes, served []gwv1.Kind) (supportedKinds []gw
 // certificateRefs checks an HTTPS listener's certificateRefs by their form (CertificateRef):
 // the first that cannot be used makes the listener unserved. Whether each Secret exists and
 // holds a certificate is listenerCertificate's to say (CertificateProblems).
-func certificateRefs(namespace string, tls *gwv1.ListenerTLSConfig, grants []*gwv1beta1.ReferenceGrant) (gwv1.ListenerConditionReason, string) {
+func certificateRefs(owner, namespace string, tls *gwv1.ListenerTLSConfig, grants []*gwv1beta1.ReferenceGrant) (gwv1.ListenerConditionReason, string) {
 	if tls == nil || len(tls.CertificateRefs) == 0 {
 		return gwv1.ListenerReasonInvalidCertificateRef, "an HTTPS listener needs tls.certificateRefs"
 	}
 	for i, r := range tls.CertificateRefs {
-		if _, reason, msg := CertificateRef(namespace, i, r, grants); reason != "" {
+		if _, reason, msg := certificateRefOf(owner, namespace, i, r, grants); reason != "" {
 			return reason, msg
 		}
 	}
@@ -187,6 +209,18 @@ func certificateRefs(namespace string, tls *gwv1.ListenerTLSConfig, grants []*gw
 // listener verdict (Listeners), the certificate the proxy serves (Translate) and the Secrets
 // the controller reads for it.
 func CertificateRef(namespace string, i int, r gwv1.SecretObjectReference, grants []*gwv1beta1.ReferenceGrant) (types.NamespacedName, gwv1.ListenerConditionReason, string) {
+	return certificateRefOf(kindGateway, namespace, i, r, grants)
+}
+
+// ListenerSetCertificateRef is CertificateRef for a listener of a ListenerSet in namespace:
+// a Secret of another namespace needs a ReferenceGrant from ListenerSets of namespace (one
+// from the parent Gateway's namespace does not do).
+func ListenerSetCertificateRef(namespace string, i int, r gwv1.SecretObjectReference, grants []*gwv1beta1.ReferenceGrant) (types.NamespacedName, gwv1.ListenerConditionReason, string) {
+	return certificateRefOf(kindListenerSet, namespace, i, r, grants)
+}
+
+// certificateRefOf is CertificateRef for a listener of an object of kind owner.
+func certificateRefOf(owner, namespace string, i int, r gwv1.SecretObjectReference, grants []*gwv1beta1.ReferenceGrant) (types.NamespacedName, gwv1.ListenerConditionReason, string) {
 	secret := types.NamespacedName{Namespace: namespace, Name: string(r.Name)}
 	if r.Namespace != nil {
 		secret.Namespace = string(*r.Namespace)
@@ -195,9 +229,9 @@ func CertificateRef(namespace string, i int, r gwv1.SecretObjectReference, grant
 		return secret, gwv1.ListenerReasonInvalidCertificateRef,
 			fmt.Sprintf("tls.certificateRefs[%d]: only core Secrets are supported", i)
 	}
-	if secret.Namespace != namespace && !Granted(grants, "Gateway", namespace, "Secret", secret) {
+	if secret.Namespace != namespace && !Granted(grants, owner, namespace, "Secret", secret) {
 		return secret, gwv1.ListenerReasonRefNotPermitted,
-			fmt.Sprintf("tls.certificateRefs[%d]: Secret %s is in another namespace and no ReferenceGrant there lets Gateways of namespace %s refer to it", i, secret, namespace)
+			fmt.Sprintf("tls.certificateRefs[%d]: Secret %s is in another namespace and no ReferenceGrant there lets %ss of namespace %s refer to it", i, secret, owner, namespace)
 	}
 	return secret, "", ""
 }

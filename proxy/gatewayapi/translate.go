@@ -37,7 +37,7 @@ const AppProtocolH2C = "kubernetes.io/h2c"
 // that names a TLS Secret holding a valid key pair, or why none does. A Secret of another
 // namespace is used only when a ReferenceGrant there lets Gateways of the Gateway's namespace
 // refer to it (Granted); otherwise the controller reports RefNotPermitted on the listener.
-func (b *builder) listenerCertificate(gw *gatewayv1.Gateway, l gatewayv1.Listener) (*tls.Certificate, string, string) {
+func (b *builder) listenerCertificate(owner, namespace string, l gatewayv1.Listener) (*tls.Certificate, string, string) {
 	if l.TLS == nil || len(l.TLS.CertificateRefs) == 0 {
 		return nil, "", "no certificateRefs"
 	}
@@ -46,7 +46,7 @@ func (b *builder) listenerCertificate(gw *gatewayv1.Gateway, l gatewayv1.Listene
 	}
 	var problems []string
 	for i, ref := range l.TLS.CertificateRefs {
-		name, reason, msg := CertificateRef(gw.Namespace, i, ref, b.in.ReferenceGrants)
+		name, reason, msg := certificateRefOf(owner, namespace, i, ref, b.in.ReferenceGrants)
 		if reason != "" {
 			problems = append(problems, msg)
 			continue
@@ -116,6 +116,9 @@ type Input struct {
 	// the BackendTLSPolicies (of the policy's namespace only; backendtls.go) name; only
 	// those are read.
 	ConfigMaps []*corev1.ConfigMap
+	// ListenerSets are the candidates for extra listeners; only those whose parentRef names
+	// Gateway and that it admits are served (listenerset.go).
+	ListenerSets []*gatewayv1.ListenerSet
 	// BackendTLSPolicies decide TLS to the Services they target (backendtls.go).
 	BackendTLSPolicies []*gatewayv1.BackendTLSPolicy
 	// AllowUnmanagedSlices and AllowLoopbackEndpoints: table.Sources'.
@@ -138,7 +141,10 @@ type Result struct {
 	Table     *table.Table
 	Status    *table.GatewayStatus
 	Listeners []gatewayv1.ListenerStatus
-	Problems  []table.Problem
+	// ListenerSets are the verdicts on the ListenerSets naming the Gateway, in order of
+	// precedence, with their listeners' attached routes and certificate problems.
+	ListenerSets []ListenerSetVerdict
+	Problems     []table.Problem
 }
 
 // Translate makes the table of Input.Gateway: its listeners (by port, the most specific
@@ -150,11 +156,13 @@ func Translate(in Input) Result {
 	var res Result
 	if in.Gateway != nil {
 		res.Listeners, b.accepted = Listeners(in.Gateway, in.ReferenceGrants)
+		b.verdicts = ListenerSets(in.Gateway, in.ListenerSets, in.Namespaces, in.ReferenceGrants)
 		frontend := b.frontend(in.Gateway, res.Listeners)
 		res.Status = b.translate()
 		res.Status.FrontendProblems = frontend
 		b.backendTLSStatus(res.Status)
 		b.tb.SetGatewayStatus(res.Status)
+		res.ListenerSets = b.verdicts
 	}
 	res.Table, res.Problems = b.tb.Finish()
 	return res
@@ -167,6 +175,11 @@ type builder struct {
 	// accepted says, per listener in spec order, whether it takes routes: Listeners let it be
 	// served and, for HTTPS, its certificateRefs gave a certificate.
 	accepted []bool
+	// verdicts are the ListenerSets naming the Gateway (listenerset.go); sets finds each by
+	// namespace/name as a route's parent, setOf the ListenerSet listener at a table index.
+	verdicts []ListenerSetVerdict
+	sets     map[types.NamespacedName]*setParent
+	setOf    map[int]setListener
 	// btls are the BackendTLSPolicies, indexed on first use (backendtls.go).
 	btls *policyIndex
 }
@@ -181,6 +194,7 @@ func (b *builder) translate() *table.GatewayStatus {
 	gw := b.in.Gateway
 	st := &table.GatewayStatus{AttachedRoutes: map[string]int32{}, CertificateProblems: map[string]string{}}
 	b.listeners(gw, st)
+	b.setListeners()
 	nsLabels := map[string]labels.Set{}
 	for _, ns := range b.in.Namespaces {
 		nsLabels[ns.Name] = ns.Labels
@@ -189,7 +203,7 @@ func (b *builder) translate() *table.GatewayStatus {
 	for _, ro := range routesByAge(b.gatewayRoutes()) {
 		var ours []int
 		for i, pr := range ro.parentRefs {
-			if b.namesGateway(pr, ro.meta.Namespace) {
+			if b.namesParent(pr, ro.meta.Namespace) {
 				ours = append(ours, i)
 			}
 		}
@@ -229,7 +243,7 @@ func (b *builder) listeners(gw *gatewayv1.Gateway, st *table.GatewayStatus) {
 		var secret string
 		if https {
 			var problem string
-			if cert, secret, problem = b.listenerCertificate(gw, l); problem != "" {
+			if cert, secret, problem = b.listenerCertificate(kindGateway, gw.Namespace, l); problem != "" {
 				st.CertificateProblems[string(l.Name)] = problem
 			}
 		}
@@ -311,7 +325,7 @@ func (b *builder) attachRoute(gw *gatewayv1.Gateway, ro gwRoute, ours []int,
 	attached := map[int]bool{}
 	for _, i := range ours {
 		pr := ro.parentRefs[i]
-		reason, msg, hosts := b.attach(gw, ro, pr, nsLabels)
+		reason, msg, hosts := b.attachParent(gw, ro, pr, nsLabels)
 		if reason == "" && unsupported != "" {
 			reason, msg = gatewayv1.RouteReasonUnsupportedValue, unsupported
 		}
@@ -320,7 +334,7 @@ func (b *builder) attachRoute(gw *gatewayv1.Gateway, ro gwRoute, ours []int,
 				continue
 			}
 			attached[li] = true
-			st.AttachedRoutes[string(gw.Spec.Listeners[li].Name)]++
+			b.countAttached(st, li)
 			if unsupported != "" {
 				continue // a route with a value metalgate does not implement serves nothing
 			}
@@ -372,28 +386,28 @@ func (b *builder) namesGateway(pr gatewayv1.ParentReference, routeNS string) boo
 // route serves on each (by listener index), or the reason it attaches nowhere. Only listeners
 // the verdict accepted (b.accepted) take routes: one the parentRef selects but the verdict
 // refused counts as not allowing the route (NotAllowedByListeners when no other does).
-func (b *builder) attach(gw *gatewayv1.Gateway, ro gwRoute, pr gatewayv1.ParentReference, nsLabels map[string]labels.Set) (gatewayv1.RouteConditionReason, string, map[int][]string) {
+func (b *builder) attach(parent string, candidates []parentListener, ro gwRoute, pr gatewayv1.ParentReference, nsLabels map[string]labels.Set) (gatewayv1.RouteConditionReason, string, map[int][]string) {
 	var selected []int
-	for i, l := range gw.Spec.Listeners {
-		if pr.SectionName != nil && *pr.SectionName != l.Name || pr.Port != nil && *pr.Port != l.Port {
+	for i, c := range candidates {
+		if pr.SectionName != nil && *pr.SectionName != c.l.Name || pr.Port != nil && *pr.Port != c.l.Port {
 			continue
 		}
 		selected = append(selected, i)
 	}
 	if len(selected) == 0 {
-		return gatewayv1.RouteReasonNoMatchingParent, fmt.Sprintf("Gateway %s/%s has no listener%s", gw.Namespace, gw.Name, sectionText(pr)), nil
+		return gatewayv1.RouteReasonNoMatchingParent, fmt.Sprintf("%s has no listener%s", parent, sectionText(pr)), nil
 	}
 	var allowed []int
 	var why []string
 	for _, i := range selected {
-		l := &gw.Spec.Listeners[i]
-		if !b.accepted[i] {
+		l := &candidates[i].l
+		if !candidates[i].ok {
 			// The listener verdict (Listeners) refused it: a conflicted listener, or an HTTPS
 			// one whose certificateRefs may not be used, serves no route and counts none.
 			why = append(why, fmt.Sprintf("listener %s: not served (see its conditions)", l.Name))
 			continue
 		}
-		if w := routeRefused(l, gw.Namespace, ro.meta.Namespace, ro.kind, nsLabels); w != "" {
+		if w := routeRefused(l, candidates[i].ns, ro.meta.Namespace, ro.kind, nsLabels); w != "" {
 			why = append(why, fmt.Sprintf("listener %s: %s", l.Name, w))
 			continue
 		}
@@ -404,7 +418,7 @@ func (b *builder) attach(gw *gatewayv1.Gateway, ro gwRoute, pr gatewayv1.ParentR
 	}
 	hosts := map[int][]string{}
 	for _, i := range allowed {
-		l := gw.Spec.Listeners[i]
+		l := candidates[i].l
 		lh := ""
 		if l.Hostname != nil {
 			lh = strings.ToLower(string(*l.Hostname))
@@ -421,7 +435,7 @@ func (b *builder) attach(gw *gatewayv1.Gateway, ro gwRoute, pr gatewayv1.ParentR
 			}
 		}
 		if len(hs) > 0 {
-			hosts[i] = hs
+			hosts[candidates[i].index] = hs
 		}
 	}
 	if len(hosts) == 0 {

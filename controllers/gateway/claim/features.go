@@ -58,6 +58,9 @@ func Features() []features.FeatureName {
 		// client through and tells the backend.
 		features.SupportGatewayFrontendClientCertificateValidation,
 		features.SupportGatewayFrontendClientCertificateValidationInsecureFallback,
+		// ListenerSets: listeners attached to a Gateway from ListenerSets it admits
+		// (spec.allowedListeners), in every profile.
+		features.SupportListenerSet,
 		// GATEWAY-GRPC core, and the one GRPCRoute extended feature whose test passes.
 		features.SupportGRPCRoute,
 		features.SupportGRPCRouteNamedRouteRule,
