@@ -41,9 +41,11 @@
 # SNI from the same two certificate files, HTTP/2 by ALPN, no HTTP/3; automatic HTTPS, ACME and
 # OCSP stapling off, no admin endpoint (admin disabled, config not persisted), no access log,
 # logs at WARN. Traefik v3 (v3.7.13) was tried as a fifth peer and is absent: it does not build
-# from the Go module proxy here (16 of its DNS-provider dependencies are refused, and two
-# placeholder versions resolve only through Traefik's own replace directives, which a module
-# depending on it does not inherit).
+# from the Go module proxy here. `go install .../cmd/traefik@v3.7.13` refuses a module with
+# replace directives; from a module of our own, 14 of its dependencies (DNS-provider SDKs of its
+# ACME client) are refused by the proxy (403), and two (github.com/abbot/go-http-auth and
+# github.com/traefik/traefik/dynamic/ext) are required at placeholder versions that resolve only
+# through Traefik's own replace directives, which a module depending on it does not inherit.
 #
 # TLS: TLS 1.3 on every side (all three clients offer it), X25519 and TLS_AES_128_GCM_SHA256
 # (Go's server choice on AES hardware, so metalgate's and Caddy's; nginx and haproxy are told to
