@@ -150,7 +150,11 @@ HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
 CADDY=
 if has "$PROXIES" caddy; then
 	# Caddy from its own module (hack/caddy), cached in ./bin: built only when missing.
-	CADDY=${CADDY_BIN:-$(hack/caddy/build.sh "$ROOT/bin" | tail -1)}
+	CADDY=${CADDY_BIN:-}
+	if [ -z "$CADDY" ]; then
+		CADDY=$(hack/caddy/build.sh "$ROOT/bin" | tail -1) ||
+			{ echo "!! building Caddy failed (see above); PROXIES without caddy runs the others" >&2; exit 1; }
+	fi
 	[ -x "$CADDY" ] || { echo "no Caddy binary at '$CADDY'" >&2; exit 1; }
 	echo ">> caddy: $CADDY ($("$CADDY" version | awk '{print $1}'))"
 fi
