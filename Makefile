@@ -75,6 +75,14 @@ $(HELM):
 .PHONY: helm
 helm: $(HELM) ## Install helm $(HELM_VERSION) into ./bin (pinned).
 
+# Caddy, a peer of make bench-proxy: built from its own module hack/caddy (version pinned in its
+# go.mod, so the project's go.mod does not gain Caddy) into ./bin/caddy-<version>, only when
+# missing; 5-10 minutes on 2 busy cores the first time. hack/bench-proxy.sh runs the same script
+# when PROXIES includes caddy.
+.PHONY: caddy
+caddy: ## Build Caddy (hack/caddy, pinned, from the Go module proxy) into ./bin (cached).
+	hack/caddy/build.sh $(BIN)
+
 .PHONY: deps
 deps: ## Install the Debian packages the tests need (when missing).
 	hack/deps.sh
@@ -286,7 +294,7 @@ bench-fairness: ## Tenant fairness (no root, loopback, about 85 s after the buil
 	go run ./e2e/cmd/benchfairness -metalgate $(BIN)/metalgate $(BENCH_FAIRNESS_ARGS)
 
 .PHONY: bench-proxy
-bench-proxy: kube-bin ## Proxy vs nginx vs haproxy: HTTP/1.1, HTTPS (ECDSA, RSA), h2, new TLS connections; endpoint-update latency, 10k-Ingress memory; RESULT proxy_rps_ratio_vs_nginx=… . PROFILE=1: perf profiles.
+bench-proxy: kube-bin ## Proxy vs nginx vs haproxy vs Caddy: HTTP/1.1, HTTPS (ECDSA, RSA), h2, new TLS connections; endpoint-update latency, 10k-Ingress memory; RESULT proxy_rps_ratio_vs_nginx=… . PROFILE=1: perf profiles.
 	hack/bench-proxy.sh
 
 .PHONY: fuzz

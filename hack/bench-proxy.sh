@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Proxy benchmark: metalgate's data plane against nginx and haproxy as equivalent reverse
+# Proxy benchmark: metalgate's data plane against nginx, haproxy and Caddy as equivalent reverse
 # proxies (upstream keep-alive, forwarding headers) in front of the same backend
 # (e2e/cmd/echo), all on 127.0.0.1, one scenario after another:
 #
@@ -12,35 +12,58 @@
 #
 # Then the control-plane numbers: endpoint change → first request routed to the new endpoint
 # through a real kube-apiserver (envtest), and the memory of a table of 10,000 Ingresses /
-# 100,000 endpoints. Prints a table per scenario and, as its last line:
+# 100,000 endpoints. Prints a table per scenario (every proxy's CPU per request, req/s and p99
+# over nginx's), then the peer table (each scenario's CPU per request over nginx's, per proxy)
+# and, as its last line:
 #   RESULT proxy_rps_ratio_vs_nginx=<x> proxy_p99_ratio_vs_nginx=<x> endpoint_update_p99_ms=<n>
 #     proxy_rss_mib_10k_ingresses=<n> proxy_cpu_per_req_ratio_vs_nginx=<x>
 #     proxy_cpu_per_req_ratio_vs_nginx_tls=<x> proxy_cpu_per_req_ratio_vs_nginx_tls_rsa=<x>
 #     proxy_cpu_per_req_ratio_vs_nginx_h2=<x> tls_handshakes_ratio_vs_nginx=<x>
-#     tls_handshakes_ratio_vs_nginx_rsa=<x>
-# (one line; a key is NA when its scenario was not run). The unsuffixed _tls and handshake
-# keys are ECDSA P-256, the _rsa ones RSA-2048.
+#     tls_handshakes_ratio_vs_nginx_rsa=<x> proxy_cpu_per_req_ratio_vs_haproxy_h1=<x>
+#     proxy_cpu_per_req_ratio_vs_haproxy_h2=<x> proxy_cpu_per_req_ratio_vs_caddy_h1=<x>
+# (one line; a key is NA when its scenario or peer was not run). The unsuffixed _tls and
+# handshake keys are ECDSA P-256, the _rsa ones RSA-2048; the _vs_haproxy and _vs_caddy keys
+# are metalgate's CPU per request over that peer's, in h1 (HTTP/1.1 keep-alive) or h2.
 #
 # CPU per request is the efficiency figure: utime+stime of the proxy's processes (nginx: master
 # and workers) from /proc/<pid>/stat, read before and after the measured run, divided by the
 # requests the client completed in it. Unlike req/s it does not depend on whether the proxy or
 # the load side (the client and the backend) is the bottleneck, nor much on other load on the
 # machine. Like is compared with like: WORKERS sets nginx worker_processes, haproxy nbthread and
-# metalgate GOMAXPROCS to the same number, and all three are pinned to the same PROXY_CPUS.
+# metalgate's and Caddy's GOMAXPROCS to the same number, and all four are pinned to the same
+# PROXY_CPUS.
+#
+# Caddy (v2.11.9, github.com/caddyserver/caddy/v2 with its standard modules, built from the Go
+# module proxy by hack/caddy/build.sh into ./bin/caddy-<version> when missing; CADDY_BIN to use
+# another) runs from a generated JSON config: a reverse_proxy to the same backend with upstream
+# keep-alive (up to 256 idle connections, as nginx's keepalive), X-Forwarded-For/-Proto/-Host
+# (its own) plus X-Real-IP and without its Via header; HTTP/1.1 only on the plain port; TLS by
+# SNI from the same two certificate files, HTTP/2 by ALPN, no HTTP/3; automatic HTTPS, ACME and
+# OCSP stapling off, no admin endpoint (admin disabled, config not persisted), no access log,
+# logs at WARN. Traefik v3 (v3.7.13) was tried as a fifth peer and is absent: it does not build
+# from the Go module proxy here. `go install .../cmd/traefik@v3.7.13` refuses a module with
+# replace directives; from a module of our own, 14 of its dependencies (DNS-provider SDKs of its
+# ACME client) are refused by the proxy (403), and two (github.com/abbot/go-http-auth and
+# github.com/traefik/traefik/dynamic/ext) are required at placeholder versions that resolve only
+# through Traefik's own replace directives, which a module depending on it does not inherit.
 #
 # TLS: TLS 1.3 on every side (all three clients offer it), X25519 and TLS_AES_128_GCM_SHA256
-# (Go's server choice on AES hardware; nginx and haproxy are told to prefer it too), the
-# certificate chosen by SNI: metalgate gets each certificate from a kubernetes.io/tls Secret
-# named in the Ingress's spec.tls, nginx from a server block per host, haproxy from its crt
-# list. The clients resolve the test hosts to 127.0.0.1 in a private mount namespace
+# (Go's server choice on AES hardware, so metalgate's and Caddy's; nginx and haproxy are told to
+# prefer it too; Caddy's curves are nginx's list, its TLS 1.3 suites are Go's and cannot be
+# configured), the certificate chosen by SNI: metalgate gets each certificate from a
+# kubernetes.io/tls Secret named in the Ingress's spec.tls, nginx from a server block per host,
+# haproxy from its crt list, Caddy from load_files (certmagic picks by SNI). The clients resolve the test hosts to 127.0.0.1 in a private mount namespace
 # (unshare -m, a bind-mounted /etc/hosts), so the real SNI is sent. What each proxy negotiated
 # and the certificate it served are printed at the start (openssl s_client).
 #
 # New connections: one new TLS connection per request, a full handshake each time. ab opens a
 # fresh OpenSSL connection per request and never offers a session to resume; wrk and h2load
 # re-use their OpenSSL object on reconnect and resume with the TLS 1.3 ticket that Go's server
-# (metalgate's included) issues by default, which nginx and haproxy here do not (tickets and
-# session cache off), so they would compare a PSK resumption with full handshakes. The script
+# (metalgate's included) issues by default, which nginx, haproxy and Caddy here do not (tickets
+# and session cache off; Caddy: session_tickets disabled), so they would compare a PSK resumption
+# with full handshakes. The TLS check at the start also offers each proxy the session it issued
+# (openssl s_client -sess_out, then -sess_in) and prints whether it resumed; nginx, haproxy and
+# Caddy must not. The script
 # checks that ab does not resume before it runs the scenario (hack/benchresume: a Go TLS server
 # with Go's defaults that counts resumed handshakes). Metalgate still issues a ticket per
 # handshake (Go's default, not configurable from the proxy's flags); that cost is in its figure.
@@ -51,15 +74,16 @@
 #
 # Usage: hack/bench-proxy.sh   Environment (defaults): DURATION=10s (seconds) CONNECTIONS=64
 #   THREADS=2 (wrk and h2load threads) WORKERS=1 (nginx worker_processes = haproxy nbthread =
-#   metalgate GOMAXPROCS) PROXY_CPUS=1 LOAD_CPUS=0 (taskset lists: proxies on one set, the
+#   metalgate and Caddy GOMAXPROCS) PROXY_CPUS=1 LOAD_CPUS=0 (taskset lists: proxies on one set, the
 #   clients and the backend on the other; empty disables pinning) ROUNDS=1 (each proxy measured
 #   ROUNDS times per scenario, interleaved; the best round counts)
-#   SCENARIOS="h1 tls-ecdsa tls-rsa h2 new-ecdsa new-rsa" PROXIES="metalgate nginx haproxy"
+#   SCENARIOS="h1 tls-ecdsa tls-rsa h2 new-ecdsa new-rsa" PROXIES="metalgate nginx haproxy caddy"
 #   H2_CONNECTIONS=64 H2_STREAMS=10 NEW_CONNECTIONS=32 (ab concurrency)
 #   PROFILE= (1: after the measurements, a perf CPU profile of metalgate and nginx in each
 #   scenario, summarised: where the CPU goes) PROFILE_DIR= (keep perf.data and binaries)
 #   SKIP_CONTROLPLANE= (set: no envtest and 10k-table measurements)
-#   METALGATE_BIN, ECHO_BIN (prebuilt binaries; default: built from this tree)
+#   METALGATE_BIN, ECHO_BIN (prebuilt binaries; default: built from this tree) CADDY_BIN
+#   (default: ./bin/caddy-<version of hack/caddy/go.mod>, built when missing)
 #   KUBEBUILDER_ASSETS (default ./bin/k8s-v1.35.4).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -73,7 +97,7 @@ PROXY_CPUS=${PROXY_CPUS-1}
 LOAD_CPUS=${LOAD_CPUS-0}
 ROUNDS=${ROUNDS:-1}
 SCENARIOS=${SCENARIOS:-h1 tls-ecdsa tls-rsa h2 new-ecdsa new-rsa}
-PROXIES=${PROXIES:-metalgate nginx haproxy}
+PROXIES=${PROXIES:-metalgate nginx haproxy caddy}
 H2_CONNECTIONS=${H2_CONNECTIONS:-64}
 H2_STREAMS=${H2_STREAMS:-10}
 NEW_CONNECTIONS=${NEW_CONNECTIONS:-32}
@@ -83,8 +107,10 @@ export KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$ROOT/bin/k8s-v1.35.4}
 
 BACKEND_PORT=18080 METALGATE_PORT=18081 NGINX_PORT=18082 HAPROXY_PORT=18083 ADMIN_PORT=18091
 METALGATE_TLS_PORT=18443 NGINX_TLS_PORT=18444 HAPROXY_TLS_PORT=18445 PROBE_PORT=18446
+CADDY_PORT=18084 CADDY_TLS_PORT=18447
 HOST_ECDSA=ecdsa.bench.metalgate.test HOST_RSA=rsa.bench.metalgate.test
-# TLS 1.3 suites in Go's server order on AES hardware; nginx and haproxy prefer them in this order.
+# TLS 1.3 suites in Go's server order on AES hardware; nginx and haproxy prefer them in this order
+# (metalgate and Caddy are Go: this order is theirs).
 SUITES=TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256
 
 has() { case " $1 " in *" $2 "*) return 0 ;; esac; return 1; } # has LIST WORD
@@ -94,6 +120,12 @@ for s in $SCENARIOS; do
 	h1) ;;
 	tls-ecdsa | tls-rsa | h2 | new-ecdsa | new-rsa) tls_scenarios=true ;;
 	*) echo "unknown scenario $s (h1 tls-ecdsa tls-rsa h2 new-ecdsa new-rsa)" >&2; exit 2 ;;
+	esac
+done
+for n in $PROXIES; do
+	case $n in
+	metalgate | nginx | haproxy | caddy) ;;
+	*) echo "unknown proxy $n (metalgate nginx haproxy caddy)" >&2; exit 2 ;;
 	esac
 done
 has "$PROXIES" nginx || { echo "PROXIES must include nginx (the reference)" >&2; exit 2; }
@@ -115,6 +147,17 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
+CADDY=
+if has "$PROXIES" caddy; then
+	# Caddy from its own module (hack/caddy), cached in ./bin: built only when missing.
+	CADDY=${CADDY_BIN:-}
+	if [ -z "$CADDY" ]; then
+		CADDY=$(hack/caddy/build.sh "$ROOT/bin" | tail -1) ||
+			{ echo "!! building Caddy failed (see above); PROXIES without caddy runs the others" >&2; exit 1; }
+	fi
+	[ -x "$CADDY" ] || { echo "no Caddy binary at '$CADDY'" >&2; exit 1; }
+	echo ">> caddy: $CADDY ($("$CADDY" version | awk '{print $1}'))"
+fi
 
 pin() { # pin CPUS command...: run pinned when CPUS is set
 	local cpus=$1; shift
@@ -162,7 +205,7 @@ wait_port() {
 }
 
 for port in $BACKEND_PORT $METALGATE_PORT $NGINX_PORT $HAPROXY_PORT $ADMIN_PORT \
-	$METALGATE_TLS_PORT $NGINX_TLS_PORT $HAPROXY_TLS_PORT $PROBE_PORT; do
+	$METALGATE_TLS_PORT $NGINX_TLS_PORT $HAPROXY_TLS_PORT $PROBE_PORT $CADDY_PORT $CADDY_TLS_PORT; do
 	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 		echo "port $port is already in use (a previous run still going?); stop it first" >&2
 		exit 1
@@ -349,6 +392,54 @@ if has "$PROXIES" haproxy; then
 	pids+=($!)
 fi
 
+# --- caddy: a generated JSON config (the Caddyfile adapter would add automatic HTTPS) ------------
+# admin disabled and the config not persisted: no admin endpoint, nothing written outside $tmp
+# (HOME and the XDG directories point into it too). Session tickets off, as nginx's and haproxy's.
+caddy_route='{"handle": [{"handler": "reverse_proxy",
+      "upstreams": [{"dial": "127.0.0.1:'$BACKEND_PORT'"}],
+      "transport": {"protocol": "http", "keep_alive": {"enabled": true, "max_idle_conns_per_host": 256}},
+      "headers": {"request": {"set": {"X-Real-IP": ["{http.request.remote.host}"]}, "delete": ["Via"]}}}]}'
+cat >"$tmp/caddy.json" <<JSON
+{
+  "admin": {"disabled": true, "config": {"persist": false}},
+  "logging": {"logs": {"default": {"level": "WARN"}}},
+  "apps": {
+    "http": {
+      "servers": {
+        "plain": {
+          "listen": ["127.0.0.1:$CADDY_PORT"],
+          "protocols": ["h1"],
+          "automatic_https": {"disable": true},
+          "routes": [$caddy_route]
+        },
+        "tls": {
+          "listen": ["127.0.0.1:$CADDY_TLS_PORT"],
+          "protocols": ["h1", "h2"],
+          "automatic_https": {"disable": true},
+          "tls_connection_policies": [{"protocol_min": "tls1.2", "curves": ["x25519", "secp256r1", "secp384r1"]}],
+          "routes": [$caddy_route]
+        }
+      }
+    },
+    "tls": {
+      "certificates": {"load_files": [
+        {"certificate": "$tmp/certs/ecdsa.crt", "key": "$tmp/certs/ecdsa.key", "tags": ["ecdsa"]},
+        {"certificate": "$tmp/certs/rsa.crt", "key": "$tmp/certs/rsa.key", "tags": ["rsa"]}
+      ]},
+      "session_tickets": {"disabled": true},
+      "disable_ocsp_stapling": true
+    }
+  }
+}
+JSON
+if has "$PROXIES" caddy; then
+	mkdir -p "$tmp/caddy"
+	HOME=$tmp/caddy XDG_CONFIG_HOME=$tmp/caddy XDG_DATA_HOME=$tmp/caddy GOMAXPROCS=$WORKERS \
+		spawn "$PROXY_CPUS" "$CADDY" run --config "$tmp/caddy.json" >"$tmp/caddy.log" 2>&1
+	PID[caddy]=$! PORT[caddy]=$CADDY_PORT TLS_PORT[caddy]=$CADDY_TLS_PORT
+	pids+=($!)
+fi
+
 for n in $PROXIES; do
 	wait_port "${PORT[$n]}"
 	wait_port "${TLS_PORT[$n]}"
@@ -375,6 +466,28 @@ if $tls_scenarios; then
 				/^ALPN protocol:/ { alpn = $3 }
 				END { printf "%s %s, key exchange %s, signature %s, ALPN %s", proto, cipher, group, sig, alpn }')"
 		done
+	done
+	# Resumption: a request on a first connection (its session and any ticket saved), then the
+	# session offered on a second one. nginx, haproxy and Caddy have tickets off: a proxy that
+	# resumed here would give wrk and h2load cheap reconnections the others do not. The first
+	# request's answer (the echo backend's JSON) also shows the forwarding headers it received.
+	echo ">> TLS session resumption offered to each proxy (openssl s_client -sess_out, then -sess_in); forwarding headers the backend got"
+	for n in $PROXIES; do
+		sess=$tmp/session-$n.pem
+		rm -f "$sess"
+		out=$(printf 'GET / HTTP/1.0\r\nHost: %s\r\n\r\n' "$HOST_ECDSA" | openssl s_client -connect "127.0.0.1:${TLS_PORT[$n]}" \
+			-servername "$HOST_ECDSA" -sess_out "$sess" -ign_eof 2>/dev/null | tr -d '\0' || true)
+		fwd=$(echo "$out" | grep -o -E '"(X-[A-Za-z-]+|Forwarded|Via)":' | tr -d '":' | sort | paste -sd' ')
+		resumed=no
+		if [ -s "$sess" ] && printf 'GET / HTTP/1.0\r\nHost: %s\r\n\r\n' "$HOST_ECDSA" | openssl s_client \
+			-connect "127.0.0.1:${TLS_PORT[$n]}" -servername "$HOST_ECDSA" -sess_in "$sess" -ign_eof 2>/dev/null | grep -q '^Reused,'; then
+			resumed=yes
+		fi
+		printf '   %-10s resumed: %-3s  backend got: %s\n' "$n" "$resumed" "${fwd:-(none)}"
+		if [ "$resumed" = yes ] && [ "$n" != metalgate ]; then
+			echo "!! $n resumed a TLS session: its tickets should be off, as nginx's and haproxy's" >&2
+			exit 1
+		fi
 	done
 fi
 
@@ -684,14 +797,16 @@ echo
 # cpu_us/req: CPU time the proxy spent per request (lowest over the rounds); cpu/nginx: that
 # over nginx's. When the load side (the client and the backend share LOAD_CPUS) is the
 # bottleneck, req/s converge and this is the efficiency figure. rss_mib: peak RSS since the
-# proxy started (the scenarios run in the order shown, on the same processes).
+# proxy started (the scenarios run in the order shown, on the same processes). rps/nginx and
+# p99/nginx: req/s and p99 over nginx's (the best round's).
 for sc in $SCENARIOS; do
 	echo "== $(title "$sc"): $(client_cmd "$sc")"
-	printf '%-10s %12s %10s %10s %8s %11s %10s %10s %10s\n' proxy req/s p50_ms p99_ms cpu_% cpu_us/req cpu/nginx rss_mib rps/nginx
+	printf '%-10s %12s %10s %10s %8s %11s %10s %10s %10s %10s\n' proxy req/s p50_ms p99_ms cpu_% cpu_us/req cpu/nginx rss_mib rps/nginx p99/nginx
 	for n in $PROXIES; do
 		k=$sc/$n
-		printf '%-10s %12s %10s %10s %8s %11s %10s %10s %10s\n' "$n" "${RPS[$k]}" "${P50[$k]}" "${P99[$k]}" "${CPU[$k]}" \
-			"${USREQ[$k]}" "$(ratio "${USREQ[$k]}" "${USREQ[$sc/nginx]}")" "${RSS[$k]}" "$(ratio "${RPS[$k]}" "${RPS[$sc/nginx]}")"
+		printf '%-10s %12s %10s %10s %8s %11s %10s %10s %10s %10s\n' "$n" "${RPS[$k]}" "${P50[$k]}" "${P99[$k]}" "${CPU[$k]}" \
+			"${USREQ[$k]}" "$(ratio "${USREQ[$k]}" "${USREQ[$sc/nginx]}")" "${RSS[$k]}" "$(ratio "${RPS[$k]}" "${RPS[$sc/nginx]}")" \
+			"$(ratio "${P99[$k]}" "${P99[$sc/nginx]}")"
 	done
 	case $sc in
 	new-*)
@@ -702,9 +817,23 @@ for sc in $SCENARIOS; do
 	esac
 	echo
 done
+# The peer table: every scenario's CPU per request over nginx's, one column per proxy (lower is
+# better; for new-*, the CPU per new connection, the inverse of the connections per core).
+echo "== peers: CPU per request over nginx's (lower is better), p99 over nginx's in brackets"
+printf '%-10s' scenario
+for n in $PROXIES; do printf ' %18s' "$n"; done
+echo
+for sc in $SCENARIOS; do
+	printf '%-10s' "$sc"
+	for n in $PROXIES; do
+		printf ' %18s' "$(ratio "${USREQ[$sc/$n]:-}" "${USREQ[$sc/nginx]:-}") ($(ratio "${P99[$sc/$n]:-}" "${P99[$sc/nginx]:-}"))"
+	done
+	echo
+done
+echo
 echo "endpoint update (change → first request on the new endpoint): p50 ${update_p50} ms, p99 ${update_p99} ms"
 echo "10k Ingresses / 100k endpoints: ${scale#SCALE }"
-cpu_ratio_of() { ratio "${USREQ[$1/metalgate]:-}" "${USREQ[$1/nginx]:-}"; }
+cpu_ratio_of() { ratio "${USREQ[$1/metalgate]:-}" "${USREQ[$1/${2:-nginx}]:-}"; } # scenario [peer]: metalgate's CPU per request over the peer's
 hs_ratio_of() { ratio "${USREQ[$1/nginx]:-}" "${USREQ[$1/metalgate]:-}"; } # handshakes per CPU-second, metalgate over nginx
 echo "RESULT proxy_rps_ratio_vs_nginx=$(ratio "${RPS[h1/metalgate]:-}" "${RPS[h1/nginx]:-}")" \
 	"proxy_p99_ratio_vs_nginx=$(ratio "${P99[h1/metalgate]:-}" "${P99[h1/nginx]:-}")" \
@@ -714,4 +843,7 @@ echo "RESULT proxy_rps_ratio_vs_nginx=$(ratio "${RPS[h1/metalgate]:-}" "${RPS[h1
 	"proxy_cpu_per_req_ratio_vs_nginx_tls_rsa=$(cpu_ratio_of tls-rsa)" \
 	"proxy_cpu_per_req_ratio_vs_nginx_h2=$(cpu_ratio_of h2)" \
 	"tls_handshakes_ratio_vs_nginx=$(hs_ratio_of new-ecdsa)" \
-	"tls_handshakes_ratio_vs_nginx_rsa=$(hs_ratio_of new-rsa)"
+	"tls_handshakes_ratio_vs_nginx_rsa=$(hs_ratio_of new-rsa)" \
+	"proxy_cpu_per_req_ratio_vs_haproxy_h1=$(cpu_ratio_of h1 haproxy)" \
+	"proxy_cpu_per_req_ratio_vs_haproxy_h2=$(cpu_ratio_of h2 haproxy)" \
+	"proxy_cpu_per_req_ratio_vs_caddy_h1=$(cpu_ratio_of h1 caddy)"
