@@ -283,7 +283,7 @@ func (s *Speaker) leave(ctx context.Context) error {
 	s.m.Holds.WithLabelValues(HoldGiven).Inc()
 	s.log.Info("leaving the speaker cluster with a hold: replaced on this node", "hold", hold.String())
 	msg, err := s.opts.Claims.LeaveWithHold(hold, s.opts.LeaveTimeout)
-	if s.opts.HoldDir != "" && msg.Hold > 0 {
+	if s.opts.HoldDir != "" && msg.Hold > 0 && len(msg.VIPs) > 0 { // nothing to resume: no file
 		if werr := claims.WriteHoldFile(s.opts.HoldDir, msg, s.now()); werr != nil {
 			err = errors.Join(err, fmt.Errorf("write the hold for the next speaker: %w", werr))
 		}
