@@ -22,7 +22,25 @@ type Metrics struct {
 	// WithoutAnnouncer is, by mode, the addresses with ready endpoints that no live speaker
 	// may announce (Decision.WithoutAnnouncer).
 	WithoutAnnouncer *prometheus.GaugeVec
+	// Holds counts, by outcome, this speaker's holds (Options.HoldOnStop, Options.HoldDir):
+	// HoldGiven, HoldNone, HoldResumed, HoldRefused.
+	Holds *prometheus.CounterVec
+	// Held is the number of layer-2 addresses that stay, in this node's view, with a node that
+	// left with a hold (Decision.Held).
+	Held prometheus.Gauge
 }
+
+// Outcomes of Metrics.Holds.
+const (
+	// HoldGiven: this speaker left with a hold (its DaemonSet's rollout replaces it).
+	HoldGiven = "given"
+	// HoldNone: this speaker left without a hold (not a rollout, not known, or holds off).
+	HoldNone = "none"
+	// HoldResumed: this speaker resumed the hold its predecessor on the node left.
+	HoldResumed = "resumed"
+	// HoldRefused: a hold file was there but refused (stale, corrupt, another node's).
+	HoldRefused = "refused"
+)
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -59,9 +77,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "metalgate_speaker_vips_without_announcer",
 			Help: "Addresses of Services with ready endpoints that no live speaker may announce, in this node's view, by mode: no live node matches the advertisement's node selectors, or (externalTrafficPolicy Local) no node with a ready endpoint runs a live speaker.",
 		}, []string{"mode"}),
+		Holds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metalgate_speaker_l2_holds_total",
+			Help: "Layer-2 holds of this speaker by outcome: given (it left with a hold: a rollout replaces it), none (it left without one), resumed (it resumed its predecessor's hold), refused (a hold file was refused).",
+		}, []string{"outcome"}),
+		Held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "metalgate_speaker_l2_held_vips",
+			Help: "Layer-2 addresses that stay, in this node's view, with a node whose speaker left with a hold (nobody announces them until it returns or the hold ends).",
+		}),
+	}
+	for _, o := range []string{HoldGiven, HoldNone, HoldResumed, HoldRefused} {
+		m.Holds.WithLabelValues(o)
 	}
 	if reg != nil {
-		reg.MustRegister(m.Announced, m.Members, m.Quorum, m.Failovers, m.Syncs, m.Expected, m.Takeovers, m.WithoutAnnouncer)
+		reg.MustRegister(m.Announced, m.Members, m.Quorum, m.Failovers, m.Syncs, m.Expected, m.Takeovers, m.WithoutAnnouncer, m.Holds, m.Held)
 	}
 	return m
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net/netip"
 	"slices"
@@ -39,6 +40,11 @@ type Claims interface {
 	Claims() map[string][]netip.Addr
 	// SetClaims publishes the addresses this node announces at layer 2.
 	SetClaims(vips []netip.Addr) error
+	// Holds returns the valid holds of members that left with one (Input.Holds).
+	Holds() []claims.Held
+	// LeaveWithHold leaves (Membership.Leave) after telling the others that this node's
+	// claims stay valid for hold; it returns the hold sent.
+	LeaveWithHold(hold, timeout time.Duration) (claims.Message, error)
 }
 
 // Takeover describes an address this node started announcing.
@@ -79,6 +85,16 @@ type Options struct {
 	// not live; memberlist never probes dead members again, so a healed partition only merges
 	// through a join. Defaults to 1s.
 	JoinInterval time.Duration
+	// HoldOnStop, if set (and Claims is), is asked when Run's context ends how long this
+	// node's layer-2 addresses stay its own after it leaves: positive only when this speaker
+	// is being replaced on the same node (its DaemonSet's rollout), at most claims.MaxHold;
+	// 0 leaves as without it (the others take the addresses over at once). It must return
+	// within a short deadline of its own.
+	HoldOnStop func(ctx context.Context) time.Duration
+	// HoldDir, if set, is a directory on the node that outlives the speaker: a speaker leaving
+	// with a hold writes it there (claims.WriteHoldFile), and Run resumes a valid hold found
+	// there at start (Input.Resume; claims.ReadHoldFile). "": no hold file.
+	HoldDir string
 	// Logger defaults to logr.Discard().
 	Logger logr.Logger
 	// Metrics defaults to unregistered metrics.
@@ -104,6 +120,7 @@ type Speaker struct {
 	snapshot atomic.Pointer[[]contract.AnnouncementStatus] // what the last sync announced (Announcements)
 
 	// Owned by the goroutine calling sync.
+	resume    claims.Held     // this node's previous speaker's hold (Options.HoldDir)
 	state     State           // the last decision's (Decide)
 	announced map[string]bool // label sets of Announced set last time ("svc|vip|if|mode")
 	hadQuorum bool
@@ -168,6 +185,7 @@ func (s *Speaker) kick() {
 // Run syncs on every change until ctx ends, then hands over: it leaves the membership (peers
 // take the addresses over at once), and only then stops announcing and closes the announcers.
 func (s *Speaker) Run(ctx context.Context) error {
+	s.resumeHold()
 	t := time.NewTicker(s.opts.Resync)
 	defer t.Stop()
 	joinCtx, stopJoin := context.WithCancel(ctx)
@@ -181,7 +199,7 @@ func (s *Speaker) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			// Leave first: a join blocked on an unreachable peer must not delay the handover.
 			stopJoin()
-			err := s.stop()
+			err := s.stop(ctx)
 			<-joined
 			return err
 		case <-s.trigger:
@@ -223,9 +241,58 @@ func (s *Speaker) joinLoop(ctx context.Context) {
 	}
 }
 
-func (s *Speaker) stop() error {
-	s.log.Info("leaving the speaker cluster")
-	err := s.opts.Membership.Leave(s.opts.LeaveTimeout)
+// resumeHold reads the hold the previous speaker on this node left (Options.HoldDir), and
+// claims its addresses before this speaker joins, so that the others see them claimed from
+// its first push/pull; each decision checks them again (Input.Resume).
+func (s *Speaker) resumeHold() {
+	if s.opts.HoldDir == "" || s.opts.Claims == nil {
+		return
+	}
+	h, err := claims.ReadHoldFile(s.opts.HoldDir, s.opts.Node, s.now(), claims.MaxHold)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return
+	case err != nil:
+		s.m.Holds.WithLabelValues(HoldRefused).Inc()
+		s.log.Error(err, "Ignoring the hold file of the previous speaker")
+		return
+	}
+	s.resume = h
+	s.m.Holds.WithLabelValues(HoldResumed).Inc()
+	s.log.Info("resuming the previous speaker's layer-2 addresses", "vips", len(h.VIPs), "until", h.Until())
+	if len(h.VIPs) > claims.MaxVIPs {
+		h.VIPs = h.VIPs[:claims.MaxVIPs]
+	}
+	if err := s.opts.Claims.SetClaims(h.VIPs); err != nil {
+		s.log.Error(err, "Claiming the resumed addresses failed")
+	}
+}
+
+// leave leaves the membership, with a hold when Options.HoldOnStop asks for one (written to
+// Options.HoldDir for the next speaker on this node too).
+func (s *Speaker) leave(ctx context.Context) error {
+	var hold time.Duration
+	if s.opts.HoldOnStop != nil && s.opts.Claims != nil {
+		hold = min(s.opts.HoldOnStop(context.WithoutCancel(ctx)), claims.MaxHold).Truncate(time.Millisecond)
+	}
+	if hold <= 0 {
+		s.m.Holds.WithLabelValues(HoldNone).Inc()
+		s.log.Info("leaving the speaker cluster")
+		return s.opts.Membership.Leave(s.opts.LeaveTimeout)
+	}
+	s.m.Holds.WithLabelValues(HoldGiven).Inc()
+	s.log.Info("leaving the speaker cluster with a hold: replaced on this node", "hold", hold.String())
+	msg, err := s.opts.Claims.LeaveWithHold(hold, s.opts.LeaveTimeout)
+	if s.opts.HoldDir != "" && msg.Hold > 0 && len(msg.VIPs) > 0 { // nothing to resume: no file
+		if werr := claims.WriteHoldFile(s.opts.HoldDir, msg, s.now()); werr != nil {
+			err = errors.Join(err, fmt.Errorf("write the hold for the next speaker: %w", werr))
+		}
+	}
+	return err
+}
+
+func (s *Speaker) stop(ctx context.Context) error {
+	err := s.leave(ctx)
 	for _, mode := range slices.Sorted(maps.Keys(s.opts.Announcers)) {
 		err = errors.Join(err, s.opts.Announcers[mode].Close())
 	}
@@ -266,9 +333,10 @@ func (s *Speaker) sync(ctx context.Context) error {
 		s.log.Info("quorum changed", "quorum", quorum, "live", len(live), "expected", len(w.Speakers))
 		s.hadQuorum = quorum
 	}
-	in := Input{Node: s.opts.Node, World: w, Live: live, Quorum: quorum, Previous: s.state, Now: s.now(), HoldDown: s.opts.HoldDown}
+	in := Input{Node: s.opts.Node, World: w, Live: live, Quorum: quorum, Previous: s.state, Now: s.now(), HoldDown: s.opts.HoldDown, Resume: s.resume}
 	if s.opts.Claims != nil {
 		in.Claims = s.opts.Claims.Claims()
+		in.Holds = s.opts.Claims.Holds()
 	}
 	d := Decide(in)
 	if d.Wake > 0 {
@@ -285,8 +353,9 @@ func (s *Speaker) sync(ctx context.Context) error {
 		}
 	}
 
+	s.m.Held.Set(float64(d.Held))
 	if s.opts.Claims != nil {
-		own := slices.SortedFunc(maps.Keys(d.Next.Announcing), netip.Addr.Compare)
+		own := d.Claims
 		if len(own) > claims.MaxVIPs {
 			own = own[:claims.MaxVIPs] // the rest falls back to plain rendezvous (docs/speaker.md)
 		}

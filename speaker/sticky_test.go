@@ -75,6 +75,11 @@ type stickyCluster struct {
 	names []string
 	vips  []netip.Addr
 	nodes map[string]*realNode
+	// holdDirs, if set, gives each node a hold directory that outlives its speaker
+	// (speaker.Options.HoldDir), and leaveHold is the hold a stopping speaker leaves with
+	// (speaker.Options.HoldOnStop; 0: a plain leave).
+	holdDirs  map[string]string
+	leaveHold atomic.Int64
 }
 
 func (c *stickyCluster) world() speaker.World {
@@ -119,9 +124,17 @@ func (c *stickyCluster) start(i int) *realNode {
 		c.t.Fatal(err)
 	}
 	rn.mem, rn.port = mem, mem.Port()
-	s, err := speaker.New(speaker.Options{Node: name, Membership: mem, Claims: mem, HoldDown: c.hold,
+	opts := speaker.Options{Node: name, Membership: mem, Claims: mem, HoldDown: c.hold,
 		Resync: 100 * time.Millisecond, JoinInterval: 200 * time.Millisecond, Logger: testr.New(c.t).WithName(name),
-		Announcers: map[speaker.Mode]speaker.Announcer{speaker.ModeLayer2: rn.log}})
+		Announcers: map[speaker.Mode]speaker.Announcer{speaker.ModeLayer2: rn.log}}
+	if c.holdDirs != nil {
+		if c.holdDirs[name] == "" {
+			c.holdDirs[name] = c.t.TempDir()
+		}
+		opts.HoldDir = c.holdDirs[name]
+		opts.HoldOnStop = func(context.Context) time.Duration { return time.Duration(c.leaveHold.Load()) }
+	}
+	s, err := speaker.New(opts)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -38,6 +39,7 @@ import (
 	"github.com/metalgate/metalgate/internal/adminauth"
 	"github.com/metalgate/metalgate/speaker"
 	"github.com/metalgate/metalgate/speaker/bgp"
+	"github.com/metalgate/metalgate/speaker/claims"
 	"github.com/metalgate/metalgate/speaker/cluster"
 	"github.com/metalgate/metalgate/speaker/config"
 	"github.com/metalgate/metalgate/speaker/election"
@@ -63,6 +65,9 @@ type speakerOptions struct {
 	GratuitousInterval time.Duration
 	QPS                float64
 	Burst              int
+	L2Hold             time.Duration
+	HoldDir            string
+	PodName            string
 	Zap                zap.Options
 }
 
@@ -83,6 +88,9 @@ func (o *speakerOptions) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.BGP, "bgp", true, "Advertise BGP VIPs to the BGPPeers selecting this node (not in --static-config mode).")
 	fs.Float64Var(&o.QPS, "kube-api-qps", 20, "Requests per second to the API server (client-side limit).")
 	fs.IntVar(&o.Burst, "kube-api-burst", 40, "Burst of requests to the API server (client-side limit).")
+	fs.DurationVar(&o.L2Hold, "l2-hold", 10*time.Second, fmt.Sprintf("How long this node keeps its layer-2 VIPs when its speaker is replaced by the DaemonSet's rollout (asked of the API server at SIGTERM): nobody takes them over until the new speaker resumes them or this ends. 0 disables it; at most %v.", claims.MaxHold))
+	fs.StringVar(&o.HoldDir, "hold-dir", "/var/lib/metalgate/speaker", "Directory on the node (hostPath) where a speaker leaving with a hold writes it for its replacement; \"\" disables the hand-over file (the others still hold, the replacement does not resume).")
+	fs.StringVar(&o.PodName, "pod-name", os.Getenv("POD_NAME"), "Name of this speaker's Pod (Downward API metadata.name), in --namespace: read at SIGTERM to tell a rollout from other deletions. Default: $POD_NAME; empty: never a hold.")
 	o.Zap.BindFlags(fs)
 }
 
@@ -94,6 +102,9 @@ func speakerCommand(ctx context.Context, args []string, stderr io.Writer) error 
 	if opts.NodeName == "" {
 		fmt.Fprintln(stderr, "metalgate speaker: --node-name (or $NODE_NAME) is required")
 		return errUsage
+	}
+	if opts.L2Hold < 0 || opts.L2Hold > claims.MaxHold {
+		return fmt.Errorf("--l2-hold %v: want 0 (off) up to %v", opts.L2Hold, claims.MaxHold)
 	}
 	return runSpeaker(withLogger(ctx, &opts.Zap, stderr), opts)
 }
@@ -207,6 +218,7 @@ func runClusterSpeaker(ctx context.Context, opts speakerOptions) error {
 	if err != nil {
 		return err
 	}
+	env.holdOnStop, env.holdDir = holdOnStop(opts, mgr.GetAPIReader(), env.log.WithName("hold")), opts.HoldDir
 	sp, err := env.speaker(mem, keys, announcers, onTakeover)
 	if err != nil {
 		return err
@@ -271,6 +283,32 @@ func runStaticSpeaker(ctx context.Context, opts speakerOptions) error {
 	return sp.Run(ctx)
 }
 
+// rolloutDeadline bounds the API reads at SIGTERM that tell a rollout from other deletions
+// (the pod's grace period is 5 s; the leave takes up to 1 s after it).
+const rolloutDeadline = time.Second
+
+// holdOnStop is speaker.Options.HoldOnStop in a cluster: --l2-hold when the API server says,
+// within rolloutDeadline, that this pod is replaced by its DaemonSet's rollout
+// (cluster.DetectRollout); 0 (a plain leave) otherwise, and when --l2-hold is 0 or the pod's
+// name is unknown.
+func holdOnStop(opts speakerOptions, r client.Reader, log logr.Logger) func(context.Context) time.Duration {
+	if opts.L2Hold <= 0 || opts.PodName == "" {
+		return nil
+	}
+	return func(ctx context.Context) time.Duration {
+		ro, err := cluster.DetectRollout(ctx, r, opts.Namespace, opts.PodName, rolloutDeadline)
+		if err != nil {
+			log.Error(err, "Could not tell whether a rollout replaces this speaker; leaving without a hold")
+			return 0
+		}
+		log.Info("leaving", "replacedByRollout", ro.Replaced, "reason", ro.Reason)
+		if !ro.Replaced {
+			return 0
+		}
+		return opts.L2Hold
+	}
+}
+
 // speakerRef reaches the Speaker (and the BGP status writer) from the parts built before it:
 // the membership's change callback, the layer-2 gate, the debug endpoint, BGP session changes.
 // Until they exist it does nothing, answers "no" and 503.
@@ -313,6 +351,10 @@ type speakerEnv struct {
 	reg     metrics.RegistererGatherer
 	nodeIPs []netip.Addr
 	ref     *speakerRef
+	// holdOnStop and holdDir are speaker.Options.HoldOnStop and HoldDir (cluster mode only:
+	// the rollout is told by the API server).
+	holdOnStop func(context.Context) time.Duration
+	holdDir    string
 }
 
 // newSpeakerEnv settles the node's addresses: --node-ip defaults to the first of nodeIPs (the
@@ -383,10 +425,11 @@ func (e *speakerEnv) bgp() (*bgp.Speaker, error) {
 
 // speaker returns the Speaker over mem and announcers and makes it reachable through e.ref.
 func (e *speakerEnv) speaker(mem *membership.Membership, keys membership.Keys, announcers map[speaker.Mode]speaker.Announcer, onTakeover func(speaker.Takeover)) (*speaker.Speaker, error) {
-	sp, err := speaker.New(speaker.Options{
+	o := speaker.Options{
 		Node: e.opts.NodeName, Membership: mem, Claims: mem, Logger: e.log.WithName("speaker"), Metrics: speaker.NewMetrics(e.reg),
-		Announcers: announcers, OnTakeover: onTakeover,
-	})
+		Announcers: announcers, OnTakeover: onTakeover, HoldOnStop: e.holdOnStop, HoldDir: e.holdDir,
+	}
+	sp, err := speaker.New(o)
 	if err != nil {
 		return nil, err
 	}

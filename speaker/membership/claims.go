@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
+	"time"
 
 	"github.com/hashicorp/memberlist"
 
@@ -105,4 +107,44 @@ func claimsNode(b []byte) string {
 		return ""
 	}
 	return fmt.Sprintf("%.64s", msg.Node)
+}
+
+// Holds returns the holds of the members that left with one, still valid
+// (speaker.Input.Holds).
+func (m *Membership) Holds() []claims.Held { return m.claims.Holds() }
+
+// LeaveWithHold is Leave after telling every member that this speaker's claims stay valid for
+// hold (claims.Message.Hold: its speaker is replaced on this node). The hold goes to each
+// member over its own TCP stream, all at once and before the leave, so that it arrives ahead
+// of the leave's gossip (a receiver still accepts it shortly after the leave:
+// claims.Store.Receive); the sends take at most timeout, and so does the leave. It returns
+// the hold it sent (for the hold file) and any error of the leave; a member that could not be
+// reached fails the address over when it sees the leave, as without a hold.
+func (m *Membership) LeaveWithHold(hold, timeout time.Duration) (claims.Message, error) {
+	b, msg, err := m.claims.OwnHold(hold)
+	if err != nil {
+		return claims.Message{}, errors.Join(err, m.Leave(timeout))
+	}
+	m.mu.Lock()
+	to := make([]*memberlist.Node, 0, len(m.members))
+	for name, ap := range m.members {
+		to = append(to, &memberlist.Node{Name: name, Addr: ap.Addr().AsSlice(), Port: ap.Port()})
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, n := range to {
+		wg.Go(func() { _ = m.ml.SendReliable(n, b) })
+	}
+	sent := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(sent)
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-sent:
+	case <-t.C:
+	}
+	return msg, m.Leave(timeout)
 }
