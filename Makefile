@@ -174,11 +174,13 @@ conformance: ## As root on Linux: Gateway API conformance (v1.5.1, GATEWAY-HTTP,
 # steady client load. There is no release tag yet, so the previous release is a fixed earlier
 # main commit, built from its own source (git archive into $(DAYTWO_DIR)/src): its binary into an
 # image tagged $(DAYTWO_IMAGE_REF) (distinct from this tree's :dev, so both are on the nodes) and
-# its chart. f0b5b8b is the oldest commit whose chart installs in the lab (image
-# registry/repository/tag/pullPolicy values) AND whose proxy drains on SIGTERM: an upgrade stops
-# the old pods with the old release's pod spec and binary, so upgrading from an older commit
-# loses requests whatever this tree does. Move it to the last release tag once there is one.
-DAYTWO_FROM ?= f0b5b8bb7f584477da36774f8f6b45552f85d231
+# its chart. e26e34d (the merge of the layer-2 hold) is the oldest commit whose speakers keep their
+# layer-2 VIPs through their own rollout, so the upgrade's speaker rollout moves none (an older
+# speaker leaves without a hold and its VIPs fail over, resetting connections in flight). The
+# previous one, f0b5b8b, was the oldest whose chart installs in the lab and whose proxy drains on
+# SIGTERM: an upgrade stops the old pods with the old release's pod spec and binary, so what the
+# old release does on the way out counts. Move it to the last release tag once there is one.
+DAYTWO_FROM ?= e26e34d423079ff46804f5d00a80153f347de8af
 DAYTWO_DIR := $(ROOT)/_out/daytwo-from
 DAYTWO_IMAGE_REF := ghcr.io/metalgate/metalgate:daytwo-from
 # make test runs it in a throwaway lab of its own (prefix dt-), taken down whatever happened.
@@ -221,15 +223,14 @@ test-fast: ## The fast lane: lint, generated files up to date, unit tests, in th
 	@$(MAKE) --no-print-directory test-unit
 
 .PHONY: test-slow
-test-slow: ## What follows the fast lane: integration (real API server; as root netns + FRR), then e2e, then Gateway API conformance.
+test-slow: ## What follows the fast lane: integration (real API server; as root netns + FRR), then e2e, the day-two test, then Gateway API conformance.
 	@$(MAKE) --no-print-directory test-integration
 	@$(MAKE) --no-print-directory test-e2e
+	@$(MAKE) --no-print-directory test-daytwo
 	@$(MAKE) --no-print-directory test-conformance
-# test-daytwo is not in test-slow yet: a speaker rollout still moves layer-2 VIPs to another node
-# (connections in flight at that moment are reset by the new owner); docs/install.md, "Day 2".
 
 .PHONY: test
-test: ## Everything, stopping at the first failure: test-fast (lint, generated files, unit), then test-slow (integration, e2e, conformance).
+test: ## Everything, stopping at the first failure: test-fast (lint, generated files, unit), then test-slow (integration, e2e, day two, conformance).
 	@$(MAKE) --no-print-directory test-fast
 	@$(MAKE) --no-print-directory test-slow
 
