@@ -95,8 +95,10 @@ func splitImageRef(t *testing.T, ref string) (registry, repository, tag string) 
 
 // d2Values are the Helm values of both releases, but for the image: two pools (one announced at
 // layer 2, one by BGP to the lab router, with a 3 s hold time so a lost node's paths go within
-// the failover bound and graceful restart so a restarting speaker's stay), two proxy replicas
-// behind the layer-2 VIP.
+// the failover bound and graceful restart so a restarting speaker's stay), the proxy as a
+// DaemonSet (a proxy on every node, each replaced in place: with externalTrafficPolicy Local no
+// node stops announcing the VIPs during a rollout, so the router's ECMP set never changes and
+// no flow is rehashed to another node mid-connection), behind the layer-2 and the BGP VIP.
 func d2Values(registry, repository, tag string) string {
 	return fmt.Sprintf(`image:
   registry: %s
@@ -114,7 +116,7 @@ bgpPeers:
   - name: day2-router
     spec: {myASN: %d, peerASN: %d, peerAddress: %s, holdTime: 3s, keepaliveTime: 1s, enableGracefulRestart: true}
 proxy:
-  replicas: 2
+  kind: DaemonSet
   service:
     annotations: {metalgate.io/address-pool: %s}
 `, registry, repository, tag, d2L2Pool, d2L2CIDR, d2BGPPool, d2BGPCIDR,
@@ -128,7 +130,7 @@ proxy:
 //   - does nothing (the baseline, on the previous release);
 //   - upgrades the whole install with helm upgrade to this tree (CRDs applied first, as
 //     docs/install.md says);
-//   - rolls the proxy Deployment, the speaker DaemonSet, the controller Deployment;
+//   - rolls the proxy DaemonSet, the speaker DaemonSet, the controller Deployment;
 //   - freezes the API server (SIGSTOP) for 30 s;
 //   - takes the layer-2 VIP owner's link down for 20 s (its routes put back after link-up).
 //
@@ -215,7 +217,7 @@ func TestDayTwo(t *testing.T) {
 			d.waitInstall(lab.MetalgateImage.Ref)
 			d.hold(10 * time.Second)
 		})
-		phase("proxy rollout", false, func(*d2Phase) { d.rollout(ctx, "deployment/"+d2Release+"-proxy", "proxy") })
+		phase("proxy rollout", false, func(*d2Phase) { d.rollout(ctx, "daemonset/"+d2Release+"-proxy", "proxy") })
 		phase("speaker rollout", false, func(*d2Phase) { d.rollout(ctx, "daemonset/"+d2Release+"-speaker", "speaker") })
 		phase("controller rollout", false, func(*d2Phase) { d.rollout(ctx, "deployment/"+d2Release+"-controller", "controller") })
 		phase("API server frozen 30s", false, func(*d2Phase) {
@@ -321,7 +323,7 @@ func (d *dayTwo) helmOut(ctx context.Context, args ...string) (string, error) {
 // hold waits a fixed time on purpose: a phase's length under load, not a synchronisation.
 func (d *dayTwo) hold(dur time.Duration) { time.Sleep(dur) }
 
-// waitInstall waits until the controller, every speaker and both proxy replicas run image ref,
+// waitInstall waits until the controller, every speaker and every proxy run image ref,
 // updated and ready, with no old pod left terminating.
 func (d *dayTwo) waitInstall(ref string) {
 	d.t.Helper()
@@ -339,7 +341,7 @@ func (d *dayTwo) waitComponent(component, ref string, timeout time.Duration) {
 	eventually(d.t, timeout, component+" rolled out on "+ref, func() error {
 		var want int32
 		name := d2Release + "-" + component
-		if component == "speaker" {
+		if component == "speaker" || component == "proxy" {
 			ds, err := d.cs.AppsV1().DaemonSets(d2Namespace).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err
