@@ -16,9 +16,19 @@ import (
 //     namespace floods wrong passwords, a check of another finds a slot free at once;
 //   - when a slot frees, it goes to the waiting namespace that holds the fewest, the least
 //     recently served first among equals; each namespace's checks are served in order;
-//   - a namespace queues at most queue checks beyond those it runs: one more is refused at
-//     once (429), and a check waits at most wait for its slot (then 503): a client is
-//     answered, never kept waiting for ever.
+//   - a namespace queues at most queue checks beyond those it runs, and a check waits at
+//     most wait for its slot (then 503); one more than the queue is refused (429), but only
+//     after the same wait, or when its client goes away: a client is answered, never kept
+//     waiting for ever.
+//
+// Why a refusal waits: a client that sends its next request as soon as the last is answered
+// (a closed loop, as every password-guessing tool is) turns an instant refusal into another
+// request, thousands a second, each parsed, routed and answered, which takes the CPU that
+// other namespaces' requests need; a held refusal costs a parked goroutine and a timer, and
+// slows such a client to one request per wait. Held refusals are not counted against the
+// queue: their number is bounded by the requests the listeners take at once
+// (--max-connections, and for HTTP/2 --http2-max-concurrent-streams per connection), as
+// requests to a slow backend are.
 //
 // Slots are granted under mu, in enter and in done; nothing is granted anywhere else, so a
 // test sees each decision as soon as the call returns.
@@ -32,10 +42,11 @@ type authSlots struct {
 	served uint64                 // grants so far: orders the namespaces by last service
 }
 
-// authTenant is one namespace's slots in use and queue.
+// authTenant is one namespace's slots in use, queue and held refusals.
 type authTenant struct {
 	held    int
 	waiting []*authTicket // in arrival order
+	holding int           // refusals (queue full) waiting to be answered
 	last    uint64        // served's value when it was last granted a slot
 }
 
@@ -61,10 +72,13 @@ func newAuthSlots(slots int, wait time.Duration) *authSlots {
 	return &authSlots{slots: slots, share: share, queue: authQueuePerShare * share, wait: wait, tenant: map[string]*authTenant{}}
 }
 
-// acquire returns a granted ticket of namespace ns, to give back with done; errAuthQueueFull,
-// errAuthWait, or ctx's error when the client went away while it waited.
+// acquire returns a granted ticket of namespace ns, to give back with done; errAuthQueueFull
+// (after wait), errAuthWait, or ctx's error when the client went away while it waited.
 func (a *authSlots) acquire(ctx context.Context, ns string) (*authTicket, error) {
 	t, err := a.enter(ns)
+	if errors.Is(err, errAuthQueueFull) {
+		return nil, a.hold(ctx, ns, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -89,8 +103,27 @@ func (a *authSlots) acquire(ctx context.Context, ns string) (*authTicket, error)
 	return nil, err
 }
 
+// hold waits wait, or until ctx ends, before ns's refusal err (counted by enter) is
+// answered; it returns err, or ctx's error when the client went away first.
+func (a *authSlots) hold(ctx context.Context, ns string, err error) error {
+	timer := time.NewTimer(a.wait)
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+		timer.Stop()
+		err = ctx.Err()
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	tn := a.tenant[ns]
+	tn.holding--
+	a.forgetLocked(ns, tn)
+	return err
+}
+
 // enter grants ns a slot at once when one is free and ns holds less than its share; else it
-// queues a ticket (errAuthQueueFull when ns's queue is full).
+// queues a ticket; when ns's queue is full it counts a held refusal (for hold to end) and
+// returns errAuthQueueFull.
 func (a *authSlots) enter(ns string) (*authTicket, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -105,7 +138,7 @@ func (a *authSlots) enter(ns string) (*authTicket, error) {
 		return t, nil
 	}
 	if len(tn.waiting) >= a.queue {
-		a.forgetLocked(ns, tn)
+		tn.holding++
 		return nil, errAuthQueueFull
 	}
 	tn.waiting = append(tn.waiting, t)
@@ -170,10 +203,10 @@ func (a *authSlots) grantLocked(tn *authTenant, t *authTicket) {
 	close(t.ready)
 }
 
-// forgetLocked drops a namespace that neither holds nor waits, so the map stays as small as
-// the set of namespaces checking passwords right now.
+// forgetLocked drops a namespace that neither holds, waits nor is being refused, so the map
+// stays as small as the set of namespaces checking passwords right now.
 func (a *authSlots) forgetLocked(ns string, tn *authTenant) {
-	if tn.held == 0 && len(tn.waiting) == 0 {
+	if tn.held == 0 && len(tn.waiting) == 0 && tn.holding == 0 {
 		delete(a.tenant, ns)
 	}
 }

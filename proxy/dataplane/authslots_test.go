@@ -48,7 +48,7 @@ func TestAuthSlots(t *testing.T) {
 			{desc: "a's slot goes to c (never served) before a's next", op: "done", ticket: "a1", running: []string{"b1", "c1"}},
 			{desc: "b's slot goes to a", op: "done", ticket: "b1", running: []string{"a2", "c1"}},
 		}},
-		{name: "a full queue refuses at once; other namespaces unaffected", slots: 2, queue: 2, steps: []step{
+		{name: "a full queue refuses (acquire holds the answer); other namespaces unaffected", slots: 2, queue: 2, steps: []step{
 			{desc: "flood 1", op: "enter", ticket: "f1", running: []string{"f1"}},
 			{desc: "flood 2 waits", op: "enter", ticket: "f2", running: []string{"f1"}},
 			{desc: "flood 3 waits", op: "enter", ticket: "f3", running: []string{"f1"}},
@@ -119,5 +119,41 @@ func TestAuthSlotsWaitBounded(t *testing.T) {
 	a.done(held)
 	if len(a.tenant) != 0 || a.inUse != 0 {
 		t.Errorf("after every check: %d namespaces remembered, %d slots in use", len(a.tenant), a.inUse)
+	}
+}
+
+// TestAuthSlotsRefusalHeld: a check refused because its namespace's queue is full is answered
+// (errAuthQueueFull) no sooner than the wait bound — a closed-loop client then sends one
+// request per wait, not thousands a second — or as soon as its client goes away; either way
+// nothing of it stays behind. A lower bound only: a timer never fires early.
+func TestAuthSlotsRefusalHeld(t *testing.T) {
+	const wait = 50 * time.Millisecond
+	a := newAuthSlots(2, wait) // share 1
+	a.queue = 1
+	held, err := a.acquire(context.Background(), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.enter("f"); err != nil { // the queue's one place, left below
+		t.Fatal(err)
+	}
+	queued := a.tenant["f"].waiting[0]
+	start := time.Now()
+	_, err = a.acquire(context.Background(), "f")
+	if took := time.Since(start); !errors.Is(err, errAuthQueueFull) || took < wait {
+		t.Errorf("a check over the queue: %v after %v, want %v after %v or more", err, took, errAuthQueueFull, wait)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	a.wait = time.Hour
+	if _, err := a.acquire(ctx, "f"); !errors.Is(err, context.Canceled) {
+		t.Errorf("a check over the queue whose client is gone: %v, want %v", err, context.Canceled)
+	}
+	if !a.leave(queued) {
+		t.Fatal("the queued ticket was granted")
+	}
+	a.done(held)
+	if len(a.tenant) != 0 || a.inUse != 0 {
+		t.Errorf("after every check: %d namespaces remembered (%+v), %d slots in use", len(a.tenant), a.tenant, a.inUse)
 	}
 }

@@ -127,7 +127,13 @@ func New(opts Options) (*Server, error) {
 		httpPort:        strconv.Itoa(opts.PublicHTTPPort), httpsPort: strconv.Itoa(opts.PublicHTTPSPort),
 		affinityKey: opts.AffinityKey,
 		limits:      newLimiters(opts.RateLimitIPv6Prefix, opts.rateLimitClients),
-		auth:        newBasicAuth(opts.AuthCheckSlots, opts.AuthCheckWait, opts.authCompare),
+		auth:        newBasicAuth(opts.AuthCheckSlots, opts.AuthCheckWait, opts.AuthCheckNice, opts.authCompare),
+	}
+	if opts.AuthCheckNice > 0 {
+		// Fail at start, not silently per check, where threads' nice values cannot be set.
+		if err := probeThreadNice(opts.AuthCheckNice); err != nil {
+			return nil, fmt.Errorf("authentication check nice value: %w", err)
+		}
 	}
 	if opts.ServerHeader != "-" {
 		s.serverHeader = []string{opts.ServerHeader}
