@@ -252,6 +252,14 @@ M = [
  ("M25s-i claims kept after the member left", "speaker/membership/membership.go", [("\tm.claims.Forget(name)\n", "")], "TestClaimsDelegate", [], "./speaker/membership/"),
  ("M25s-j a joining member is not sent our claims", "speaker/membership/membership.go", [("\te.m.sendClaims(n.Name) ", "\t_ = n.Name ")], "TestClaimsDelegate", [], "./speaker/membership/"),
  ("M25s-k the speaker never publishes its claims (real memberlists: addresses move on join)", "speaker/speaker.go", [("if err := s.opts.Claims.SetClaims(own); err != nil {", "if err := error(nil); err != nil {")], "TestStickyOwnership", [], "./speaker/"),
+ ("M23f-a a refusal (queue full) answered at once", "proxy/dataplane/authslots.go", [("\ttimer := time.NewTimer(a.wait)\n\tselect {\n\tcase <-timer.C:\n\tcase <-ctx.Done():\n\t\ttimer.Stop()", "\ttimer := time.NewTimer(0)\n\tselect {\n\tcase <-timer.C:\n\tcase <-ctx.Done():\n\t\ttimer.Stop()")], "TestAuthSlotsRefusalHeld|TestBasicAuthRefusalHeld"),
+ ("M23f-b a held refusal never forgotten", "proxy/dataplane/authslots.go", [("\ttn.holding--\n", "")], "TestAuthSlotsRefusalHeld|TestBasicAuthRefusalHeld"),
+ ("M23f-c checks at the proxy's own priority", "proxy/dataplane/auth.go", [("\t\t_ = setThreadNice(c.nice)\n", "\t\t_ = c.nice\n")], "TestBasicAuthCheckNice$"),
+ ("M23f-d a lowered thread handed back to other goroutines", "proxy/dataplane/auth.go", [("\t\truntime.LockOSThread() // never unlocked: the thread ends with this goroutine\n", "\t\truntime.LockOSThread()\n\t\tdefer runtime.UnlockOSThread()\n")], "TestBasicAuthCheckNice$"),
+ ("M23f-e an unknown user's decoy hashed at the proxy's priority (its 401 is faster)", "proxy/dataplane/auth.go", [("\t\t_ = c.hash(ba.Decoy, pass)\n", "\t\t_ = c.compare(ba.Decoy, pass)\n")], "TestBasicAuthCheckNice$"),
+ ("M23f-f a nice value out of range accepted", "proxy/dataplane/options.go", [("\tif o.AuthCheckNice < 0 || o.AuthCheckNice > 19 {\n", "\tif false {\n")], "TestBasicAuthCheckNiceInvalid"),
+ ("M23f-g GOMAXPROCS not raised for lowered checks", "cmd/metalgate/proxy.go", [("\treturn procs + slots\n", "\treturn procs\n")], "TestAuthCheckProcs", [], "./cmd/metalgate/"),
+ ("M23f-h default slots taken after GOMAXPROCS is raised", "cmd/metalgate/proxy.go", [("\t\td.AuthCheckSlots = dataplane.DefaultAuthCheckSlots() // before authCheckProcs raises GOMAXPROCS\n", "")], "TestAuthCheckProcs", [], "./cmd/metalgate/"),
 ]
 only = sys.argv[1:]
 failed = 0
