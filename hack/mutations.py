@@ -256,9 +256,13 @@ M = [
  ("M23f-b a held refusal never forgotten", "proxy/dataplane/authslots.go", [("\ttn.holding--\n", "")], "TestAuthSlotsRefusalHeld|TestBasicAuthRefusalHeld"),
  ("M23f-c checks at the proxy's own priority", "proxy/dataplane/auth.go", [("\t\t_ = setThreadNice(c.nice)\n", "\t\t_ = c.nice\n")], "TestBasicAuthCheckNice$"),
  ("M23f-d a lowered thread handed back to other goroutines", "proxy/dataplane/auth.go", [("\t\truntime.LockOSThread() // never unlocked: the thread ends with this goroutine\n", "\t\truntime.LockOSThread()\n\t\tdefer runtime.UnlockOSThread()\n")], "TestBasicAuthCheckNice$"),
- ("M23f-e an unknown user's decoy hashed at the proxy's priority (its 401 is faster)", "proxy/dataplane/auth.go", [("\t\t_ = c.hash(ba.Decoy, pass)\n", "\t\t_ = c.compare(ba.Decoy, pass)\n")], "TestBasicAuthCheckNice$"),
+ ("M23f-e an unknown user's decoy hashed at the proxy's priority (its 401 is faster)", "proxy/dataplane/auth.go", [("\t\t_ = c.hash(ba.Decoy, pass, t.low)\n", "\t\t_ = c.compare(ba.Decoy, pass)\n")], "TestBasicAuthCheckNice$"),
  ("M23f-f a nice value out of range accepted", "proxy/dataplane/options.go", [("\tif o.AuthCheckNice < 0 || o.AuthCheckNice > 19 {\n", "\tif false {\n")], "TestBasicAuthCheckNiceInvalid"),
  ("M23f-g GOMAXPROCS not raised for lowered checks", "cmd/metalgate/proxy.go", [("\treturn procs + slots\n", "\treturn procs\n")], "TestAuthCheckProcs", [], "./cmd/metalgate/"),
+ ("M23f-i every check lowered, budget or not", "proxy/dataplane/authslots.go", [("\tt.low = a.spentLocked(t.ns, t.start) >= authBudget\n", "\tt.low = true\n")], "TestAuthSlotsBudget|TestBasicAuthCheckNice$"),
+ ("M23f-j a namespace's check time not kept (a one-client flood keeps the proxy's priority)", "proxy/dataplane/authslots.go", [("\ta.spent[t.ns] = authSpent{level: a.spentLocked(t.ns, now) + now.Sub(t.start), at: now}\n", "")], "TestAuthSlotsBudget|TestBasicAuthCheckNice$"),
+ ("M23f-k check time never drains", "proxy/dataplane/authslots.go", [("\treturn max(sp.level-time.Duration(float64(now.Sub(sp.at))*authDrain), 0)\n", "\treturn sp.level\n")], "TestAuthSlotsBudget|TestBasicAuthCheckNice$"),
+ ("M23f-l drained namespaces kept for ever", "proxy/dataplane/authslots.go", [("\t\t\tdelete(a.spent, ns) // drained", "\t\t\t_ = ns // drained")], "TestAuthSlotsBudget"),
  ("M23f-h default slots taken after GOMAXPROCS is raised", "cmd/metalgate/proxy.go", [("\t\td.AuthCheckSlots = dataplane.DefaultAuthCheckSlots() // before authCheckProcs raises GOMAXPROCS\n", "")], "TestAuthCheckProcs", [], "./cmd/metalgate/"),
 ]
 only = sys.argv[1:]

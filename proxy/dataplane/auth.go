@@ -21,8 +21,9 @@ import (
 //   - a user the Secret does not know is checked against the Secret's decoy hash (the most
 //     expensive of its own) under the same slots, so that the answer's time does not tell
 //     which users exist;
-//   - with nice set, each hash runs on an OS thread of its own at a lower priority (hash),
-//     so that a namespace's bcrypt takes the CPU only when requests need none of it.
+//   - with nice set, the checks of a namespace that has spent its budget of check time
+//     (authslots.go) run on OS threads of their own at a lower priority (hash), so that a
+//     namespace that keeps checking passwords takes the CPU only as far as requests leave it.
 type basicAuth struct {
 	slots *authSlots
 	// compare checks a password against an htpasswd hash: table.CheckPassword (tests count
@@ -47,17 +48,18 @@ func newBasicAuth(slots int, wait time.Duration, nice int, compare func(hash, pa
 	return &basicAuth{slots: newAuthSlots(slots, wait), compare: compare, nice: nice, ok: map[string]map[[32]byte]struct{}{}}
 }
 
-// hash compares password with an htpasswd hash. With c.nice set it runs the comparison on a
-// goroutine locked to its OS thread, raises that thread's nice value and lets the goroutine
-// end still locked: the Go runtime then ends the thread, so no other goroutine ever runs at
-// the lowered priority (lowering the nice value back would need CAP_SYS_NICE); the process's
-// main thread, which the runtime never ends, it parks for good instead. The kernel
-// then gives the thread CPU only as far as the proxy's other threads (and other processes
-// of the same scheduling group) leave it: a flood's bcrypt no longer takes a core from other
-// namespaces' requests. A thread whose nice value cannot be set still hashes, at the
-// proxy's priority: slower for others, never a wrong answer.
-func (c *basicAuth) hash(hash, password string) bool {
-	if c.nice == 0 {
+// hash compares password with an htpasswd hash. With low (the namespace spent its budget)
+// and c.nice set, it runs the comparison on a goroutine locked to its OS thread, raises that
+// thread's nice value and lets the goroutine end still locked: the Go runtime then ends the
+// thread, so no other goroutine ever runs at the lowered priority (lowering the nice value
+// back would need CAP_SYS_NICE); the process's main thread, which the runtime never ends,
+// it parks for good instead. The kernel then gives the thread CPU only as far as the proxy's
+// other threads (and other processes of the same scheduling group) leave it: a flood's
+// bcrypt no longer takes a core from other namespaces' requests, while a namespace that
+// logs in now and then keeps the proxy's priority. A thread whose nice value cannot be set
+// still hashes, at the proxy's priority: slower for others, never a wrong answer.
+func (c *basicAuth) hash(hash, password string, low bool) bool {
+	if !low || c.nice == 0 {
 		return c.compare(hash, password)
 	}
 	good := make(chan bool, 1)
@@ -83,7 +85,7 @@ func (c *basicAuth) check(ctx context.Context, ns string, ba *table.BasicAuth, u
 		if err != nil {
 			return false, err
 		}
-		_ = c.hash(ba.Decoy, pass)
+		_ = c.hash(ba.Decoy, pass, t.low)
 		c.slots.done(t)
 		return false, nil
 	}
@@ -105,7 +107,7 @@ func (c *basicAuth) check(ctx context.Context, ns string, ba *table.BasicAuth, u
 	if err != nil {
 		return false, err
 	}
-	good := c.hash(hash, pass)
+	good := c.hash(hash, pass, t.low)
 	c.slots.done(t)
 	if good {
 		c.mu.Lock()

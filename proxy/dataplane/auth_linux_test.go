@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/metalgate/metalgate/internal/testenv"
 	"github.com/metalgate/metalgate/proxy/table"
@@ -41,13 +39,15 @@ func threadAlive(tid int) bool {
 	return err == nil
 }
 
-// TestBasicAuthCheckNice: with --auth-check-nice each password check — a known user's wrong
-// and right password and an unknown user's decoy alike, so a 401's time still does not tell
-// which users exist — runs on a thread at that nice value, and that thread ends with the
-// check, so no request is ever handled at the lowered priority. The one exception is the
-// process's main thread, which the Go runtime parks for good instead of ending it: so at
-// most one check ever runs there. Without the option, the checks run at the proxy's own
-// priority.
+// TestBasicAuthCheckNice: the hostile case first. A namespace whose checks took a second
+// (here a flood check that moves the test's clock) has spent its budget: its next checks —
+// a known user's and an unknown user's alike, so a 401's time still does not tell which
+// users exist — run on threads at --auth-check-nice, while another namespace's checks keep
+// the proxy's own priority; once the time has drained, the flood's checks are back at it.
+// Each lowered thread ends with its check, so no request is ever handled at the lowered
+// priority; the one exception is the process's main thread, which the Go runtime parks for
+// good instead of ending it, so at most one check ever runs there. Without the option,
+// every check runs at the proxy's own priority.
 func TestBasicAuthCheckNice(t *testing.T) {
 	base, err := threadNice("thread-self")
 	if err != nil {
@@ -58,54 +58,70 @@ func TestBasicAuthCheckNice(t *testing.T) {
 		t.Skipf("the test runs at nice %d: no room to raise it by 5", base)
 	}
 	be := echoBackend(t, "app")
-	r := route{host: "a.test", path: "/", endpoints: []string{hostport(be)},
-		annotations: map[string]string{"metalgate.io/auth-type": "basic", "metalgate.io/auth-secret": "users"},
-		secrets: []*corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "users"},
-			Data: map[string][]byte{"auth": []byte("alice:" + victimHash)}}}}
-	tab := buildTable(t, r)
+	tab := buildTable(t, authRoutes(hostport(be))...)
+	type login struct {
+		desc, host, user, pass string
+		want                   int
+		drain                  bool // let the time spent drain first
+	}
+	logins := []login{
+		{desc: "the flood's first check", host: "f.test", user: "mallory", pass: "wrong", want: 401},
+		{desc: "the flood, budget spent", host: "f.test", user: "mallory", pass: "wrong", want: 401},
+		{desc: "the flood, an unknown user", host: "f.test", user: "nobody", pass: "wrong", want: 401},
+		{desc: "the victim, wrong password", host: "v.test", user: "alice", pass: "wrong", want: 401},
+		{desc: "the victim, an unknown user", host: "v.test", user: "eve", pass: "secret1", want: 401},
+		{desc: "the victim logs in", host: "v.test", user: "alice", pass: "secret1", want: 200},
+		{desc: "the flood after its time drained", host: "f.test", user: "mallory", pass: "again", want: 401, drain: true},
+	}
 	for _, tc := range []struct {
-		name    string
-		nice    int
-		wantRan int // the nice value the checks ran at
+		name string
+		nice int
+		want []int // the nice value each login's check ran at
 	}{
-		{"lowered", nice, nice},
-		{"off: the proxy's own", 0, base},
+		{"lowered", nice, []int{base, nice, nice, base, base, base, base}},
+		{"off: the proxy's own", 0, []int{base, base, base, base, base, base, base}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			onMain := 0 // checks run on the main thread, both paths together
+			onMain := 0 // lowered checks run on the main thread, both paths together
 			forEachPath(t, func(t *testing.T, opts Options) {
+				clock := &fakeClock{t: time.Unix(1e9, 0)}
 				var mu sync.Mutex
-				var ran, tids []int
+				var ran, lowered []int // nice values; thread ids of the lowered checks
 				opts.AuthCheckNice = tc.nice
+				opts.authClock = clock.now
 				opts.authCompare = func(hash, password string) bool {
 					n, err := threadNice("thread-self")
 					if err != nil {
 						t.Error(err)
 					}
 					mu.Lock()
-					ran, tids = append(ran, n), append(tids, syscall.Gettid())
+					ran = append(ran, n)
+					if n != base {
+						lowered = append(lowered, syscall.Gettid())
+					}
 					mu.Unlock()
+					if hash == floodHash {
+						clock.advance(time.Second) // a long check, without spending one
+						return false
+					}
 					return table.CheckPassword(hash, password)
 				}
 				_, addr, _ := startProxy(t, opts, tab)
-				for _, cred := range []struct {
-					user, pass string
-					want       int
-				}{{"alice", "wrong", 401}, {"mallory", "wrong", 401}, {"alice", "secret1", 200}} {
-					if got, _ := authGet(t, http.DefaultClient, addr, "a.test", cred.user, cred.pass); got != cred.want {
-						t.Errorf("as %s: %d, want %d", cred.user, got, cred.want)
+				for _, l := range logins {
+					if l.drain {
+						clock.advance(time.Duration(float64(10*time.Second)/authDrain) + time.Second)
+					}
+					if got, _ := authGet(t, http.DefaultClient, addr, l.host, l.user, l.pass); got != l.want {
+						t.Errorf("%s: %d, want %d", l.desc, got, l.want)
 					}
 				}
 				mu.Lock()
-				if diff := cmp.Diff([]int{tc.wantRan, tc.wantRan, tc.wantRan}, ran); diff != "" {
-					t.Errorf("nice values the checks ran at (-want +got):\n%s", diff)
+				if diff := cmp.Diff(tc.want, ran); diff != "" {
+					t.Errorf("nice values the checks ran at, in order (-want +got):\n%s", diff)
 				}
 				mu.Unlock()
-				if tc.nice == 0 {
-					return
-				}
 				var others []int
-				for _, tid := range tids {
+				for _, tid := range lowered {
 					if tid == os.Getpid() {
 						onMain++
 					} else {
@@ -113,9 +129,9 @@ func TestBasicAuthCheckNice(t *testing.T) {
 					}
 				}
 				if onMain > 1 {
-					t.Errorf("%d checks ran on the main thread: it served goroutines after its nice value was raised", onMain)
+					t.Errorf("%d lowered checks ran on the main thread: it served goroutines after its nice value was raised", onMain)
 				}
-				testenv.Eventually(t, 5*time.Second, "the checks' threads ended", func() error {
+				testenv.Eventually(t, 5*time.Second, "the lowered checks' threads ended", func() error {
 					var alive []int
 					for _, tid := range others {
 						if threadAlive(tid) {
@@ -123,7 +139,7 @@ func TestBasicAuthCheckNice(t *testing.T) {
 						}
 					}
 					if len(alive) != 0 {
-						return fmt.Errorf("threads %v of checks are still there (at nice %d)", alive, tc.nice)
+						return fmt.Errorf("threads %v of lowered checks are still there", alive)
 					}
 					return nil
 				})

@@ -30,17 +30,40 @@ import (
 // (--max-connections, and for HTTP/2 --http2-max-concurrent-streams per connection), as
 // requests to a slow backend are.
 //
+// Each grant also says whether the check is to run at a lower priority (authTicket.low,
+// basicAuth.hash): when its namespace's checks took authBudget or more of the time that has
+// not yet drained, at authDrain per second. A namespace that logs its users in now and then
+// is never lowered; one that keeps its share busy is, after its first check or two, however
+// it spreads them over clients and connections (the time is kept per namespace, not per
+// ticket or tenant entry).
+//
 // Slots are granted under mu, in enter and in done; nothing is granted anywhere else, so a
 // test sees each decision as soon as the call returns.
 type authSlots struct {
 	slots, share, queue int
 	wait                time.Duration
+	now                 func() time.Time // time.Now; tests step a clock of their own
 
 	mu     sync.Mutex
 	inUse  int
 	tenant map[string]*authTenant // namespaces that hold or wait for a slot
 	served uint64                 // grants so far: orders the namespaces by last service
+	spent  map[string]authSpent   // namespaces whose checks' time has not drained yet
 }
+
+// authSpent is a namespace's checks' time, not yet drained, as it was at a time.
+type authSpent struct {
+	level time.Duration
+	at    time.Time
+}
+
+// A namespace's checks run at the proxy's own priority while their time not yet drained is
+// under authBudget; it drains at authDrain seconds a second: a tenth of a CPU, a hundred
+// bcrypt-5 checks a second or one of cost 12 every few seconds.
+const (
+	authBudget = 100 * time.Millisecond
+	authDrain  = 0.1
+)
 
 // authTenant is one namespace's slots in use, queue and held refusals.
 type authTenant struct {
@@ -55,6 +78,9 @@ type authTicket struct {
 	ns      string
 	ready   chan struct{}
 	granted bool // under authSlots.mu
+	// Set when granted, read after ready is closed:
+	low   bool      // run the check at a lower priority: its namespace spent its budget
+	start time.Time // when it was granted
 }
 
 // Refusals of authSlots.acquire; the caller answers 429 and 503, each with Retry-After.
@@ -69,7 +95,8 @@ const authQueuePerShare = 16
 func newAuthSlots(slots int, wait time.Duration) *authSlots {
 	slots = max(slots, 1)
 	share := max(slots/2, 1)
-	return &authSlots{slots: slots, share: share, queue: authQueuePerShare * share, wait: wait, tenant: map[string]*authTenant{}}
+	return &authSlots{slots: slots, share: share, queue: authQueuePerShare * share, wait: wait, now: time.Now,
+		tenant: map[string]*authTenant{}, spent: map[string]authSpent{}}
 }
 
 // acquire returns a granted ticket of namespace ns, to give back with done; errAuthQueueFull
@@ -159,15 +186,32 @@ func (a *authSlots) leave(t *authTicket) bool {
 	return true
 }
 
-// done gives a granted ticket's slot back and hands it on.
+// done gives a granted ticket's slot back, adds the time since it was granted to its
+// namespace's, and hands the slot on.
 func (a *authSlots) done(t *authTicket) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	now := a.now()
+	a.spent[t.ns] = authSpent{level: a.spentLocked(t.ns, now) + now.Sub(t.start), at: now}
+	for ns := range a.spent {
+		if a.spentLocked(ns, now) == 0 {
+			delete(a.spent, ns) // drained: the map holds only namespaces that checked lately
+		}
+	}
 	tn := a.tenant[t.ns]
 	tn.held--
 	a.inUse--
 	a.forgetLocked(t.ns, tn)
 	a.dispatchLocked()
+}
+
+// spentLocked is ns's checks' time not yet drained at now.
+func (a *authSlots) spentLocked(ns string, now time.Time) time.Duration {
+	sp, ok := a.spent[ns]
+	if !ok {
+		return 0
+	}
+	return max(sp.level-time.Duration(float64(now.Sub(sp.at))*authDrain), 0)
 }
 
 // dispatchLocked grants free slots to waiting tickets: each to the namespace, among those
@@ -200,6 +244,8 @@ func (a *authSlots) grantLocked(tn *authTenant, t *authTicket) {
 	a.served++
 	tn.last = a.served
 	t.granted = true
+	t.start = a.now()
+	t.low = a.spentLocked(t.ns, t.start) >= authBudget
 	close(t.ready)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,5 +156,68 @@ func TestAuthSlotsRefusalHeld(t *testing.T) {
 	a.done(held)
 	if len(a.tenant) != 0 || a.inUse != 0 {
 		t.Errorf("after every check: %d namespaces remembered (%+v), %d slots in use", len(a.tenant), a.tenant, a.inUse)
+	}
+}
+
+// fakeClock is a clock that moves only when a test moves it.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// TestAuthSlotsBudget: the hostile case first — a namespace that keeps one check running at
+// a time (one client in a closed loop: it never queues, and its tenant entry is dropped
+// between checks) still spends its budget, and its next check is to run at the lower
+// priority; another namespace's is not. The time drains at authDrain, and a namespace whose
+// time has drained is forgotten.
+func TestAuthSlotsBudget(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	a := newAuthSlots(2, time.Minute)
+	a.now = clock.now
+	check := func(ns string, took time.Duration) (low bool) {
+		t.Helper()
+		tk, err := a.acquire(context.Background(), ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.advance(took)
+		a.done(tk)
+		return tk.low
+	}
+	for i, s := range []struct {
+		desc    string
+		ns      string
+		took    time.Duration
+		wait    time.Duration // before the check
+		wantLow bool
+	}{
+		{desc: "the flood's first check, at the proxy's priority", ns: "f", took: 300 * time.Millisecond},
+		{desc: "its next one, the budget spent", ns: "f", took: 300 * time.Millisecond, wantLow: true},
+		{desc: "another namespace's check", ns: "v", took: 5 * time.Millisecond},
+		{desc: "the other namespace, again", ns: "v", took: 5 * time.Millisecond},
+		{desc: "the flood, not yet drained", ns: "f", wait: time.Second, wantLow: true},
+		{desc: "the flood, drained below the budget", ns: "f", wait: time.Duration(float64(600*time.Millisecond-authBudget) / authDrain)},
+	} {
+		clock.advance(s.wait)
+		if low := check(s.ns, s.took); low != s.wantLow {
+			t.Errorf("step %d (%s): low %v, want %v", i, s.desc, low, s.wantLow)
+		}
+	}
+	clock.advance(time.Duration(float64(time.Second) / authDrain))
+	check("v", 0)
+	if len(a.spent) != 0 || len(a.tenant) != 0 {
+		t.Errorf("after every namespace's time drained: spent %v, tenants %v", a.spent, a.tenant)
 	}
 }

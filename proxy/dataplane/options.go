@@ -126,13 +126,16 @@ type Options struct {
 	// A check refused because its namespace's queue is full is answered (429) after the
 	// same time. Default 3s.
 	AuthCheckWait time.Duration
-	// AuthCheckNice, 1 to 19, runs each password check on an OS thread of its own whose nice
-	// value it raises by that much (Linux), so that bcrypt gets the CPU only as far as request
-	// handling leaves it (auth.go, basicAuth.hash). 0: the checks run on the requests'
-	// goroutines at the proxy's priority.
+	// AuthCheckNice, 1 to 19: the password checks of a namespace that has spent its budget of
+	// check time (a tenth of a CPU; authslots.go) run on OS threads of their own at this
+	// nice value (Linux), so that its bcrypt gets the CPU only as far as request handling
+	// leaves it (auth.go, basicAuth.hash). 0: every check runs on its request's goroutine at
+	// the proxy's priority.
 	AuthCheckNice int
 	// authCompare (tests only) replaces table.CheckPassword, to count or hold checks.
 	authCompare func(hash, password string) bool
+	// authClock (tests only) replaces time.Now for the password checks' budgets.
+	authClock func() time.Time
 	// externalAuthAddrs decides which addresses an outside authentication service (an
 	// auth-url host --external-auth-hosts lists) may be reached at, checked as each
 	// connection is made. Set by defaults to publicAddress; only tests replace it (to let a

@@ -129,6 +129,9 @@ func New(opts Options) (*Server, error) {
 		limits:      newLimiters(opts.RateLimitIPv6Prefix, opts.rateLimitClients),
 		auth:        newBasicAuth(opts.AuthCheckSlots, opts.AuthCheckWait, opts.AuthCheckNice, opts.authCompare),
 	}
+	if opts.authClock != nil {
+		s.auth.slots.now = opts.authClock
+	}
 	if opts.AuthCheckNice > 0 {
 		// Fail at start, not silently per check, where threads' nice values cannot be set.
 		if err := probeThreadNice(opts.AuthCheckNice); err != nil {
