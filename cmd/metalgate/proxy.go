@@ -464,7 +464,6 @@ func parseByteSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// runProxy runs the data plane, and the control plane unless --static-config, until ctx ends.
 // authCheckProcs is the GOMAXPROCS a proxy runs with, from the runtime's own (procs): with
 // password checks on threads of lower priority (nice > 0), procs plus the checks that may
 // run at once (slots). A goroutine locked to its thread holds its P (the runtime's right to
@@ -478,6 +477,7 @@ func authCheckProcs(procs, slots, nice int) int {
 	return procs + slots
 }
 
+// runProxy runs the data plane, and the control plane unless --static-config, until ctx ends.
 func runProxy(ctx context.Context, opts proxyOptions) error {
 	logger := logr.FromContextOrDiscard(ctx)
 	var reg metricsRegistry = metrics.Registry

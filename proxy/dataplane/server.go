@@ -135,7 +135,7 @@ func New(opts Options) (*Server, error) {
 	if opts.AuthCheckNice > 0 {
 		// Fail at start, not silently per check, where threads' nice values cannot be set.
 		if err := probeThreadNice(opts.AuthCheckNice); err != nil {
-			return nil, fmt.Errorf("authentication check nice value: %w", err)
+			return nil, fmt.Errorf("password checks at nice %d (--auth-check-nice; 0 runs them at the proxy's own priority): %w", opts.AuthCheckNice, err)
 		}
 	}
 	if opts.ServerHeader != "-" {
