@@ -73,7 +73,7 @@ M = [
  ("M22a one namespace takes every auth slot", "proxy/dataplane/authslots.go", [("a.inUse < a.slots && tn.held < a.share && len(tn.waiting) == 0", "a.inUse < a.slots && len(tn.waiting) == 0"), ("len(tn.waiting) == 0 || tn.held >= a.share", "len(tn.waiting) == 0")], "TestAuthSlots$|TestBasicAuthFairness"),
  ("M22b auth slot wait unbounded", "proxy/dataplane/authslots.go", [("timer := time.NewTimer(a.wait)", "timer := time.NewTimer(time.Hour)")], "TestAuthSlotsWaitBounded|TestBasicAuthBusy/wait"),
  ("M22c auth queue unbounded", "proxy/dataplane/authslots.go", [("if len(tn.waiting) >= a.queue {", "if false {")], "TestAuthSlots$|TestBasicAuthBusy/queue"),
- ("M22d unknown users answered without hashing", "proxy/dataplane/auth.go", [("\t\t_ = c.compare(ba.Decoy, pass)\n", "")], "TestBasicAuthUnknownUserHashed"),
+ ("M22d unknown users answered without hashing", "proxy/dataplane/auth.go", [("\t\t_ = c.hash(ba.Decoy, pass, t.low)\n", "")], "TestBasicAuthUnknownUserHashed"),
  ("M22e no bcrypt cost cap", "proxy/table/htpasswd.go", [("if cost > MaxBcryptCost {", "if false {")], "TestParseHtpasswd|TestBasicAuthSecrets", [], "./proxy/table/"),
  ("M22f one cache of checked passwords for every namespace", "proxy/dataplane/auth.go", [("c.ok[ns]", "c.ok[\"\"]")], "TestBasicAuthCachePerNamespace"),
  ("M23h-a the speaker's metrics port trusts loopback (on the host network: any process on the node)", "cmd/metalgate/speaker.go", [("\topts.HostNetwork = true\n", "")], "TestSpeakerAdminGuard", [], "./cmd/metalgate/"),
@@ -284,6 +284,18 @@ M = [
  ("M25hr a drained (cordoned) node holds", "speaker/cluster/rollout.go", [("\tcase node.Spec.Unschedulable:\n", "\tcase false:\n")], "TestReplacedByRollout$", [], "./speaker/cluster/"),
  ("M25hs a SIGTERM without a deletion holds", "speaker/cluster/rollout.go", [("\tcase pod.DeletionTimestamp == nil:\n", "\tcase false:\n")], "TestReplacedByRollout$", [], "./speaker/cluster/"),
  ("M25ht an API error at SIGTERM holds", "cmd/metalgate/speaker.go", [("\t\t\tlog.Error(err, \"Could not tell whether a rollout replaces this speaker; leaving without a hold\")\n\t\t\treturn 0\n", "\t\t\tlog.Error(err, \"Could not tell whether a rollout replaces this speaker; leaving without a hold\")\n\t\t\treturn opts.L2Hold\n")], "TestSpeakerHoldOnStop$", [], "./cmd/metalgate/"),
+ ("M23f-a a refusal (queue full) answered at once", "proxy/dataplane/authslots.go", [("\ttimer := time.NewTimer(a.wait)\n\tselect {\n\tcase <-timer.C:\n\tcase <-ctx.Done():\n\t\ttimer.Stop()", "\ttimer := time.NewTimer(0)\n\tselect {\n\tcase <-timer.C:\n\tcase <-ctx.Done():\n\t\ttimer.Stop()")], "TestAuthSlotsRefusalHeld|TestBasicAuthRefusalHeld"),
+ ("M23f-b a held refusal never forgotten", "proxy/dataplane/authslots.go", [("\ttn.holding--\n", "")], "TestAuthSlotsRefusalHeld|TestBasicAuthRefusalHeld"),
+ ("M23f-c checks at the proxy's own priority", "proxy/dataplane/auth.go", [("\t\t_ = setThreadNice(c.nice)\n", "\t\t_ = c.nice\n")], "TestBasicAuthCheckNice$"),
+ ("M23f-d a lowered thread handed back to other goroutines", "proxy/dataplane/auth.go", [("\t\truntime.LockOSThread() // never unlocked: the thread ends with this goroutine\n", "\t\truntime.LockOSThread()\n\t\tdefer runtime.UnlockOSThread()\n")], "TestBasicAuthCheckNice$"),
+ ("M23f-e an unknown user's decoy hashed at the proxy's priority (its 401 is faster)", "proxy/dataplane/auth.go", [("\t\t_ = c.hash(ba.Decoy, pass, t.low)\n", "\t\t_ = c.compare(ba.Decoy, pass)\n")], "TestBasicAuthCheckNice$"),
+ ("M23f-f a nice value out of range accepted", "proxy/dataplane/options.go", [("\tif o.AuthCheckNice < 0 || o.AuthCheckNice > 19 {\n", "\tif false {\n")], "TestBasicAuthCheckNiceInvalid"),
+ ("M23f-g GOMAXPROCS not raised for lowered checks", "cmd/metalgate/proxy.go", [("\treturn procs + slots\n", "\treturn procs\n")], "TestAuthCheckProcs", [], "./cmd/metalgate/"),
+ ("M23f-i every check lowered, budget or not", "proxy/dataplane/authslots.go", [("\tt.low = a.spentLocked(t.ns, t.start) >= authBudget\n", "\tt.low = true\n")], "TestAuthSlotsBudget|TestBasicAuthCheckNice$"),
+ ("M23f-j a namespace's check time not kept (a one-client flood keeps the proxy's priority)", "proxy/dataplane/authslots.go", [("\ta.spent[t.ns] = authSpent{level: a.spentLocked(t.ns, now) + now.Sub(t.start), at: now}\n", "")], "TestAuthSlotsBudget|TestBasicAuthCheckNice$"),
+ ("M23f-k check time never drains", "proxy/dataplane/authslots.go", [("\treturn max(sp.level-time.Duration(float64(now.Sub(sp.at))*authDrain), 0)\n", "\treturn sp.level\n")], "TestAuthSlotsBudget|TestBasicAuthCheckNice$"),
+ ("M23f-l drained namespaces kept for ever", "proxy/dataplane/authslots.go", [("\t\t\tdelete(a.spent, ns) // drained", "\t\t\t_ = ns // drained")], "TestAuthSlotsBudget"),
+ ("M23f-h default slots taken after GOMAXPROCS is raised", "cmd/metalgate/proxy.go", [("\t\td.AuthCheckSlots = dataplane.DefaultAuthCheckSlots() // before authCheckProcs raises GOMAXPROCS\n", "")], "TestAuthCheckProcs", [], "./cmd/metalgate/"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"github.com/metalgate/metalgate/internal/testenv"
+	"github.com/metalgate/metalgate/proxy/dataplane"
 )
 
 func TestCommandLine(t *testing.T) {
@@ -47,6 +50,8 @@ func TestCommandLine(t *testing.T) {
 		{name: "public port", args: []string{"proxy", "--public-https-port", "70000"}, wantCode: 1, wantErr: "--public-https-port 70000: want 1 to 65535"},
 		{name: "auth check wait", args: []string{"proxy", "--auth-check-wait", "0s"}, wantCode: 1, wantErr: "--auth-check-wait 0s: want more than 0"},
 		{name: "auth check slots", args: []string{"proxy", "--auth-check-slots", "-1"}, wantCode: 1, wantErr: "--auth-check-slots -1: want 0"},
+		{name: "auth check nice below 0", args: []string{"proxy", "--auth-check-nice", "-1"}, wantCode: 1, wantErr: "--auth-check-nice -1: want 0 (the proxy's own priority) to 19"},
+		{name: "auth check nice past 19", args: []string{"proxy", "--auth-check-nice", "20"}, wantCode: 1, wantErr: "--auth-check-nice 20: want 0 (the proxy's own priority) to 19"},
 		{name: "negative shutdown delay", args: []string{"proxy", "--shutdown-delay", "-1s"}, wantCode: 1, wantErr: "--shutdown-delay -1s: want 0 (none) or more"},
 		{name: "no shutdown timeout", args: []string{"proxy", "--shutdown-timeout", "0s"}, wantCode: 1, wantErr: "--shutdown-timeout 0s: want more than 0"},
 		{name: "renew deadline past the lease", args: []string{"proxy", "--leader-election-renew-deadline", "20s"}, wantCode: 1, wantErr: "--leader-election-lease-duration 15s: want more than --leader-election-renew-deadline (20s)"},
@@ -191,6 +196,39 @@ func TestHSTSValue(t *testing.T) {
 				t.Errorf("hstsValue = %q, %v; want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestAuthCheckProcs pins the Go threads (GOMAXPROCS) the proxy runs with: with password
+// checks at a lower priority, the CPUs plus the checks that may run at once, so that a check
+// whose thread the kernel holds back never holds a P that request handling needs; and the
+// default slots are resolved before GOMAXPROCS is raised, so raising it does not also
+// raise the slots.
+func TestAuthCheckProcs(t *testing.T) {
+	for _, tc := range []struct {
+		name                     string
+		procs, slots, nice, want int
+	}{
+		{name: "lowered priority: one P per slot more", procs: 2, slots: 2, nice: 19, want: 4},
+		{name: "more slots than CPUs", procs: 4, slots: 8, nice: 1, want: 12},
+		{name: "the proxy's own priority: unchanged", procs: 2, slots: 2, nice: 0, want: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := authCheckProcs(tc.procs, tc.slots, tc.nice); got != tc.want {
+				t.Errorf("authCheckProcs(%d, %d, %d) = %d, want %d", tc.procs, tc.slots, tc.nice, got, tc.want)
+			}
+		})
+	}
+	var o proxyOptions
+	if err := parseFlags("proxy", nil, io.Discard, o.bind); err != nil {
+		t.Fatal(err)
+	}
+	d, err := o.dataplaneOptions(logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.AuthCheckSlots != dataplane.DefaultAuthCheckSlots() || d.AuthCheckNice != 19 {
+		t.Errorf("defaults: %d slots at nice %d, want %d (resolved before GOMAXPROCS is raised) at 19", d.AuthCheckSlots, d.AuthCheckNice, dataplane.DefaultAuthCheckSlots())
 	}
 }
 

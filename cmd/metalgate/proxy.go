@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -98,6 +99,7 @@ type proxyOptions struct {
 	RateLimitIPv6Prefix     int
 	AuthCheckSlots          int
 	AuthCheckWait           time.Duration
+	AuthCheckNice           int
 	EscapedSlashes          string
 	KeepDuplicateSlashes    bool
 	AllowUnderscoreHeaders  bool
@@ -202,7 +204,8 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxConnectionsPerClient, "max-connections-per-client", 0, "Most client connections open at once from one address on each listener; 0: no limit (clients behind one NAT share an address).")
 	fs.IntVar(&o.RateLimitIPv6Prefix, "rate-limit-ipv6-prefix", 64, "Prefix length by which rate limits (limit-rps, limit-rpm, limit-connections) key IPv6 clients: one host usually has a whole /64. 1 to 128; 128 keys each address on its own.")
 	fs.IntVar(&o.AuthCheckSlots, "auth-check-slots", 0, "Password checks of basic authentication (bcrypt) running at once, all namespaces together; one namespace gets at most half (at least one). 0: the number of CPUs, at least 2.")
-	fs.DurationVar(&o.AuthCheckWait, "auth-check-wait", 3*time.Second, "Longest wait of a password check for a free slot; then 503 with Retry-After.")
+	fs.DurationVar(&o.AuthCheckWait, "auth-check-wait", 3*time.Second, "Longest wait of a password check for a free slot; then 503 with Retry-After. A check refused because its namespace already has too many waiting is answered 429 after the same time.")
+	fs.IntVar(&o.AuthCheckNice, "auth-check-nice", 19, "Nice value of the threads that check passwords (bcrypt), 1 to 19 (Linux): the checks get the CPU only as far as request handling leaves it; the proxy then runs with --auth-check-slots more Go threads (GOMAXPROCS) than CPUs. 0: checks run at the proxy's own priority.")
 	fs.StringVar(&o.EscapedSlashes, "escaped-slashes", "reject", "Encoded '/' or '\\' (%2F, %5C) and bare '\\' in request paths: reject (400), keep (forward as sent), or decode (treat as '/').")
 	fs.BoolVar(&o.KeepDuplicateSlashes, "keep-duplicate-slashes", false, "Route and forward '//' in paths as sent; default: merged into one '/'.")
 	fs.StringVar(&o.ExternalAuthHosts, "external-auth-hosts", "", "Outside hosts an Ingress's auth-url may name, comma-separated: exact names and *.suffix (any name under suffix). Never addresses; a name is refused when it resolves to a loopback, link-local, unspecified or multicast address. Default none: auth-url names a Service only.")
@@ -257,7 +260,7 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 		// name (TLSRoutes), HTTPS ports unread (dataplane/gatewaypassthrough.go).
 		SSLPassthrough: o.SSLPassthrough || o.Gateway != "",
 		PublicHTTPPort: o.PublicHTTPPort, PublicHTTPSPort: o.PublicHTTPSPort,
-		AuthCheckSlots: o.AuthCheckSlots, AuthCheckWait: o.AuthCheckWait,
+		AuthCheckSlots: o.AuthCheckSlots, AuthCheckWait: o.AuthCheckWait, AuthCheckNice: o.AuthCheckNice,
 	}
 	if o.ServerHeader == "" {
 		d.ServerHeader = "-"
@@ -298,6 +301,12 @@ func (o *proxyOptions) dataplaneOptions(logger logr.Logger) (dataplane.Options, 
 	}
 	if o.AuthCheckWait <= 0 {
 		return d, fmt.Errorf("--auth-check-wait %v: want more than 0 (a check must not wait for ever)", o.AuthCheckWait)
+	}
+	if o.AuthCheckNice < 0 || o.AuthCheckNice > 19 {
+		return d, fmt.Errorf("--auth-check-nice %d: want 0 (the proxy's own priority) to 19 (the lowest)", o.AuthCheckNice)
+	}
+	if d.AuthCheckSlots == 0 {
+		d.AuthCheckSlots = dataplane.DefaultAuthCheckSlots() // before authCheckProcs raises GOMAXPROCS
 	}
 	if o.MaxConnectionsPerClient < 0 {
 		return d, fmt.Errorf("--max-connections-per-client %d: want 0 (no limit) or more", o.MaxConnectionsPerClient)
@@ -455,6 +464,19 @@ func parseByteSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
+// authCheckProcs is the GOMAXPROCS a proxy runs with, from the runtime's own (procs): with
+// password checks on threads of lower priority (nice > 0), procs plus the checks that may
+// run at once (slots). A goroutine locked to its thread holds its P (the runtime's right to
+// run Go code) while it runs, and the kernel may leave a low-priority thread waiting for long
+// while it holds one; with the extra Ps, the checks can never hold a P that request handling
+// needs: it always has procs of them, and the kernel decides who gets the CPUs.
+func authCheckProcs(procs, slots, nice int) int {
+	if nice == 0 {
+		return procs
+	}
+	return procs + slots
+}
+
 // runProxy runs the data plane, and the control plane unless --static-config, until ctx ends.
 func runProxy(ctx context.Context, opts proxyOptions) error {
 	logger := logr.FromContextOrDiscard(ctx)
@@ -465,6 +487,11 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 	dopts, err := opts.dataplaneOptions(logger)
 	if err != nil {
 		return err
+	}
+	// Raising GOMAXPROCS stops the runtime from following a changed CPU limit: the price of
+	// checks that never hold the Ps request handling needs (authCheckProcs).
+	if procs, n := goruntime.GOMAXPROCS(0), authCheckProcs(goruntime.GOMAXPROCS(0), dopts.AuthCheckSlots, dopts.AuthCheckNice); n != procs {
+		goruntime.GOMAXPROCS(n)
 	}
 	if opts.LeaderElect && opts.StaticConfig == "" && opts.Gateway == "" {
 		if err := opts.checkLease(); err != nil {

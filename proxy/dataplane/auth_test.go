@@ -2,9 +2,11 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -88,6 +90,17 @@ func slotState(a *authSlots, ns string) (held, waiting int) {
 	return 0, 0
 }
 
+// slotHolding is how many refusals of namespace ns a's slots hold (queue full, answered after
+// the wait).
+func slotHolding(a *authSlots, ns string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if tn := a.tenant[ns]; tn != nil {
+		return tn.holding
+	}
+	return 0
+}
+
 // flood sends n requests with wrong passwords (every other one as a user the Secret does not
 // know) to f.test at once; wait returns their statuses.
 func flood(t *testing.T, c *http.Client, addr string, n int) (wait func() []int) {
@@ -154,7 +167,8 @@ func TestBasicAuthFairness(t *testing.T) {
 
 // TestBasicAuthBusy: a check that finds its namespace's share taken waits at most
 // --auth-check-wait, then 503 with Retry-After; past the namespace's queue it gets 429 with
-// Retry-After at once. Another namespace is served all along.
+// Retry-After, after the same wait (TestBasicAuthRefusalHeld). Another namespace is served
+// all along.
 func TestBasicAuthBusy(t *testing.T) {
 	be := echoBackend(t, "app")
 	tab := buildTable(t, authRoutes(hostport(be))...)
@@ -163,9 +177,13 @@ func TestBasicAuthBusy(t *testing.T) {
 		wait   time.Duration
 		queued int // flood checks queued before the one that is refused
 		want   int
+		// queuedEnd is what the queued flood checks may get: 503 when their wait ended
+		// first, 401 when the gate opened first.
+		queuedEnd []int
 	}{
-		{"wait bound: 503", 50 * time.Millisecond, 0, http.StatusServiceUnavailable},
-		{"queue full: 429", time.Minute, authQueuePerShare, http.StatusTooManyRequests},
+		{"wait bound: 503", 50 * time.Millisecond, 0, http.StatusServiceUnavailable, nil},
+		// The wait is long enough for all the flood's checks to be queued on a loaded machine.
+		{"queue full: 429", 2 * time.Second, authQueuePerShare, http.StatusTooManyRequests, []int{http.StatusServiceUnavailable, http.StatusUnauthorized}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			forEachPath(t, func(t *testing.T, opts Options) {
@@ -191,14 +209,99 @@ func TestBasicAuthBusy(t *testing.T) {
 					t.Errorf("victim meanwhile: %d, want 200", code)
 				}
 				close(gate.open)
+				unauthorized := 0
 				for i, code := range done() {
-					if code != http.StatusUnauthorized {
-						t.Errorf("flood request %d: %d, want 401", i, code)
+					switch {
+					case code == http.StatusUnauthorized:
+						unauthorized++
+					case !slices.Contains(tc.queuedEnd, code):
+						t.Errorf("flood request %d: %d, want 401 or one of %v", i, code, tc.queuedEnd)
 					}
+				}
+				if unauthorized == 0 {
+					t.Errorf("no flood check answered 401: the one that held the slot was not checked")
 				}
 			})
 		})
 	}
+}
+
+// TestBasicAuthRefusalHeld: the hostile case of issue 23's closed-loop flood. A namespace
+// whose share is taken and whose queue is full gets its next check refused — but the refusal
+// is held, not answered at once, so a client that retries as soon as it is answered cannot
+// turn refusals into thousands of requests a second; the held refusal holds no slot and no
+// place in a queue (another namespace is served meanwhile), and it ends when its client goes
+// away, leaving nothing behind. Its answer after the wait (429, Retry-After) is
+// TestBasicAuthBusy's.
+func TestBasicAuthRefusalHeld(t *testing.T) {
+	be := echoBackend(t, "app")
+	tab := buildTable(t, authRoutes(hostport(be))...)
+	forEachPath(t, func(t *testing.T, opts Options) {
+		gate := &gatedCompare{hash: floodHash, open: make(chan struct{})}
+		opts.AuthCheckSlots, opts.AuthCheckWait = 2, time.Minute // share 1; nothing times out here
+		opts.authCompare = gate.compare
+		s, addr, _ := startProxy(t, opts, tab)
+		c := &http.Client{Timeout: 10 * time.Second}
+		t.Cleanup(c.CloseIdleConnections)
+
+		done := flood(t, c, addr, 1+authQueuePerShare)
+		testenv.Eventually(t, 5*time.Second, "the flood holds its slot and fills its queue", func() error {
+			if held, waiting := slotState(s.auth.slots, "flood"); held != 1 || waiting != authQueuePerShare {
+				return fmt.Errorf("flood holds %d, queues %d", held, waiting)
+			}
+			return nil
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "f.test"
+		req.SetBasicAuth("mallory", "again")
+		answered := make(chan error, 1)
+		go func() {
+			resp, err := c.Do(req)
+			if err == nil {
+				resp.Body.Close()
+				err = fmt.Errorf("answered %d", resp.StatusCode)
+			}
+			answered <- err
+		}()
+		testenv.Eventually(t, 5*time.Second, "the refusal is held", func() error {
+			if n := slotHolding(s.auth.slots, "flood"); n != 1 {
+				return fmt.Errorf("%d refusals held", n)
+			}
+			return nil
+		})
+		select {
+		case err := <-answered:
+			t.Fatalf("the refused check was answered at once: %v", err)
+		default:
+		}
+		if code, _ := authGet(t, c, addr, "v.test", "alice", "secret1"); code != http.StatusOK {
+			t.Errorf("victim while the flood's refusal is held: %d, want 200", code)
+		}
+		if held, waiting := slotState(s.auth.slots, "flood"); held != 1 || waiting != authQueuePerShare {
+			t.Errorf("the flood holds %d and queues %d with a refusal held, want 1 and %d", held, waiting, authQueuePerShare)
+		}
+		cancel()
+		if err := <-answered; !errors.Is(err, context.Canceled) {
+			t.Errorf("the held request after its client went away: %v, want %v", err, context.Canceled)
+		}
+		testenv.Eventually(t, 5*time.Second, "the held refusal ends with its client", func() error {
+			if n := slotHolding(s.auth.slots, "flood"); n != 0 {
+				return fmt.Errorf("%d refusals held", n)
+			}
+			return nil
+		})
+		close(gate.open)
+		for i, code := range done() {
+			if code != http.StatusUnauthorized {
+				t.Errorf("flood request %d: %d, want 401", i, code)
+			}
+		}
+	})
 }
 
 // TestBasicAuthUnknownUserHashed: a user the Secret does not know costs one hash comparison,
@@ -254,7 +357,7 @@ func TestBasicAuthUnknownUserHashed(t *testing.T) {
 // fill its cache) never evict another namespace's: the other's user is still not hashed again.
 func TestBasicAuthCachePerNamespace(t *testing.T) {
 	var calls atomic.Int64
-	c := newBasicAuth(2, time.Second, func(string, string) bool { calls.Add(1); return true })
+	c := newBasicAuth(2, time.Second, 0, func(string, string) bool { calls.Add(1); return true })
 	ba := &table.BasicAuth{Users: map[string]string{"u": victimHash}, Decoy: victimHash, Version: "1"}
 	ctx := context.Background()
 	if ok, err := c.check(ctx, "b", ba, "u", "pw", true); !ok || err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,7 +49,7 @@ func TestAuthSlots(t *testing.T) {
 			{desc: "a's slot goes to c (never served) before a's next", op: "done", ticket: "a1", running: []string{"b1", "c1"}},
 			{desc: "b's slot goes to a", op: "done", ticket: "b1", running: []string{"a2", "c1"}},
 		}},
-		{name: "a full queue refuses at once; other namespaces unaffected", slots: 2, queue: 2, steps: []step{
+		{name: "a full queue refuses (acquire holds the answer); other namespaces unaffected", slots: 2, queue: 2, steps: []step{
 			{desc: "flood 1", op: "enter", ticket: "f1", running: []string{"f1"}},
 			{desc: "flood 2 waits", op: "enter", ticket: "f2", running: []string{"f1"}},
 			{desc: "flood 3 waits", op: "enter", ticket: "f3", running: []string{"f1"}},
@@ -119,5 +120,104 @@ func TestAuthSlotsWaitBounded(t *testing.T) {
 	a.done(held)
 	if len(a.tenant) != 0 || a.inUse != 0 {
 		t.Errorf("after every check: %d namespaces remembered, %d slots in use", len(a.tenant), a.inUse)
+	}
+}
+
+// TestAuthSlotsRefusalHeld: a check refused because its namespace's queue is full is answered
+// (errAuthQueueFull) no sooner than the wait bound — a closed-loop client then sends one
+// request per wait, not thousands a second — or as soon as its client goes away; either way
+// nothing of it stays behind. A lower bound only: a timer never fires early.
+func TestAuthSlotsRefusalHeld(t *testing.T) {
+	const wait = 50 * time.Millisecond
+	a := newAuthSlots(2, wait) // share 1
+	a.queue = 1
+	held, err := a.acquire(context.Background(), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.enter("f"); err != nil { // the queue's one place, left below
+		t.Fatal(err)
+	}
+	queued := a.tenant["f"].waiting[0]
+	start := time.Now()
+	_, err = a.acquire(context.Background(), "f")
+	if took := time.Since(start); !errors.Is(err, errAuthQueueFull) || took < wait {
+		t.Errorf("a check over the queue: %v after %v, want %v after %v or more", err, took, errAuthQueueFull, wait)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	a.wait = time.Hour
+	if _, err := a.acquire(ctx, "f"); !errors.Is(err, context.Canceled) {
+		t.Errorf("a check over the queue whose client is gone: %v, want %v", err, context.Canceled)
+	}
+	if !a.leave(queued) {
+		t.Fatal("the queued ticket was granted")
+	}
+	a.done(held)
+	if len(a.tenant) != 0 || a.inUse != 0 {
+		t.Errorf("after every check: %d namespaces remembered (%+v), %d slots in use", len(a.tenant), a.tenant, a.inUse)
+	}
+}
+
+// fakeClock is a clock that moves only when a test moves it.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// TestAuthSlotsBudget: the hostile case first — a namespace that keeps one check running at
+// a time (one client in a closed loop: it never queues, and its tenant entry is dropped
+// between checks) still spends its budget, and its next check is to run at the lower
+// priority; another namespace's is not. The time drains at authDrain, and a namespace whose
+// time has drained is forgotten.
+func TestAuthSlotsBudget(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	a := newAuthSlots(2, time.Minute)
+	a.now = clock.now
+	check := func(ns string, took time.Duration) (low bool) {
+		t.Helper()
+		tk, err := a.acquire(context.Background(), ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.advance(took)
+		a.done(tk)
+		return tk.low
+	}
+	for i, s := range []struct {
+		desc    string
+		ns      string
+		took    time.Duration
+		wait    time.Duration // before the check
+		wantLow bool
+	}{
+		{desc: "the flood's first check, at the proxy's priority", ns: "f", took: 300 * time.Millisecond},
+		{desc: "its next one, the budget spent", ns: "f", took: 300 * time.Millisecond, wantLow: true},
+		{desc: "another namespace's check", ns: "v", took: 5 * time.Millisecond},
+		{desc: "the other namespace, again", ns: "v", took: 5 * time.Millisecond},
+		{desc: "the flood, not yet drained", ns: "f", wait: time.Second, wantLow: true},
+		{desc: "the flood, drained below the budget", ns: "f", wait: time.Duration(float64(600*time.Millisecond-authBudget) / authDrain)},
+	} {
+		clock.advance(s.wait)
+		if low := check(s.ns, s.took); low != s.wantLow {
+			t.Errorf("step %d (%s): low %v, want %v", i, s.desc, low, s.wantLow)
+		}
+	}
+	clock.advance(time.Duration(float64(time.Second) / authDrain))
+	check("v", 0)
+	if len(a.spent) != 0 || len(a.tenant) != 0 {
+		t.Errorf("after every namespace's time drained: spent %v, tenants %v", a.spent, a.tenant)
 	}
 }

@@ -123,10 +123,19 @@ type Options struct {
 	// the number of CPUs (GOMAXPROCS), at least 2.
 	AuthCheckSlots int
 	// AuthCheckWait bounds a password check's wait for a slot; then 503 with Retry-After.
-	// Default 3s.
+	// A check refused because its namespace's queue is full is answered (429) after the
+	// same time. Default 3s.
 	AuthCheckWait time.Duration
+	// AuthCheckNice, 1 to 19: the password checks of a namespace that has spent its budget of
+	// check time (a tenth of a CPU; authslots.go) run on OS threads of their own at this
+	// nice value (Linux), so that its bcrypt gets the CPU only as far as request handling
+	// leaves it (auth.go, basicAuth.hash). 0: every check runs on its request's goroutine at
+	// the proxy's priority.
+	AuthCheckNice int
 	// authCompare (tests only) replaces table.CheckPassword, to count or hold checks.
 	authCompare func(hash, password string) bool
+	// authClock (tests only) replaces time.Now for the password checks' budgets.
+	authClock func() time.Time
 	// externalAuthAddrs decides which addresses an outside authentication service (an
 	// auth-url host --external-auth-hosts lists) may be reached at, checked as each
 	// connection is made. Set by defaults to publicAddress; only tests replace it (to let a
@@ -237,9 +246,12 @@ func (o *Options) defaults() error {
 	def(&o.AuthCheckWait, 3*time.Second)
 	switch {
 	case o.AuthCheckSlots == 0:
-		o.AuthCheckSlots = max(runtime.GOMAXPROCS(0), 2)
+		o.AuthCheckSlots = DefaultAuthCheckSlots()
 	case o.AuthCheckSlots < 0:
 		return fmt.Errorf("authentication check slots %d: want 1 or more", o.AuthCheckSlots)
+	}
+	if o.AuthCheckNice < 0 || o.AuthCheckNice > 19 {
+		return fmt.Errorf("authentication check nice value %d: want 0 (the proxy's priority) to 19 (the lowest)", o.AuthCheckNice)
 	}
 	if o.MaxIdlePerEndpoint == 0 {
 		o.MaxIdlePerEndpoint = 512
@@ -317,4 +329,10 @@ func (o *Options) defaults() error {
 		}
 	}
 	return nil
+}
+
+// DefaultAuthCheckSlots is Options.AuthCheckSlots's default: the number of CPUs the runtime
+// uses (GOMAXPROCS), at least 2, so that a namespace's share (half) leaves another one slot.
+func DefaultAuthCheckSlots() int {
+	return max(runtime.GOMAXPROCS(0), 2)
 }

@@ -127,7 +127,16 @@ func New(opts Options) (*Server, error) {
 		httpPort:        strconv.Itoa(opts.PublicHTTPPort), httpsPort: strconv.Itoa(opts.PublicHTTPSPort),
 		affinityKey: opts.AffinityKey,
 		limits:      newLimiters(opts.RateLimitIPv6Prefix, opts.rateLimitClients),
-		auth:        newBasicAuth(opts.AuthCheckSlots, opts.AuthCheckWait, opts.authCompare),
+		auth:        newBasicAuth(opts.AuthCheckSlots, opts.AuthCheckWait, opts.AuthCheckNice, opts.authCompare),
+	}
+	if opts.authClock != nil {
+		s.auth.slots.now = opts.authClock
+	}
+	if opts.AuthCheckNice > 0 {
+		// Fail at start, not silently per check, where threads' nice values cannot be set.
+		if err := probeThreadNice(opts.AuthCheckNice); err != nil {
+			return nil, fmt.Errorf("password checks at nice %d (--auth-check-nice; 0 runs them at the proxy's own priority): %w", opts.AuthCheckNice, err)
+		}
 	}
 	if opts.ServerHeader != "-" {
 		s.serverHeader = []string{opts.ServerHeader}
