@@ -31,7 +31,10 @@
 # the load side (the client and the backend) is the bottleneck, nor much on other load on the
 # machine. Like is compared with like: WORKERS sets nginx worker_processes, haproxy nbthread and
 # metalgate's and Caddy's GOMAXPROCS to the same number, and all four are pinned to the same
-# PROXY_CPUS.
+# PROXY_CPUS. metalgate runs with --auth-check-nice=0: by default it adds its password-check
+# slots to GOMAXPROCS (checks of a flooding namespace run on low-priority threads, docs/proxy.md
+# "Sharing the proxy between namespaces"), which would give it more Ps than WORKERS; no
+# scenario here checks a password.
 #
 # Caddy (v2.11.9, github.com/caddyserver/caddy/v2 with its standard modules, built from the Go
 # module proxy by hack/caddy/build.sh into ./bin/caddy-<version> when missing; CADDY_BIN to use
@@ -293,7 +296,7 @@ declare -A PID PORT TLS_PORT
 if has "$PROXIES" metalgate; then
 	GOMAXPROCS=$WORKERS spawn "$PROXY_CPUS" "$tmp/metalgate" proxy --static-config "$tmp/static.yaml" \
 		--http-bind-address "127.0.0.1:$METALGATE_PORT" --https-bind-address "127.0.0.1:$METALGATE_TLS_PORT" \
-		--admin-bind-address "127.0.0.1:$ADMIN_PORT" >"$tmp/metalgate.log" 2>&1
+		--admin-bind-address "127.0.0.1:$ADMIN_PORT" --auth-check-nice=0 >"$tmp/metalgate.log" 2>&1
 	PID[metalgate]=$! PORT[metalgate]=$METALGATE_PORT TLS_PORT[metalgate]=$METALGATE_TLS_PORT
 	pids+=($!)
 fi
