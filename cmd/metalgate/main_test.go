@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -66,7 +65,10 @@ func TestCommandLine(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var out, errOut bytes.Buffer
+			// testenv.Buffer locks: run sets controller-runtime's process-wide logger to one
+			// writing to errOut, and only the first such call in a process counts, so later
+			// tests' controllers log into the first row's errOut from many goroutines.
+			var out, errOut testenv.Buffer
 			code := run(context.Background(), tc.args, &out, &errOut)
 			if code != tc.wantCode {
 				t.Errorf("exit code = %d, want %d (stderr: %s)", code, tc.wantCode, errOut.String())
