@@ -91,15 +91,13 @@ func (r *Reconciler) listenerSetSecrets(ctx context.Context, vs []gatewayapi.Lis
 					continue
 				}
 				seen[name] = true
-				var sec corev1.Secret
-				err := r.APIReader.Get(ctx, name, &sec)
-				switch {
-				case apierrors.IsNotFound(err):
-					continue
-				case err != nil:
-					return nil, fmt.Errorf("get Secret %s (certificateRef of listener %s of ListenerSet %s/%s): %w", name, e.Name, v.Set.Namespace, v.Set.Name, err)
+				sec, err := r.certificateSecret(ctx, name)
+				if err != nil {
+					return nil, fmt.Errorf("%w (certificateRef of listener %s of ListenerSet %s/%s)", err, e.Name, v.Set.Namespace, v.Set.Name)
 				}
-				out = append(out, &sec)
+				if sec != nil {
+					out = append(out, sec)
+				}
 			}
 		}
 	}

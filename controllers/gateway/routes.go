@@ -91,18 +91,29 @@ func (r *Reconciler) certificateSecrets(ctx context.Context, gw *gwv1.Gateway, g
 				continue
 			}
 			seen[name] = true
-			var sec corev1.Secret
-			err := r.APIReader.Get(ctx, name, &sec)
-			switch {
-			case apierrors.IsNotFound(err):
-				continue
-			case err != nil:
-				return nil, fmt.Errorf("get Secret %s (certificateRef of listener %s): %w", name, l.Name, err)
+			sec, err := r.certificateSecret(ctx, name)
+			if err != nil {
+				return nil, fmt.Errorf("%w (certificateRef of listener %s)", err, l.Name)
 			}
-			out = append(out, &sec)
+			if sec != nil {
+				out = append(out, sec)
+			}
 		}
 	}
 	return out, nil
+}
+
+// certificateSecret reads Secret name by name from the API server; nil when it is not there.
+func (r *Reconciler) certificateSecret(ctx context.Context, name types.NamespacedName) (*corev1.Secret, error) {
+	var sec corev1.Secret
+	err := r.APIReader.Get(ctx, name, &sec)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get Secret %s: %w", name, err)
+	}
+	return &sec, nil
 }
 
 // routeSet is every route of each kind the controller reads.
