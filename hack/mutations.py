@@ -296,6 +296,8 @@ M = [
  ("M23f-k check time never drains", "proxy/dataplane/authslots.go", [("\treturn max(sp.level-time.Duration(float64(now.Sub(sp.at))*authDrain), 0)\n", "\treturn sp.level\n")], "TestAuthSlotsBudget|TestBasicAuthCheckNice$"),
  ("M23f-l drained namespaces kept for ever", "proxy/dataplane/authslots.go", [("\t\t\tdelete(a.spent, ns) // drained", "\t\t\t_ = ns // drained")], "TestAuthSlotsBudget"),
  ("M23f-h default slots taken after GOMAXPROCS is raised", "cmd/metalgate/proxy.go", [("\t\td.AuthCheckSlots = dataplane.DefaultAuthCheckSlots() // before authCheckProcs raises GOMAXPROCS\n", "")], "TestAuthCheckProcs", [], "./cmd/metalgate/"),
+ ("M28t1 the access log's cached second never renewed", "proxy/dataplane/accesslog.go", [("if c == nil || c.unix != sec {", "if c == nil {")], "TestAccessLogTime$"),
+ ("M28t2 the access log's microseconds cut to milliseconds", "proxy/dataplane/accesslog.go", [("us := t.Nanosecond() / 1000", "us := t.Nanosecond() / 1000000 * 1000")], "TestAccessLogTime$"),
 ]
 only = sys.argv[1:]
 failed = 0

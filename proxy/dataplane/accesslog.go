@@ -107,6 +107,36 @@ type accessLog struct {
 	writing  bool   // a writer goroutine runs
 	idle     *sync.Cond
 	linebufs sync.Pool // of *[]byte: buffers to build lines in
+
+	second atomic.Pointer[logSecond] // the last second a line's time was in
+}
+
+// logSecond is one second's timestamp up to its fraction ("2006-01-02T15:04:05."), formatted
+// once and shared by every line logged in that second: only the microseconds are formatted
+// per line.
+type logSecond struct {
+	unix   int64
+	prefix []byte
+}
+
+// appendTime appends t as "2006-01-02T15:04:05.000000Z" (UTC, microseconds), the same text as
+// t.UTC().AppendFormat with that layout.
+func (l *accessLog) appendTime(b []byte, t time.Time) []byte {
+	sec := t.Unix()
+	c := l.second.Load()
+	if c == nil || c.unix != sec {
+		c = &logSecond{unix: sec, prefix: time.Unix(sec, 0).UTC().AppendFormat(nil, "2006-01-02T15:04:05.")}
+		l.second.Store(c)
+	}
+	b = append(b, c.prefix...)
+	us := t.Nanosecond() / 1000
+	var digits [6]byte
+	for i := len(digits) - 1; i >= 0; i-- {
+		digits[i] = byte('0' + us%10)
+		us /= 10
+	}
+	b = append(b, digits[:]...)
+	return append(b, 'Z')
 }
 
 func newAccessLog(w io.Writer, fields fieldSet, query bool, sample float64, dropped func(int)) *accessLog {
@@ -194,7 +224,7 @@ func (s *Server) logRequest(start time.Time, elapsed time.Duration, r *http.Requ
 	}
 	if key(fieldTime) {
 		b = append(b, '"')
-		b = start.UTC().AppendFormat(b, "2006-01-02T15:04:05.000000Z07:00")
+		b = l.appendTime(b, start)
 		b = append(b, '"')
 	}
 	if key(fieldClient) {

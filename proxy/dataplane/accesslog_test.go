@@ -389,3 +389,44 @@ func TestAccessLogOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestAccessLogTime: the cached second gives the same text as formatting each time whole,
+// across second, day and year boundaries, before 1970, and when times go back (a clock step,
+// or lines finished out of order by concurrent requests).
+func TestAccessLogTime(t *testing.T) {
+	l := newAccessLog(io.Discard, 0, false, 1, func(int) {})
+	base := time.Date(2026, 11, 27, 23, 59, 59, 999_999_999, time.UTC)
+	for _, tm := range []time.Time{
+		base,
+		base.Add(time.Nanosecond), // the next day, the same cache entry must not be used
+		base.Add(-999_999_999),    // back to the second before
+		base.Add(-999_999_999 + 1000),
+		time.Date(2024, 2, 29, 12, 0, 0, 7000, time.UTC),
+		time.Date(1969, 12, 31, 23, 59, 59, 500_000_000, time.UTC),
+		time.Unix(0, 0),
+		time.Unix(-1, 999_999_000),
+		time.Date(9999, 12, 31, 23, 59, 59, 123_456_789, time.UTC),
+		time.Date(2026, 6, 1, 14, 0, 0, 1_000, time.FixedZone("CEST", 2*3600)), // not UTC
+		time.Date(2026, 6, 1, 14, 0, 0, 999, time.Local),
+	} {
+		want := tm.UTC().AppendFormat(nil, "2006-01-02T15:04:05.000000Z07:00")
+		if got := l.appendTime([]byte("x"), tm); string(got) != "x"+string(want) {
+			t.Errorf("appendTime(%v) = %q, want %q", tm, got[1:], want)
+		}
+	}
+	// Concurrent lines in different seconds share the cache (go test -race).
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 500 {
+				tm := base.Add(time.Duration(g*1000+i) * 1_234_567 * time.Nanosecond)
+				want := tm.UTC().AppendFormat(nil, "2006-01-02T15:04:05.000000Z07:00")
+				if got := l.appendTime(nil, tm); string(got) != string(want) {
+					t.Errorf("concurrent appendTime(%v) = %q, want %q", tm, got, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
