@@ -57,6 +57,7 @@ type controllerOptions struct {
 	Burst                   int
 	ServiceWorkers          int
 	Zap                     zap.Options
+	MemoryLimitRatio        float64
 
 	// Set by tests only: the registry of the controller's own metrics (default
 	// metrics.Registry, which /metrics serves) and the leader election timings (default
@@ -88,6 +89,7 @@ func (o *controllerOptions) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.Burst, "kube-api-burst", defaultControllerBurst, "Burst of requests to the API server above --kube-api-qps (client-side limit).")
 	fs.IntVar(&o.ServiceWorkers, "concurrent-service-syncs", controllers.DefaultServiceWorkers, "Services reconciled at once. Uniqueness of addresses does not depend on it: every address is claimed on the API server.")
 	o.Zap.BindFlags(fs)
+	bindMemoryLimit(fs, &o.MemoryLimitRatio)
 }
 
 // The client-side limit is high on purpose: allocating one Service takes three writes (claim,
@@ -105,7 +107,11 @@ func controllerCommand(ctx context.Context, args []string, stderr io.Writer) err
 	if err := parseFlags("controller", args, stderr, opts.bind); err != nil {
 		return err
 	}
-	return runController(withLogger(ctx, &opts.Zap, stderr), opts)
+	ctx, err := start(ctx, &opts.Zap, opts.MemoryLimitRatio, stderr)
+	if err != nil {
+		return err
+	}
+	return runController(ctx, opts)
 }
 
 // runController runs the controller until ctx ends. With --leader-elect it campaigns for the

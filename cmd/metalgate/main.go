@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/metalgate/metalgate/cmd/metalgate/internal/version"
+	"github.com/metalgate/metalgate/internal/memlimit"
 )
 
 const usage = `metalgate: LoadBalancer addresses, announcements and ingress for bare-metal Kubernetes.
@@ -96,6 +98,32 @@ func parseFlags(name string, args []string, stderr io.Writer, bind func(*flag.Fl
 		return errUsage
 	}
 	return nil
+}
+
+// bindMemoryLimit adds --memory-limit-ratio, which every command has, to fs.
+func bindMemoryLimit(fs *flag.FlagSet, ratio *float64) {
+	fs.Float64Var(ratio, "memory-limit-ratio", 0.9, "The Go runtime's memory limit as a fraction of the container's memory limit (its cgroup's, the lowest on its path), so that garbage collection works harder before the kernel would kill the process; 0 turns it off; GOMEMLIMIT, when set, wins.")
+}
+
+// start sets up logging (withLogger) and the Go memory limit from the container's
+// (--memory-limit-ratio), and logs the limit in force. A ratio out of range is an error; a
+// cgroup limit that cannot be read is logged, and the process runs without a derived limit.
+func start(ctx context.Context, opts *zap.Options, ratio float64, stderr io.Writer) (context.Context, error) {
+	if ratio < 0 || ratio > 1 || math.IsNaN(ratio) {
+		return nil, fmt.Errorf("--memory-limit-ratio %v: want 0 (off) or more, up to 1", ratio)
+	}
+	ctx = withLogger(ctx, opts, stderr)
+	logger := logr.FromContextOrDiscard(ctx)
+	s, err := memlimit.Apply(memlimit.Host(), ratio, os.Getenv)
+	switch {
+	case err != nil:
+		logger.Error(err, "no memory limit derived from the container's (--memory-limit-ratio)")
+	case s.Env:
+		logger.Info("memory limit from GOMEMLIMIT", "limitBytes", s.Limit)
+	case s.Cgroup > 0:
+		logger.Info("memory limit derived from the container's", "limitBytes", s.Limit, "containerBytes", s.Cgroup, "ratio", ratio, "from", s.From)
+	}
+	return ctx, nil
 }
 
 // withLogger sets up logging from the zap flags, writing to stderr, for controller-runtime and

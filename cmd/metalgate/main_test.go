@@ -58,6 +58,10 @@ func TestCommandLine(t *testing.T) {
 		{name: "OTLP endpoint without a scheme", args: []string{"proxy", "--otlp-endpoint", "collector:4318"}, wantCode: 1, wantErr: "--otlp-endpoint, --otlp-sample-ratio: otlp endpoint \"collector:4318\": the scheme must be http or https"},
 		{name: "OTLP ratio above 1", args: []string{"proxy", "--otlp-endpoint", "http://collector:4318", "--otlp-sample-ratio", "2"}, wantCode: 1, wantErr: "otlp sample ratio 2: must be between 0 and 1"},
 		{name: "negative HSTS max-age", args: []string{"proxy", "--hsts-max-age", "-1"}, wantCode: 1, wantErr: "--hsts-max-age -1: want 0 or more seconds"},
+		// Every command's memory limit ratio is a fraction.
+		{name: "memory limit ratio above 1", args: []string{"controller", "--memory-limit-ratio", "1.5"}, wantCode: 1, wantErr: "--memory-limit-ratio 1.5: want 0 (off) or more, up to 1"},
+		{name: "negative memory limit ratio", args: []string{"proxy", "--memory-limit-ratio", "-0.1"}, wantCode: 1, wantErr: "--memory-limit-ratio -0.1: want 0 (off) or more, up to 1"},
+		{name: "memory limit ratio NaN", args: []string{"speaker", "--node-name", "n1", "--memory-limit-ratio", "NaN"}, wantCode: 1, wantErr: "--memory-limit-ratio NaN: want 0 (off) or more, up to 1"},
 		// The speaker's hold is bounded.
 		{name: "speaker hold too long", args: []string{"speaker", "--node-name", "n1", "--l2-hold", "61s"}, wantCode: 1, wantErr: "--l2-hold 1m1s: want 0 (off) up to 1m0s"},
 		{name: "speaker hold negative", args: []string{"speaker", "--node-name", "n1", "--l2-hold", "-1s"}, wantCode: 1, wantErr: "--l2-hold -1s: want 0 (off) up to 1m0s"},

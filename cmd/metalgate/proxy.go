@@ -120,6 +120,7 @@ type proxyOptions struct {
 	QPS                   float64
 	Burst                 int
 	Zap                   zap.Options
+	MemoryLimitRatio      float64
 
 	// registry receives the proxy's metrics and is served on /metrics. Default: the
 	// registry of controller-runtime (which also holds client-go's and the workqueues').
@@ -225,6 +226,7 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.Float64Var(&o.QPS, "kube-api-qps", 50, "Requests per second to the API server (client-side limit).")
 	fs.IntVar(&o.Burst, "kube-api-burst", 100, "Burst of requests to the API server (client-side limit).")
 	o.Zap.BindFlags(fs)
+	bindMemoryLimit(fs, &o.MemoryLimitRatio)
 }
 
 func proxyCommand(ctx context.Context, args []string, stderr io.Writer) error {
@@ -237,7 +239,11 @@ func proxyCommand(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	return runProxy(withLogger(ctx, &opts.Zap, stderr), opts)
+	ctx, err := start(ctx, &opts.Zap, opts.MemoryLimitRatio, stderr)
+	if err != nil {
+		return err
+	}
+	return runProxy(ctx, opts)
 }
 
 // dataplaneOptions translates flags into data-plane options. Long on purpose: one flat

@@ -69,6 +69,7 @@ type speakerOptions struct {
 	HoldDir            string
 	PodName            string
 	Zap                zap.Options
+	MemoryLimitRatio   float64
 }
 
 func (o *speakerOptions) bind(fs *flag.FlagSet) {
@@ -92,6 +93,7 @@ func (o *speakerOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.HoldDir, "hold-dir", "/var/lib/metalgate/speaker", "Directory on the node (hostPath) where a speaker leaving with a hold writes it for its replacement; \"\" disables the hand-over file (the others still hold, the replacement does not resume).")
 	fs.StringVar(&o.PodName, "pod-name", os.Getenv("POD_NAME"), "Name of this speaker's Pod (Downward API metadata.name), in --namespace: read at SIGTERM to tell a rollout from other deletions. Default: $POD_NAME; empty: never a hold.")
 	o.Zap.BindFlags(fs)
+	bindMemoryLimit(fs, &o.MemoryLimitRatio)
 }
 
 func speakerCommand(ctx context.Context, args []string, stderr io.Writer) error {
@@ -106,7 +108,11 @@ func speakerCommand(ctx context.Context, args []string, stderr io.Writer) error 
 	if opts.L2Hold < 0 || opts.L2Hold > claims.MaxHold {
 		return fmt.Errorf("--l2-hold %v: want 0 (off) up to %v", opts.L2Hold, claims.MaxHold)
 	}
-	return runSpeaker(withLogger(ctx, &opts.Zap, stderr), opts)
+	ctx, err := start(ctx, &opts.Zap, opts.MemoryLimitRatio, stderr)
+	if err != nil {
+		return err
+	}
+	return runSpeaker(ctx, opts)
 }
 
 // staticConfig is the --static-config file: a fixed World for labs and benchmarks.
