@@ -298,6 +298,10 @@ M = [
  ("M23f-h default slots taken after GOMAXPROCS is raised", "cmd/metalgate/proxy.go", [("\t\td.AuthCheckSlots = dataplane.DefaultAuthCheckSlots() // before authCheckProcs raises GOMAXPROCS\n", "")], "TestAuthCheckProcs", [], "./cmd/metalgate/"),
  ("M28t1 the access log's cached second never renewed", "proxy/dataplane/accesslog.go", [("if c == nil || c.unix != sec {", "if c == nil {")], "TestAccessLogTime$"),
  ("M28t2 the access log's microseconds cut to milliseconds", "proxy/dataplane/accesslog.go", [("us := t.Nanosecond() / 1000", "us := t.Nanosecond() / 1000000 * 1000")], "TestAccessLogTime$"),
+ ("M28m1 a parent's lower memory limit ignored", "internal/memlimit/memlimit.go", [("if ok && (limit == 0 || n < limit) {", "if ok && limit == 0 {")], "TestLimit$", [], "./internal/memlimit/"),
+ ("M28m2 GOMEMLIMIT overridden", "internal/memlimit/memlimit.go", [('if getenv("GOMEMLIMIT") != "" {', 'if getenv("GOMEMLIMIT") == "x" {')], "TestApply$", [], "./internal/memlimit/"),
+ ("M28m3 cgroup v1's unlimited read as a limit", "internal/memlimit/memlimit.go", [("if n >= unlimitedV1 {", "if n == math.MaxInt64 {")], "TestLimit$", [], "./internal/memlimit/"),
+ ("M28m4 the v1 memory controller not found among others", "internal/memlimit/memlimit.go", [('case hasController(parts[1], "memory"):', 'case parts[1] == "memory":')], "TestLimit$", [], "./internal/memlimit/"),
 ]
 only = sys.argv[1:]
 failed = 0
