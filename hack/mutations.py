@@ -302,6 +302,7 @@ M = [
  ("M28m2 GOMEMLIMIT overridden", "internal/memlimit/memlimit.go", [('if getenv("GOMEMLIMIT") != "" {', 'if getenv("GOMEMLIMIT") == "x" {')], "TestApply$", [], "./internal/memlimit/"),
  ("M28m3 cgroup v1's unlimited read as a limit", "internal/memlimit/memlimit.go", [("if n >= unlimitedV1 {", "if n == math.MaxInt64 {")], "TestLimit$", [], "./internal/memlimit/"),
  ("M28m4 the v1 memory controller not found among others", "internal/memlimit/memlimit.go", [('case hasController(parts[1], "memory"):', 'case parts[1] == "memory":')], "TestLimit$", [], "./internal/memlimit/"),
+ ("M28c a client's Connection: close sends it through ReverseProxy", "proxy/dataplane/h1transport.go", [("req.Header.Get(\"Expect\") == \"\" &&\n\t\treq.Trailer == nil", "req.Header.Get(\"Expect\") == \"\" &&\n\t\t!req.Close && req.Trailer == nil")], "TestTakesDirectPath$"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -280,7 +280,8 @@ func fetchOnce(t *testing.T, addr, method string, h2 bool) outcome {
 	return fetchPath(t, addr, method, "/attack", h2)
 }
 
-// fetchPath requests path from the proxy at addr with a new connection: HTTP/1.1 in the clear,
+// fetchPath requests path from the proxy at addr with a new connection: HTTP/1.1 in the clear
+// (with Connection: close, which DisableKeepAlives sends, and which the direct path carries),
 // or HTTP/2 over TLS (which must be negotiated).
 func fetchPath(t *testing.T, addr, method, path string, h2 bool) outcome {
 	t.Helper()

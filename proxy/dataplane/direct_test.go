@@ -3,10 +3,14 @@ package dataplane
 import (
 	"bufio"
 	"crypto/tls"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -227,6 +231,8 @@ func TestTakesDirectPath(t *testing.T) {
 		{"HTTP/1.1 GET with Upgrade", req(http.MethodGet, 1, func(r *http.Request) { r.Header.Set("Upgrade", "websocket") }), plain, false},
 		{"HTTP/3 GET", req(http.MethodGet, 3, nil), plain, false},
 		{"HTTP/1.1 GET", req(http.MethodGet, 1, nil), plain, true},
+		{"HTTP/1.1 GET with Connection: close", req(http.MethodGet, 1, func(r *http.Request) { r.Close = true; r.Header.Set("Connection", "close") }), plain, true},
+		{"HTTP/1.0 GET without keep-alive", req(http.MethodGet, 1, func(r *http.Request) { r.ProtoMinor, r.Close = 0, true }), plain, true},
 		{"HTTP/2 GET", req(http.MethodGet, 2, nil), plain, true},
 		{"HTTP/2 HEAD", req(http.MethodHead, 2, nil), plain, true},
 	} {
@@ -234,4 +240,70 @@ func TestTakesDirectPath(t *testing.T) {
 			t.Errorf("%s: direct path %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// TestClientConnectionClose: a client that will not keep its connection (HTTP/1.0 without
+// keep-alive, or Connection: close) gets its response and then the end of the connection, on
+// both paths (both take it: TestTakesDirectPath), while the backend sees neither its
+// Connection header nor its protocol version, and keeps its own connection: the two requests
+// reach the backend over one pooled connection.
+func TestClientConnectionClose(t *testing.T) {
+	forEachPath(t, func(t *testing.T, opts Options) {
+		var mu sync.Mutex
+		var conns int
+		var seen []string
+		be := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			seen = append(seen, fmt.Sprintf("%s %s Connection=%q", r.URL.Path, r.Proto, r.Header.Values("Connection")))
+			mu.Unlock()
+			_, _ = io.WriteString(w, "hello "+r.URL.Path)
+		}))
+		be.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				mu.Lock()
+				conns++
+				mu.Unlock()
+			}
+		}
+		be.Start()
+		defer be.Close()
+		tab := buildTable(t, route{host: "c.test", path: "/", endpoints: []string{hostport(be)}})
+		_, addr, _ := startProxy(t, opts, tab)
+		for _, tc := range []struct{ path, raw string }{
+			{"/a", "GET /a HTTP/1.0\r\nHost: c.test\r\n\r\n"},
+			{"/b", "GET /b HTTP/1.1\r\nHost: c.test\r\nConnection: close\r\n\r\n"},
+		} {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.WriteString(c, tc.raw); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.path, err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK || string(body) != "hello "+tc.path {
+				t.Errorf("%s: %d %q (%v), want 200 %q", tc.path, resp.StatusCode, body, err, "hello "+tc.path)
+			}
+			if n, err := br.ReadByte(); err != io.EOF {
+				t.Errorf("%s: after the response the connection gave %q, %v; want it closed (EOF)", tc.path, n, err)
+			}
+			c.Close()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		want := []string{`/a HTTP/1.1 Connection=[]`, `/b HTTP/1.1 Connection=[]`}
+		if !slices.Equal(seen, want) {
+			t.Errorf("backend saw %q, want %q", seen, want)
+		}
+		if conns != 1 {
+			t.Errorf("backend connections: %d, want 1 (the client's close is not the backend's)", conns)
+		}
+	})
 }

@@ -113,10 +113,12 @@ func (c *h1Conn) Read(p []byte) (int, error) {
 
 // directEligible reports whether req is one the direct path may carry: idempotent, without
 // a body, not an Upgrade, not Expect: 100-continue. A stale pooled connection may be
-// retried for such a request.
+// retried for such a request. A client's Connection: close (or HTTP/1.0 without keep-alive)
+// is no reason to leave the direct path: it is about the client's connection, which the
+// server closes after the response on either path; the backend never sees it (hop-by-hop).
 func directEligible(req *http.Request) bool {
 	return !hasBody(req) && isIdempotent(req.Method) && req.Header.Get("Upgrade") == "" && req.Header.Get("Expect") == "" &&
-		!req.Close && req.Trailer == nil
+		req.Trailer == nil
 }
 
 func hasBody(req *http.Request) bool {
