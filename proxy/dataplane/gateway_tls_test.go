@@ -1,12 +1,20 @@
 package dataplane
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -115,5 +123,117 @@ func TestGatewayHTTPS(t *testing.T) {
 		}
 		c.CloseIdleConnections()
 
+	})
+}
+
+// issueRSA is ca.issue with an RSA-2048 key: the PEM certificate and key.
+func (ca *testCA) issueRSA(t *testing.T, dnsName string) (crtPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: dnsName}, DNSNames: []string{dnsName},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+}
+
+// TestGatewayHTTPSKeyTypes: a listener with several certificateRefs gives each client the first
+// certificate, in their order, that the client can use: with an ECDSA certificate first and an
+// RSA one after it, a client offering only RSA key exchange (TLS 1.2, ECDHE-RSA suites) gets
+// the RSA one, every other client the ECDSA one; with the order reversed every client gets
+// the RSA one. A listener with one certificate is unchanged: a client that cannot use it gets
+// no handshake. Both certificates are listed for the expiry metric.
+func TestGatewayHTTPSKeyTypes(t *testing.T) {
+	forEachPath(t, func(t *testing.T, opts Options) {
+		api := echoBackend(t, "api")
+		ca := newTestCA(t, "gateway test CA")
+		s, _, httpsAddr := startProxy(t, opts, buildTable(t))
+		ap, err := net.ResolveTCPAddr("tcp", httpsAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		crt, key := ca.issueRSA(t, "a.example")
+		build := func(refs ...string) *table.Table {
+			in := gatewayTLSInput(t, ca, int32(ap.Port), hostport(api))
+			in.Secrets = append(in.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "a-rsa"},
+				Type: corev1.SecretTypeTLS, Data: map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key}})
+			in.Gateway.Spec.Listeners[0].TLS.CertificateRefs = nil
+			for _, r := range refs {
+				in.Gateway.Spec.Listeners[0].TLS.CertificateRefs = append(in.Gateway.Spec.Listeners[0].TLS.CertificateRefs,
+					gatewayv1.SecretObjectReference{Name: gatewayv1.ObjectName(r)})
+			}
+			res := gatewayapi.Translate(in)
+			if len(res.Problems) > 0 || len(res.Table.Gateway.CertificateProblems) > 0 {
+				t.Fatalf("build: %v %v", res.Problems, res.Table.Gateway.CertificateProblems)
+			}
+			return res.Table
+		}
+		roots := x509.NewCertPool()
+		roots.AddCert(ca.cert)
+		rsaOnly := &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}}
+		ecdsaOnly := &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}}
+		modern := &tls.Config{}
+		keyType := func(sni string, base *tls.Config) (string, error) {
+			c := base.Clone()
+			c.ServerName, c.RootCAs = sni, roots
+			tr := &http.Transport{TLSClientConfig: c}
+			defer tr.CloseIdleConnections()
+			resp, e := get(t, &http.Client{Transport: tr}, "https://"+httpsAddr+"/x", map[string]string{"Host": sni})
+			if resp == nil {
+				return "", fmt.Errorf("no response")
+			}
+			if resp.StatusCode != http.StatusOK || e.Backend != "api" {
+				t.Errorf("GET https://%s/x: %d from %q, want 200 from api", sni, resp.StatusCode, e.Backend)
+			}
+			return resp.TLS.PeerCertificates[0].PublicKeyAlgorithm.String(), nil
+		}
+
+		s.Swap(build("a", "a-rsa"))
+		for _, tc := range []struct {
+			name string
+			conf *tls.Config
+			want string
+		}{
+			{"a client of ECDHE-RSA suites only", rsaOnly, "RSA"},
+			{"a client of ECDHE-ECDSA suites only", ecdsaOnly, "ECDSA"},
+			{"a TLS 1.3 client", modern, "ECDSA"},
+		} {
+			if got, err := keyType("a.example", tc.conf); err != nil || got != tc.want {
+				t.Errorf("ECDSA then RSA, %s: %s certificate (%v), want %s", tc.name, got, err, tc.want)
+			}
+		}
+		// b.example has its ECDSA certificate alone: no RSA one to fall back to.
+		c := rsaOnly.Clone()
+		c.ServerName, c.RootCAs = "b.example", roots
+		if conn, err := tls.Dial("tcp", httpsAddr, c); err == nil {
+			conn.Close()
+			t.Errorf("b.example (ECDSA only) to an RSA-only client: handshake succeeded, want it refused")
+		}
+		var secrets []string
+		for _, sc := range s.current.Load().table.Certificates() {
+			if sc.Listener == "a" {
+				secrets = append(secrets, sc.Secret)
+			}
+		}
+		if want := []string{"infra/a", "infra/a-rsa"}; !slices.Equal(secrets, want) {
+			t.Errorf("certificates listed for listener a: %v, want %v", secrets, want)
+		}
+
+		s.Swap(build("a-rsa", "a"))
+		for _, conf := range []*tls.Config{modern, rsaOnly} {
+			if got, err := keyType("a.example", conf); err != nil || got != "RSA" {
+				t.Errorf("RSA then ECDSA: %s certificate (%v), want RSA (the first the client can use)", got, err)
+			}
+		}
+		if got, err := keyType("a.example", ecdsaOnly); err != nil || got != "ECDSA" {
+			t.Errorf("RSA then ECDSA, an ECDSA-only client: %s certificate (%v), want ECDSA", got, err)
+		}
 	})
 }

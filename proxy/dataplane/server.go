@@ -268,7 +268,7 @@ func (s *Server) TLSConfig() *tls.Config {
 				// A Gateway's HTTPS listener: its own certificate for the name on the port
 				// the connection came to, or no handshake (never a default certificate).
 				port := localPort(hello.Conn)
-				if c := r.table.GatewayCertificate(port, hello.ServerName); c != nil {
+				if c := r.table.GatewayHandshakeCertificate(port, hello); c != nil {
 					return c, nil
 				}
 				s.tlsHandshake(handshakeNoCertificate)

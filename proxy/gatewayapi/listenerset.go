@@ -1,7 +1,6 @@
 package gatewayapi
 
 import (
-	"crypto/tls"
 	"fmt"
 	"sort"
 	"strings"
@@ -294,17 +293,14 @@ func (b *builder) setListeners() {
 				ti = b.tb.AddPassthroughListener(int32(l.Port), v.Set.Namespace+"/"+v.Set.Name+"/"+string(l.Name), h)
 			} else {
 				https := l.Protocol == gwv1.HTTPSProtocolType
-				var cert *tls.Certificate
-				var secret, problem string
+				var certs []listenerCert
 				if https {
-					if cert, secret, problem = b.listenerCertificate(kindListenerSet, v.Set.Namespace, l); problem != "" {
+					var problem string
+					if certs, problem = b.listenerCertificates(kindListenerSet, v.Set.Namespace, l); problem != "" {
 						v.CertificateProblems[string(l.Name)] = problem
 					}
 				}
-				ti = b.tb.AddListener(int32(l.Port), v.Set.Namespace+"/"+v.Set.Name+"/"+string(l.Name), h, https, cert)
-				if secret != "" {
-					b.tb.SetListenerCertificateSecret(ti, secret)
-				}
+				ti = b.addHTTPSListener(int32(l.Port), v.Set.Namespace+"/"+v.Set.Name+"/"+string(l.Name), h, https, certs)
 			}
 			sp.index[j] = ti
 			b.setOf[ti] = setListener{v: v, name: string(l.Name)}

@@ -33,22 +33,35 @@ const gatewayGroup = gatewayv1.GroupName
 // (prior knowledge): HTTPRoutes reach them over h2c.
 const AppProtocolH2C = "kubernetes.io/h2c"
 
-// listenerCertificate is an HTTPS listener's certificate: the first of its certificateRefs
-// that names a TLS Secret holding a valid key pair, or why none does. A Secret of another
+// listenerCert is one certificate of an HTTPS listener and its Secret ("namespace/name").
+type listenerCert struct {
+	cert   *tls.Certificate
+	secret string
+}
+
+// listenerCertificates are an HTTPS listener's certificates: of its certificateRefs, in
+// their order, those that name a TLS Secret holding a valid key pair (each Secret once), or
+// why none does. The handshake gives a client the first of them it can use
+// (table.GatewayHandshakeCertificate): an ECDSA certificate first and an RSA one after it
+// serve modern clients with the cheaper signature and older ones still. A Secret of another
 // namespace is used only when a ReferenceGrant there lets Gateways of the Gateway's namespace
 // refer to it (Granted); otherwise the controller reports RefNotPermitted on the listener.
-func (b *builder) listenerCertificate(owner, namespace string, l gatewayv1.Listener) (*tls.Certificate, string, string) {
+func (b *builder) listenerCertificates(owner, namespace string, l gatewayv1.Listener) ([]listenerCert, string) {
 	if l.TLS == nil || len(l.TLS.CertificateRefs) == 0 {
-		return nil, "", "no certificateRefs"
+		return nil, "no certificateRefs"
 	}
 	if l.TLS.Mode != nil && *l.TLS.Mode != gatewayv1.TLSModeTerminate {
-		return nil, "", fmt.Sprintf("TLS mode %s is not supported", *l.TLS.Mode)
+		return nil, fmt.Sprintf("TLS mode %s is not supported", *l.TLS.Mode)
 	}
+	var out []listenerCert
 	var problems []string
 	for i, ref := range l.TLS.CertificateRefs {
 		name, reason, msg := certificateRefOf(owner, namespace, i, ref, b.in.ReferenceGrants)
 		if reason != "" {
 			problems = append(problems, msg)
+			continue
+		}
+		if slices.ContainsFunc(out, func(c listenerCert) bool { return c.secret == name.String() }) {
 			continue
 		}
 		sec := b.tb.Secret(name)
@@ -65,9 +78,29 @@ func (b *builder) listenerCertificate(owner, namespace string, l gatewayv1.Liste
 			problems = append(problems, fmt.Sprintf("Secret %s: %v", name, err))
 			continue
 		}
-		return &cert, name.String(), ""
+		out = append(out, listenerCert{cert: &cert, secret: name.String()})
 	}
-	return nil, "", strings.Join(problems, "; ")
+	if len(out) == 0 {
+		return nil, strings.Join(problems, "; ")
+	}
+	return out, ""
+}
+
+// addHTTPSListener adds a listener to the table with its certificates (none: no handshake).
+func (b *builder) addHTTPSListener(port int32, name, hostname string, https bool, certs []listenerCert) int {
+	var first *tls.Certificate
+	if len(certs) > 0 {
+		first = certs[0].cert
+	}
+	i := b.tb.AddListener(port, name, hostname, https, first)
+	for j, c := range certs {
+		if j == 0 {
+			b.tb.SetListenerCertificateSecret(i, c.secret)
+			continue
+		}
+		b.tb.AddListenerCertificate(i, c.cert, c.secret)
+	}
+	return i
 }
 
 // intersect is the hostname a route hostname serves on a listener (Gateway API: the more
@@ -239,18 +272,14 @@ func (b *builder) listeners(gw *gatewayv1.Gateway, st *table.GatewayStatus) {
 			continue
 		}
 		https := l.Protocol == gatewayv1.HTTPSProtocolType
-		var cert *tls.Certificate
-		var secret string
+		var certs []listenerCert
 		if https {
 			var problem string
-			if cert, secret, problem = b.listenerCertificate(kindGateway, gw.Namespace, l); problem != "" {
+			if certs, problem = b.listenerCertificates(kindGateway, gw.Namespace, l); problem != "" {
 				st.CertificateProblems[string(l.Name)] = problem
 			}
 		}
-		i := b.tb.AddListener(int32(l.Port), string(l.Name), h, https, cert)
-		if secret != "" {
-			b.tb.SetListenerCertificateSecret(i, secret)
-		}
+		b.addHTTPSListener(int32(l.Port), string(l.Name), h, https, certs)
 	}
 }
 

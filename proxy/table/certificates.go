@@ -18,7 +18,7 @@ type ServedCertificate struct {
 }
 
 // Certificates lists the certificates the table serves, with the end of validity of each
-// (the leaf's NotAfter), sorted by listener, host; a certificate that does not parse is left
+// (the leaf's NotAfter), sorted by listener, host, Secret; a certificate that does not parse is left
 // out (it could not have been loaded). The default certificate is not listed.
 func (t *Table) Certificates() []ServedCertificate {
 	var out []ServedCertificate
@@ -39,6 +39,9 @@ func (t *Table) Certificates() []ServedCertificate {
 			for _, l := range ls {
 				if l.https {
 					add(l.cert, ServedCertificate{Host: l.hostname, Listener: l.name, Secret: l.certSecret})
+					for _, c := range l.more {
+						add(c.cert, ServedCertificate{Host: l.hostname, Listener: l.name, Secret: c.secret})
+					}
 				}
 			}
 		}
@@ -47,7 +50,10 @@ func (t *Table) Certificates() []ServedCertificate {
 		if out[i].Listener != out[j].Listener {
 			return out[i].Listener < out[j].Listener
 		}
-		return out[i].Host < out[j].Host
+		if out[i].Host != out[j].Host {
+			return out[i].Host < out[j].Host
+		}
+		return out[i].Secret < out[j].Secret
 	})
 	return out
 }

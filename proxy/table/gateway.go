@@ -118,9 +118,19 @@ type gwListener struct {
 	cert  *tls.Certificate
 	// certSecret is cert's Secret, "namespace/name" (the expiry metric's label).
 	certSecret string
+	// more are the certificates of the listener's further certificateRefs, in their order:
+	// a client that cannot use cert gets the first of them it can (an RSA certificate beside
+	// an ECDSA one, for clients without ECDSA).
+	more []listenerCert
 	// passthrough: a TLS listener in mode Passthrough. Its routes (TLSRoutes) are taken by
 	// GatewayPassthrough, by server name, never by Match.
 	passthrough bool
+}
+
+// listenerCert is one certificate of a listener and its Secret ("namespace/name").
+type listenerCert struct {
+	cert   *tls.Certificate
+	secret string
 }
 
 type gwEntry struct {
@@ -232,7 +242,41 @@ func (t *Table) ListenerRoutes() []ListenerRoute {
 // hostname. nil when that listener is not HTTPS or has no certificate, or none covers the
 // name: the handshake then fails — a Gateway never answers with a certificate of another
 // listener, nor with a default one.
+//
+// It is the listener's first certificate, which identifies the listener (a request may use a
+// connection only if its host gets the same one); the handshake picks among all of them with
+// GatewayHandshakeCertificate.
 func (t *Table) GatewayCertificate(port int32, serverName string) *tls.Certificate {
+	if l := t.httpsListener(port, serverName); l != nil {
+		return l.cert
+	}
+	return nil
+}
+
+// GatewayHandshakeCertificate is the certificate a TLS handshake on local port port gets: of
+// the listener GatewayCertificate finds for the hello's server name, the first of its
+// certificates (in certificateRefs order) that the client can use, or the first one when it
+// can use none (the handshake then fails as it would with that one alone). nil as for
+// GatewayCertificate.
+func (t *Table) GatewayHandshakeCertificate(port int32, hello *tls.ClientHelloInfo) *tls.Certificate {
+	l := t.httpsListener(port, hello.ServerName)
+	if l == nil || l.cert == nil {
+		return nil
+	}
+	if len(l.more) == 0 || hello.SupportsCertificate(l.cert) == nil {
+		return l.cert
+	}
+	for _, c := range l.more {
+		if hello.SupportsCertificate(c.cert) == nil {
+			return c.cert
+		}
+	}
+	return l.cert
+}
+
+// httpsListener is the HTTPS listener on port that covers serverName (GatewayCertificate),
+// nil when there is none or the covering listener is not one.
+func (t *Table) httpsListener(port int32, serverName string) *gwListener {
 	if t.gateway == nil {
 		return nil
 	}
@@ -244,7 +288,7 @@ func (t *Table) GatewayCertificate(port int32, serverName string) *tls.Certifica
 		if !l.https || l.passthrough {
 			return nil
 		}
-		return l.cert
+		return l
 	}
 	return nil
 }

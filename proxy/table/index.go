@@ -47,6 +47,13 @@ func (b *Builder) SetListenerCertificateSecret(i int, secret string) {
 	b.listeners[i].certSecret = secret
 }
 
+// AddListenerCertificate gives HTTPS listener i one more certificate, from Secret secret
+// ("namespace/name"), after those it has: for clients that cannot use the ones before it
+// (GatewayHandshakeCertificate).
+func (b *Builder) AddListenerCertificate(i int, cert *tls.Certificate, secret string) {
+	b.listeners[i].more = append(b.listeners[i].more, listenerCert{cert: cert, secret: secret})
+}
+
 // RouteAt returns the route of namespace ns for path on host ("" for ns's own host-less
 // rules) as a rule names it: with exact, the Exact route of path; otherwise the regex route
 // of that pattern or the prefix route of that path ("/a/" is "/a"). nil when there is none.
