@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"testing"
@@ -74,6 +75,20 @@ func gatewayTLSInput(t *testing.T, ca *testCA, port int32, apiAddr string) gatew
 	return in
 }
 
+// gatewayTLSSetup starts a proxy with an empty table, an echo backend "api" and a test CA for
+// the Gateway HTTPS tests; port is the proxy's HTTPS port (the listeners' port).
+func gatewayTLSSetup(t *testing.T, opts Options) (s *Server, httpsAddr string, port int32, api *httptest.Server, ca *testCA) {
+	t.Helper()
+	api = echoBackend(t, "api")
+	ca = newTestCA(t, "gateway test CA")
+	s, _, httpsAddr = startProxy(t, opts, buildTable(t))
+	ap, err := net.ResolveTCPAddr("tcp", httpsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, httpsAddr, int32(ap.Port), api, ca
+}
+
 // TestGatewayHTTPS: a Gateway's HTTPS listener terminates TLS with its own certificate, chosen
 // by the server name on the port the connection came to. Hostile cases first: a server name
 // no listener covers, and no server name at all, get no handshake (never the proxy's default
@@ -81,14 +96,8 @@ func gatewayTLSInput(t *testing.T, ca *testCA, port int32, apiAddr string) gatew
 // 421, not routed with a.example's certificate.
 func TestGatewayHTTPS(t *testing.T) {
 	forEachPath(t, func(t *testing.T, opts Options) {
-		api := echoBackend(t, "api")
-		ca := newTestCA(t, "gateway test CA")
-		s, _, httpsAddr := startProxy(t, opts, buildTable(t))
-		ap, err := net.ResolveTCPAddr("tcp", httpsAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Swap(gatewayTLSTable(t, ca, int32(ap.Port), hostport(api)))
+		s, httpsAddr, port, api, ca := gatewayTLSSetup(t, opts)
+		s.Swap(gatewayTLSTable(t, ca, port, hostport(api)))
 		roots := x509.NewCertPool()
 		roots.AddCert(ca.cert)
 
@@ -152,16 +161,10 @@ func (ca *testCA) issueRSA(t *testing.T, dnsName string) (crtPEM, keyPEM []byte)
 // no handshake. Both certificates are listed for the expiry metric.
 func TestGatewayHTTPSKeyTypes(t *testing.T) {
 	forEachPath(t, func(t *testing.T, opts Options) {
-		api := echoBackend(t, "api")
-		ca := newTestCA(t, "gateway test CA")
-		s, _, httpsAddr := startProxy(t, opts, buildTable(t))
-		ap, err := net.ResolveTCPAddr("tcp", httpsAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, httpsAddr, port, api, ca := gatewayTLSSetup(t, opts)
 		crt, key := ca.issueRSA(t, "a.example")
 		build := func(refs ...string) *table.Table {
-			in := gatewayTLSInput(t, ca, int32(ap.Port), hostport(api))
+			in := gatewayTLSInput(t, ca, port, hostport(api))
 			in.Secrets = append(in.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "a-rsa"},
 				Type: corev1.SecretTypeTLS, Data: map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key}})
 			in.Gateway.Spec.Listeners[0].TLS.CertificateRefs = nil
