@@ -58,10 +58,12 @@ func getCRD(t *testing.T, c apiextensionsclient.Interface, name string) *apiexte
 // kept on uninstall; an upgrade never takes one back to an older bundle version; CRDs another
 // owner installed are left untouched (no adoption, no failure).
 func TestChartGatewayCRDs(t *testing.T) {
+	t.Parallel() // each subtest has its own API server
 	helm := helmBinary(t)
 	ctx := context.Background()
 
 	t.Run("another owner's CRDs are left alone", func(t *testing.T) {
+		t.Parallel()
 		env := testenv.Start(t, testenv.Options{CRDs: []string{testenv.MetalgateCRDs, testenv.GatewayCRDs}})
 		c := crdClient(t, env)
 		before := getCRD(t, c, httpRoutesCRD)
@@ -85,6 +87,7 @@ func TestChartGatewayCRDs(t *testing.T) {
 	})
 
 	t.Run("installed, never downgraded, kept", func(t *testing.T) {
+		t.Parallel()
 		env := testenv.Start(t, testenv.Options{CRDs: []string{testenv.MetalgateCRDs}})
 		c := crdClient(t, env)
 		if out, err := helmIn(t, helm, env.Kubeconfig, "install", "mg", chart, "-n", "metalgate-system", "--create-namespace",
@@ -146,6 +149,7 @@ func TestChartGatewayCRDs(t *testing.T) {
 // Security admission enforces restricted fails, naming the label to set; without the speaker,
 // the same namespace is accepted.
 func TestChartRefusesRestrictedNamespace(t *testing.T) {
+	t.Parallel() // its own API server
 	helm := helmBinary(t)
 	env := testenv.Start(t, testenv.Options{CRDs: []string{testenv.MetalgateCRDs}})
 	cs, err := kubernetes.NewForConfig(env.Config)
@@ -207,6 +211,7 @@ func TestChartGatewayCRDFiles(t *testing.T) {
 // bad value fails helm before any object is written rather than halfway through an install;
 // what the chart renders, the API server accepts (server-side dry run of every object).
 func TestChartProxyDaemonSetStrategies(t *testing.T) {
+	t.Parallel() // its own API server
 	helm := helmBinary(t)
 	s := startAPIServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

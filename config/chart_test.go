@@ -221,6 +221,7 @@ var releases = []release{
 // externalTrafficPolicy asked for (Local by default). Then all releases side by side: no
 // cluster-scoped object twice, and every ServiceAccount still has what it needs.
 func TestChart(t *testing.T) {
+	t.Parallel() // its own API server
 	helm := helmBinary(t)
 	s := startAPIServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

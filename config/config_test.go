@@ -291,6 +291,7 @@ var kustomizations = []string{
 // TestApplyDryRun: against a real kube-apiserver with the CRDs installed (and the namespaces
 // created), kubectl apply --dry-run=server accepts every kustomization under config/.
 func TestApplyDryRun(t *testing.T) {
+	t.Parallel() // its own API server
 	s := startAPIServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -97,6 +97,7 @@ var overlays = []overlay{
 // replaces the first one's ClusterRoleBindings: docs/install.md), so its bindings are removed
 // again after its check.
 func TestOverlays(t *testing.T) {
+	t.Parallel() // its own API server
 	s := startAPIServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

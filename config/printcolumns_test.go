@@ -12,6 +12,7 @@ import (
 // writes it, through the status subresource). A BGPPeer's sessions are per node and an API server's printer column
 // shows only the first value of a list, so they are read with kubectl metalgate or -o yaml.
 func TestPrinterColumns(t *testing.T) {
+	t.Parallel() // its own API server
 	s := startAPIServer(t)
 	ctx := context.Background()
 	s.ensureNamespaces(ctx, t, "metalgate-system")
