@@ -436,16 +436,24 @@ func (b *builder) listShared(ctx context.Context) ([]*corev1.Service, []*discove
 }
 
 // prober lists one object of each kind from the API server every ProbeInterval, so a dead
-// API server shows in readiness even when no watch event would have come.
+// API server shows in readiness even when no watch event would have come. The kinds are
+// listed at the same time, each within timeout (default 10 s): one after another, a hung API
+// server (accepting connections, answering nothing) was noticed for the last kind only after
+// every kind before it had timed out — a minute later with six kinds.
 type prober struct {
-	reader client.Reader
-	fresh  *Freshness
-	opts   Options
+	reader  client.Reader
+	fresh   *Freshness
+	opts    Options
+	timeout time.Duration
 }
 
 func (p *prober) NeedLeaderElection() bool { return false }
 
 func (p *prober) Start(ctx context.Context) error {
+	timeout := p.timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
 	t := time.NewTicker(p.opts.ProbeInterval)
 	defer t.Stop()
 	for {
@@ -454,25 +462,35 @@ func (p *prober) Start(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
+		var wg sync.WaitGroup
 		for _, w := range p.opts.kinds() {
-			opts := []client.ListOption{client.Limit(1)}
-			if w.kind == KindSecret {
-				opts = append(opts, client.MatchingFields{"type": string(corev1.SecretTypeTLS)})
-			}
-			if len(p.opts.WatchNamespaces) > 0 && w.kind != KindIngressClass {
-				opts = append(opts, client.InNamespace(p.opts.WatchNamespaces[0]))
-			}
-			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := p.reader.List(pctx, w.list(), opts...)
-			cancel()
-			if err != nil {
-				p.fresh.Failed(w.kind, err)
-				if p.opts.Metrics != nil {
-					p.opts.Metrics.WatchErrors.WithLabelValues(w.kind).Inc()
-				}
-				continue
-			}
-			p.fresh.OK(w.kind)
+			wg.Go(func() { p.probe(ctx, w, timeout) })
 		}
+		wg.Wait()
 	}
+}
+
+// probe lists one object of kind w and records the outcome.
+func (p *prober) probe(ctx context.Context, w watchedKind, timeout time.Duration) {
+	opts := []client.ListOption{client.Limit(1)}
+	if w.kind == KindSecret {
+		opts = append(opts, client.MatchingFields{"type": string(corev1.SecretTypeTLS)})
+	}
+	if len(p.opts.WatchNamespaces) > 0 && w.kind != KindIngressClass {
+		opts = append(opts, client.InNamespace(p.opts.WatchNamespaces[0]))
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	err := p.reader.List(pctx, w.list(), opts...)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return // shutting down: not the API server's failure
+		}
+		p.fresh.Failed(w.kind, err)
+		if p.opts.Metrics != nil {
+			p.opts.Metrics.WatchErrors.WithLabelValues(w.kind).Inc()
+		}
+		return
+	}
+	p.fresh.OK(w.kind)
 }
