@@ -436,10 +436,11 @@ func (b *builder) listShared(ctx context.Context) ([]*corev1.Service, []*discove
 }
 
 // prober lists one object of each kind from the API server every ProbeInterval, so a dead
-// API server shows in readiness even when no watch event would have come. The kinds are
-// listed at the same time, each within timeout (default 10 s): one after another, a hung API
-// server (accepting connections, answering nothing) was noticed for the last kind only after
-// every kind before it had timed out — a minute later with six kinds.
+// API server shows in readiness even when no watch event would have come. Each kind is probed
+// on its own, each list within timeout (default 10 s): one after another, a hung API server
+// (accepting connections, answering nothing) was noticed for a kind only after every kind
+// before it had timed out — a minute later with six kinds. Now a kind's failure shows at most
+// ProbeInterval + timeout after the API server stops answering, whatever the other kinds do.
 type prober struct {
 	reader  client.Reader
 	fresh   *Freshness
@@ -454,20 +455,23 @@ func (p *prober) Start(ctx context.Context) error {
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	t := time.NewTicker(p.opts.ProbeInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		var wg sync.WaitGroup
-		for _, w := range p.opts.kinds() {
-			wg.Go(func() { p.probe(ctx, w, timeout) })
-		}
-		wg.Wait()
+	var wg sync.WaitGroup
+	for _, w := range p.opts.kinds() {
+		wg.Go(func() {
+			t := time.NewTicker(p.opts.ProbeInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				p.probe(ctx, w, timeout)
+			}
+		})
 	}
+	wg.Wait()
+	return nil
 }
 
 // probe lists one object of kind w and records the outcome.
