@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
 	"syscall"
@@ -109,8 +108,8 @@ func bindMemoryLimit(fs *flag.FlagSet, ratio *float64) {
 // (--memory-limit-ratio), and logs the limit in force. A ratio out of range is an error; a
 // cgroup limit that cannot be read is logged, and the process runs without a derived limit.
 func start(ctx context.Context, opts *zap.Options, ratio float64, stderr io.Writer) (context.Context, error) {
-	if ratio < 0 || ratio > 1 || math.IsNaN(ratio) {
-		return nil, fmt.Errorf("--memory-limit-ratio %v: want 0 (off) or more, up to 1", ratio)
+	if err := memlimit.CheckRatio(ratio); err != nil {
+		return nil, fmt.Errorf("--memory-limit-ratio %w", err)
 	}
 	ctx = withLogger(ctx, opts, stderr)
 	logger := logr.FromContextOrDiscard(ctx)

@@ -132,6 +132,14 @@ func readLimit(path string) (int64, bool, error) {
 	return n, true, nil
 }
 
+// CheckRatio refuses a ratio Apply cannot use: not a number, below 0 or above 1.
+func CheckRatio(ratio float64) error {
+	if math.IsNaN(ratio) || ratio < 0 || ratio > 1 {
+		return fmt.Errorf("%v: want 0 (off) or more, up to 1", ratio)
+	}
+	return nil
+}
+
 // Setting is what Apply did.
 type Setting struct {
 	// Limit is the Go memory limit now in force (math.MaxInt64: none).
@@ -147,8 +155,8 @@ type Setting struct {
 // Apply sets the Go memory limit to ratio × the cgroup's limit, unless ratio is 0 (off), the
 // environment sets GOMEMLIMIT (the runtime has already read it), or no cgroup sets a limit.
 func Apply(c Cgroup, ratio float64, getenv func(string) string) (Setting, error) {
-	if math.IsNaN(ratio) || ratio < 0 || ratio > 1 {
-		return Setting{}, fmt.Errorf("memory limit ratio %v: want 0 (off) or more, up to 1", ratio)
+	if err := CheckRatio(ratio); err != nil {
+		return Setting{}, fmt.Errorf("memory limit ratio %w", err)
 	}
 	if getenv("GOMEMLIMIT") != "" {
 		return Setting{Limit: debug.SetMemoryLimit(-1), Env: true}, nil
