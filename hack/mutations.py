@@ -305,9 +305,9 @@ M = [
  ("M28m3 cgroup v1's unlimited read as a limit", "internal/memlimit/memlimit.go", [("if n >= unlimitedV1 {", "if n == math.MaxInt64 {")], "TestLimit$", [], "./internal/memlimit/"),
  ("M28m4 the v1 memory controller not found among others", "internal/memlimit/memlimit.go", [('case hasController(parts[1], "memory"):', 'case parts[1] == "memory":')], "TestLimit$", [], "./internal/memlimit/"),
  ("M28c a client's Connection: close sends it through ReverseProxy", "proxy/dataplane/h1transport.go", [("req.Header.Get(\"Expect\") == \"\" &&\n\t\treq.Trailer == nil", "req.Header.Get(\"Expect\") == \"\" &&\n\t\t!req.Close && req.Trailer == nil")], "TestTakesDirectPath$"),
- ("M28k1 a listener's first certificate to every client", "proxy/table/gateway.go", [("if len(l.more) == 0 || hello.SupportsCertificate(l.cert) == nil {", "if true {")], "TestGatewayHTTPSKeyTypes$"),
+ ("M28k1 a listener's first certificate to every client", "proxy/table/gateway.go", [("\tif len(l.certs) > 1 {\n\t\tfor _, c := range l.certs {", "\tif false {\n\t\tfor _, c := range l.certs {")], "TestGatewayHTTPSKeyTypes$"),
  ("M28k2 a listener's further certificateRefs dropped", "proxy/gatewayapi/translate.go", [("out = append(out, listenerCert{cert: &cert, secret: name.String()})\n", "out = append(out, listenerCert{cert: &cert, secret: name.String()})\n\t\tbreak\n")], "TestGatewayHTTPSKeyTypes$"),
- ("M28k3 a listener's further certificates not listed for the expiry metric", "proxy/table/certificates.go", [("\t\t\t\t\tfor _, c := range l.more {\n", "\t\t\t\t\tfor _, c := range l.more[:0] {\n")], "TestGatewayHTTPSKeyTypes$"),
+ ("M28k3 a listener's further certificates not listed for the expiry metric", "proxy/table/certificates.go", [("\t\t\t\t\tfor _, c := range l.certs {\n", "\t\t\t\t\tfor _, c := range l.certs[:1] {\n")], "TestGatewayHTTPSKeyTypes$"),
  ("M30p the API prober probes one kind only", "proxy/controlplane/builder.go", [("\tfor _, w := range p.opts.kinds() {\n\t\twg.Go(func() {\n", "\tfor _, w := range p.opts.kinds()[:1] {\n\t\twg.Go(func() {\n")], "TestProberKindsAtOnce$", [], "./proxy/controlplane/"),
 ]
 only = sys.argv[1:]

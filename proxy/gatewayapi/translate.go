@@ -88,16 +88,8 @@ func (b *builder) listenerCertificates(owner, namespace string, l gatewayv1.List
 
 // addHTTPSListener adds a listener to the table with its certificates (none: no handshake).
 func (b *builder) addHTTPSListener(port int32, name, hostname string, https bool, certs []listenerCert) int {
-	var first *tls.Certificate
-	if len(certs) > 0 {
-		first = certs[0].cert
-	}
-	i := b.tb.AddListener(port, name, hostname, https, first)
-	for j, c := range certs {
-		if j == 0 {
-			b.tb.SetListenerCertificateSecret(i, c.secret)
-			continue
-		}
+	i := b.tb.AddListener(port, name, hostname, https)
+	for _, c := range certs {
 		b.tb.AddListenerCertificate(i, c.cert, c.secret)
 	}
 	return i

@@ -38,8 +38,7 @@ func (t *Table) Certificates() []ServedCertificate {
 		for _, ls := range t.gateway.ports {
 			for _, l := range ls {
 				if l.https {
-					add(l.cert, ServedCertificate{Host: l.hostname, Listener: l.name, Secret: l.certSecret})
-					for _, c := range l.more {
+					for _, c := range l.certs {
 						add(c.cert, ServedCertificate{Host: l.hostname, Listener: l.name, Secret: c.secret})
 					}
 				}

@@ -112,16 +112,13 @@ type gwListener struct {
 	name     string
 	hostname string               // "" for any host
 	hosts    map[string][]gwEntry // by effective hostname: exact, "*.suffix", or "" for any
-	// https: an HTTPS listener (TLS terminated here). cert is its certificate, nil when its
-	// certificateRefs resolve to none (then its hosts get no TLS handshake at all).
+	// https: an HTTPS listener (TLS terminated here). certs are its certificates in
+	// certificateRefs order, each with its Secret (the expiry metric's label); none when its
+	// certificateRefs resolve to none (then its hosts get no TLS handshake at all). A client
+	// gets the first it can use (an RSA certificate after an ECDSA one, for clients without
+	// ECDSA); the first identifies the listener.
 	https bool
-	cert  *tls.Certificate
-	// certSecret is cert's Secret, "namespace/name" (the expiry metric's label).
-	certSecret string
-	// more are the certificates of the listener's further certificateRefs, in their order:
-	// a client that cannot use cert gets the first of them it can (an RSA certificate beside
-	// an ECDSA one, for clients without ECDSA).
-	more []listenerCert
+	certs []listenerCert
 	// passthrough: a TLS listener in mode Passthrough. Its routes (TLSRoutes) are taken by
 	// GatewayPassthrough, by server name, never by Match.
 	passthrough bool
@@ -247,8 +244,8 @@ func (t *Table) ListenerRoutes() []ListenerRoute {
 // connection only if its host gets the same one); the handshake picks among all of them with
 // GatewayHandshakeCertificate.
 func (t *Table) GatewayCertificate(port int32, serverName string) *tls.Certificate {
-	if l := t.httpsListener(port, serverName); l != nil {
-		return l.cert
+	if l := t.httpsListener(port, serverName); l != nil && len(l.certs) > 0 {
+		return l.certs[0].cert
 	}
 	return nil
 }
@@ -260,18 +257,17 @@ func (t *Table) GatewayCertificate(port int32, serverName string) *tls.Certifica
 // GatewayCertificate.
 func (t *Table) GatewayHandshakeCertificate(port int32, hello *tls.ClientHelloInfo) *tls.Certificate {
 	l := t.httpsListener(port, hello.ServerName)
-	if l == nil || l.cert == nil {
+	if l == nil || len(l.certs) == 0 {
 		return nil
 	}
-	if len(l.more) == 0 || hello.SupportsCertificate(l.cert) == nil {
-		return l.cert
-	}
-	for _, c := range l.more {
-		if hello.SupportsCertificate(c.cert) == nil {
-			return c.cert
+	if len(l.certs) > 1 {
+		for _, c := range l.certs {
+			if hello.SupportsCertificate(c.cert) == nil {
+				return c.cert
+			}
 		}
 	}
-	return l.cert
+	return l.certs[0].cert
 }
 
 // httpsListener is the HTTPS listener on port that covers serverName (GatewayCertificate),

@@ -10,7 +10,7 @@ import "strings"
 // AddPassthroughListener adds a TLS listener in mode Passthrough on port, with its hostname
 // ("" for any), and returns its index for AddListenerRoute, as AddListener does.
 func (b *Builder) AddPassthroughListener(port int32, name, hostname string) int {
-	i := b.AddListener(port, name, hostname, false, nil)
+	i := b.AddListener(port, name, hostname, false)
 	b.listeners[i].passthrough = true
 	return i
 }

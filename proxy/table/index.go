@@ -41,17 +41,11 @@ func (b *Builder) SetCertificate(host, ns, secret string, cert *tls.Certificate)
 	}
 }
 
-// SetListenerCertificateSecret names the Secret ("namespace/name") of listener i's
-// certificate (AddListener's index), for the expiry metric.
-func (b *Builder) SetListenerCertificateSecret(i int, secret string) {
-	b.listeners[i].certSecret = secret
-}
-
 // AddListenerCertificate gives HTTPS listener i one more certificate, from Secret secret
-// ("namespace/name"), after those it has: for clients that cannot use the ones before it
-// (GatewayHandshakeCertificate).
+// ("namespace/name"), after those it has: the first identifies the listener, the others are
+// for clients that cannot use the ones before them (GatewayHandshakeCertificate).
 func (b *Builder) AddListenerCertificate(i int, cert *tls.Certificate, secret string) {
-	b.listeners[i].more = append(b.listeners[i].more, listenerCert{cert: cert, secret: secret})
+	b.listeners[i].certs = append(b.listeners[i].certs, listenerCert{cert: cert, secret: secret})
 }
 
 // RouteAt returns the route of namespace ns for path on host ("" for ns's own host-less
@@ -113,12 +107,13 @@ func (b *Builder) SetOwned(ids []types.NamespacedName) {
 	b.t.Owned = ids
 }
 
-// AddListener adds a Gateway listener on port (hostname "" for any host; https with its
-// certificate, nil for none) and returns its index for AddListenerRoute. Listeners of one
+// AddListener adds a Gateway listener on port (hostname "" for any host; an https one gets
+// its certificates from AddListenerCertificate, none: no handshake) and returns its index
+// for AddListenerRoute and AddListenerCertificate. Listeners of one
 // port are tried most specific hostname first (Finish sorts them).
-func (b *Builder) AddListener(port int32, name, hostname string, https bool, cert *tls.Certificate) int {
+func (b *Builder) AddListener(port int32, name, hostname string, https bool) int {
 	g := b.gatewayIndex()
-	l := &gwListener{name: name, hostname: hostname, hosts: map[string][]gwEntry{}, https: https, cert: cert}
+	l := &gwListener{name: name, hostname: hostname, hosts: map[string][]gwEntry{}, https: https}
 	b.listeners = append(b.listeners, l)
 	g.ports[port] = append(g.ports[port], l)
 	return len(b.listeners) - 1
