@@ -20,6 +20,7 @@ type Metrics struct {
 	upstreamTotal     *prometheus.HistogramVec
 	unrouted          *routeSeries // requests no route took
 	TLSHandshakes     *prometheus.CounterVec
+	SessionTickets    *prometheus.CounterVec
 	AccessLogDropped  prometheus.Counter
 	UpstreamErrors    *prometheus.CounterVec
 	Ejections         prometheus.Counter
@@ -83,6 +84,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "metalgate_proxy_tls_handshakes_total",
 			Help: "TLS handshakes with clients, by outcome (ok, no_certificate: no certificate for the server name, no_route: a TLS passthrough port has no route for the server name, failed: any other failure).",
 		}, []string{"outcome"}),
+		SessionTickets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metalgate_proxy_tls_session_tickets_total",
+			Help: "TLS session tickets clients offered, by outcome (resumed: the session was resumed; other_server_name: the ticket was made for another server name and refused; unknown_key: no key in use decrypts it, e.g. made by a replica with other keys, or with a retired key).",
+		}, []string{"outcome"}),
 		AccessLogDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "metalgate_proxy_access_log_dropped_total",
 			Help: "Access log lines dropped because the log's output (stdout) did not keep up, or failed.",
@@ -124,7 +129,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.certs = newCertExpiry()
 	m.backends = newEndpointSeries()
 	reg.MustRegister(m.certs, m.backends, m.requests, m.duration, m.requestSize, m.responseSize, m.upstreamConnect, m.upstreamFirstByte, m.upstreamTotal,
-		m.TLSHandshakes, m.AccessLogDropped, m.UpstreamErrors, m.Ejections, m.Retries, m.TableSwaps, m.LimitHits, m.ConnsDiscarded, m.ClientConnections, m.Mirrors)
+		m.TLSHandshakes, m.SessionTickets, m.AccessLogDropped, m.UpstreamErrors, m.Ejections, m.Retries, m.TableSwaps, m.LimitHits, m.ConnsDiscarded, m.ClientConnections, m.Mirrors)
 	return m
 }
 
@@ -162,6 +167,13 @@ const (
 // noListenerCertificate starts the error of a handshake refused for want of a Gateway
 // listener's certificate (counted as no_certificate, not again as failed).
 const noListenerCertificate = "no HTTPS listener of this Gateway"
+
+// sessionTicket counts a session ticket a client offered, by outcome (sessions.go).
+func (s *Server) sessionTicket(outcome string) {
+	if m := s.opts.Metrics; m != nil {
+		m.SessionTickets.WithLabelValues(outcome).Inc()
+	}
+}
 
 func (s *Server) tlsHandshake(outcome string) {
 	if m := s.opts.Metrics; m != nil {

@@ -58,6 +58,7 @@ type Server struct {
 	hsts                []string
 	httpPort, httpsPort string // X-Forwarded-Port
 	affinityKey         []byte
+	tickets             atomic.Pointer[tls.Config] // session ticket keys (sessions.go)
 	limits              *limiters   // rate limits' state, across tables
 	auth                *basicAuth  // basic authentication checks, across tables
 	alog                *accessLog  // nil: no access log
@@ -129,6 +130,7 @@ func New(opts Options) (*Server, error) {
 		limits:      newLimiters(opts.RateLimitIPv6Prefix, opts.rateLimitClients),
 		auth:        newBasicAuth(opts.AuthCheckSlots, opts.AuthCheckWait, opts.AuthCheckNice, opts.authCompare),
 	}
+	s.tickets.Store(&tls.Config{})
 	if opts.authClock != nil {
 		s.auth.slots.now = opts.authClock
 	}
@@ -284,11 +286,15 @@ func (s *Server) TLSConfig() *tls.Config {
 		// Called on every handshake the server accepts (client certificates are asked for
 		// by the hosts that want one, and judged per request: clientauth.go); failures are
 		// counted from the http.Server's error log (handshakeLog).
-		VerifyConnection: func(tls.ConnectionState) error {
+		VerifyConnection: func(cs tls.ConnectionState) error {
 			s.tlsHandshake(handshakeOK)
+			if cs.DidResume {
+				s.sessionTicket(ticketResumed)
+			}
 			return nil
 		},
 	}
+	s.sessionTickets(c)
 	c.GetConfigForClient = s.clientAuthConfig(c)
 	return c
 }
