@@ -31,13 +31,9 @@ const (
 // s.tickets's keys.
 func (s *Server) sessionTickets(c *tls.Config) {
 	c.WrapSession = func(cs tls.ConnectionState, ss *tls.SessionState) ([]byte, error) {
-		extra := ss.Extra[:0:0]
-		for _, e := range ss.Extra {
-			if !bytes.HasPrefix(e, sessionServerName) {
-				extra = append(extra, e)
-			}
-		}
-		ss.Extra = append(extra, append(bytes.Clone(sessionServerName), strings.ToLower(cs.ServerName)...))
+		// crypto/tls makes a new SessionState for every ticket (Extra empty over TCP); were
+		// an entry ever carried over, sessionFor's "exactly one" would refuse the ticket.
+		ss.Extra = append(ss.Extra, append(bytes.Clone(sessionServerName), strings.ToLower(cs.ServerName)...))
 		return s.tickets.Load().EncryptTicket(cs, ss)
 	}
 	c.UnwrapSession = func(identity []byte, cs tls.ConnectionState) (*tls.SessionState, error) {
