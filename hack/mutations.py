@@ -313,6 +313,7 @@ M = [
  ("M32s2 server names compared with their case", "proxy/dataplane/sessions.go", [("ok = strings.EqualFold(string(name), serverName)", "ok = string(name) == serverName")], "TestSessionTicketsBoundToServerName$"),
  ("M32s4 shared ticket keys not used", "proxy/dataplane/sessions.go", [("\tif len(keys) > 0 {\n\t\tt.SetSessionTicketKeys(keys)", "\tif false {\n\t\tt.SetSessionTicketKeys(keys)")], "TestSessionTicketsBoundToServerName$"),
  ("M32s5 unknown tickets not counted", "proxy/dataplane/sessions.go", [("\t\t\ts.sessionTicket(ticketUnknownKey)\n", "")], "TestSessionTicketsBoundToServerName$"),
+ ("M32s6 a Gateway session resumes on any port", "proxy/dataplane/clientauth.go", [("s.sessionTickets(c, strconv.Itoa(int(localPort(hello.Conn))))", "s.sessionTickets(c, \"\"+strconv.Itoa(0)[:0])")], "TestGatewaySessionTicketsBoundToPort$"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"crypto/tls"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/metalgate/metalgate/proxy/clientcert"
@@ -32,12 +33,24 @@ import (
 
 // clientAuthConfig returns the GetConfigForClient of base: for an SNI name whose host asks
 // for client certificates, base asking for one (any, verified per request) and naming the
-// host's CAs; otherwise base itself (nil).
+// host's CAs; otherwise base itself (nil). On a Gateway, always a copy of base for the port
+// the connection came to: its client-certificate validation, and session tickets of that
+// port alone.
 func (s *Server) clientAuthConfig(base *tls.Config) func(*tls.ClientHelloInfo) (*tls.Config, error) {
 	return func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 		r := s.current.Load()
 		if r != nil && r.table.Gateway != nil {
-			return s.gatewayClientAuthConfig(base, r.table, hello) // gatewayclientcert.go
+			c, err := s.gatewayClientAuthConfig(base, r.table, hello) // gatewayclientcert.go
+			if err != nil {
+				return nil, err
+			}
+			if c == nil {
+				c = base.Clone()
+				c.GetConfigForClient = nil
+			}
+			// A Gateway's session resumes only on the port it was made on (sessions.go).
+			s.sessionTickets(c, strconv.Itoa(int(localPort(hello.Conn))))
+			return c, nil
 		}
 		if r == nil || hello.ServerName == "" {
 			return nil, nil

@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -13,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -83,15 +84,10 @@ func startGatewayMTLS(t *testing.T, opts Options) *gatewayMTLS {
 	}
 	g.swap(t, g.validCA.pem)
 
-	// The valid and fallback ports, served by one http.Server with one session ticket key,
-	// as the Gateway proxy's one listener over every port is: a session made on one port can
-	// be offered to the other.
+	// The valid and fallback ports, served by one http.Server, as the Gateway proxy's one
+	// listener over every port is: one Server's session ticket keys, so a session made on
+	// one port can be offered to the other.
 	srv := s.HTTPServer(true)
-	var tk [32]byte
-	if _, err := rand.Read(tk[:]); err != nil {
-		t.Fatal(err)
-	}
-	srv.TLSConfig.SetSessionTicketKeys([][32]byte{tk})
 	done := make(chan error, len(lns))
 	for _, ln := range lns {
 		go func() { done <- srv.ServeTLS(ln, "", "") }()
@@ -191,9 +187,10 @@ func TestGatewayClientCertificateValidation(t *testing.T) {
 			})
 		}
 
-		// A session resumed on the valid port from a handshake on the fallback port (same
-		// server name, same ticket key) is judged by the valid port's validation: its
-		// handshake fails, rather than being resumed with another CA's certificate.
+		// A session of the fallback port offered on the valid port (same server name, same
+		// ticket keys) is not resumed there (sessions.go), and the full handshake is judged
+		// by the valid port's validation: it fails, rather than being resumed with another
+		// CA's certificate.
 		t.Run("a session of the fallback port resumed on the valid port", func(t *testing.T) {
 			cache := tls.NewLRUClientSessionCache(4)
 			dial := func(addr string) (*tls.Conn, error) {
@@ -242,6 +239,40 @@ func TestGatewayClientCertificateValidation(t *testing.T) {
 				t.Errorf("valid port: %v; want the handshake refused, not an HTTP answer", err)
 			}
 		})
+	})
+}
+
+// TestGatewaySessionTicketsBoundToPort: on a Gateway, a session resumes only on the listener
+// port it was made on. A session of the port without client-certificate validation offered
+// on the fallback port (which asks for a certificate) gets a full handshake there; each port
+// resumes its own sessions.
+func TestGatewaySessionTicketsBoundToPort(t *testing.T) {
+	forEachPath(t, func(t *testing.T, opts Options) {
+		opts.Metrics = NewMetrics(prometheus.NewRegistry())
+		g := startGatewayMTLS(t, opts)
+		for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+			t.Run(tls.VersionName(version), func(t *testing.T) {
+				refused := testutil.ToFloat64(opts.Metrics.SessionTickets.WithLabelValues(ticketOtherServerName))
+				cache := &anySessionCache{}
+				for _, step := range []struct {
+					what, addr  string
+					wantResumed bool
+				}{
+					{"first connection, open port", g.open, false},
+					{"open port again", g.open, true},
+					{"the open port's session on the fallback port", g.fallback, false},
+					{"fallback port again", g.fallback, true},
+					{"the fallback port's session on the open port", g.open, false},
+				} {
+					if resumed, backend := sessionGet(t, step.addr, "x.example", version, cache); resumed != step.wantResumed || backend != "api" {
+						t.Fatalf("%s: resumed %t from %q; want resumed %t from api", step.what, resumed, backend, step.wantResumed)
+					}
+				}
+				if got := testutil.ToFloat64(opts.Metrics.SessionTickets.WithLabelValues(ticketOtherServerName)) - refused; got != 2 {
+					t.Errorf("tickets refused for another port: %v, want 2", got)
+				}
+			})
+		}
 	})
 }
 

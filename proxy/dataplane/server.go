@@ -59,10 +59,10 @@ type Server struct {
 	httpPort, httpsPort string // X-Forwarded-Port
 	affinityKey         []byte
 	tickets             atomic.Pointer[tls.Config] // session ticket keys (sessions.go)
-	limits              *limiters   // rate limits' state, across tables
-	auth                *basicAuth  // basic authentication checks, across tables
-	alog                *accessLog  // nil: no access log
-	draining            atomic.Bool // shutdown has begun (Serve's ctx ended)
+	limits              *limiters                  // rate limits' state, across tables
+	auth                *basicAuth                 // basic authentication checks, across tables
+	alog                *accessLog                 // nil: no access log
+	draining            atomic.Bool                // shutdown has begun (Serve's ctx ended)
 	// reencodeQueries: GODEBUG sets urlmaxqueryparams, with which ReverseProxy re-encodes
 	// every query; the direct path then leaves all requests to it.
 	reencodeQueries bool
@@ -294,7 +294,7 @@ func (s *Server) TLSConfig() *tls.Config {
 			return nil
 		},
 	}
-	s.sessionTickets(c)
+	s.sessionTickets(c, "")
 	c.GetConfigForClient = s.clientAuthConfig(c)
 	return c
 }

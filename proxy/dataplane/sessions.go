@@ -7,13 +7,15 @@ import (
 )
 
 // TLS session tickets. Every ticket the proxy issues carries the server name (SNI) of the
-// handshake that made it, and a ticket is resumed only by a handshake for that same name
-// (RFC 6066, section 3): a session made for one tenant's host is never resumed at another's,
-// so it carries neither that host's client certificate nor its handshake over. The tickets are
+// handshake that made it (and on a Gateway, the port: each listener port may be another
+// tenant's, through a ListenerSet), and a ticket is resumed only by a handshake for that same
+// name and port (RFC 6066, section 3): a session made for one tenant's host is never resumed
+// at another's, so it carries neither that host's client certificate nor its handshake over. The tickets are
 // encrypted with the keys of s.tickets, a tls.Config used for nothing else: this process's own
 // (made and rotated by crypto/tls), or those every replica shares (SetSessionTicketKeys).
 
-// sessionServerName prefixes the SessionState.Extra entry that holds the server name.
+// sessionServerName prefixes the SessionState.Extra entry that holds the scope (the port on a
+// Gateway, else empty), a slash and the server name in lower case.
 var sessionServerName = []byte("metalgate/server-name=")
 
 // Outcomes counted by metalgate_proxy_tls_session_tickets_total.
@@ -27,13 +29,13 @@ const (
 	ticketUnknownKey = "unknown_key"
 )
 
-// sessionTickets makes and opens the tickets of c: bound to their server name, encrypted with
-// s.tickets's keys.
-func (s *Server) sessionTickets(c *tls.Config) {
+// sessionTickets makes and opens the tickets of c: bound to scope and their server name,
+// encrypted with s.tickets's keys.
+func (s *Server) sessionTickets(c *tls.Config, scope string) {
 	c.WrapSession = func(cs tls.ConnectionState, ss *tls.SessionState) ([]byte, error) {
 		// crypto/tls makes a new SessionState for every ticket (Extra empty over TCP); were
 		// an entry ever carried over, sessionFor's "exactly one" would refuse the ticket.
-		ss.Extra = append(ss.Extra, append(bytes.Clone(sessionServerName), strings.ToLower(cs.ServerName)...))
+		ss.Extra = append(ss.Extra, []byte(string(sessionServerName)+scope+"/"+strings.ToLower(cs.ServerName)))
 		return s.tickets.Load().EncryptTicket(cs, ss)
 	}
 	c.UnwrapSession = func(identity []byte, cs tls.ConnectionState) (*tls.SessionState, error) {
@@ -45,7 +47,7 @@ func (s *Server) sessionTickets(c *tls.Config) {
 			s.sessionTicket(ticketUnknownKey)
 			return nil, nil // a full handshake, not a failed one
 		}
-		if !sessionFor(ss, cs.ServerName) {
+		if !sessionFor(ss, scope, cs.ServerName) {
 			s.sessionTicket(ticketOtherServerName)
 			return nil, nil
 		}
@@ -53,15 +55,16 @@ func (s *Server) sessionTickets(c *tls.Config) {
 	}
 }
 
-// sessionFor reports whether ss was made for serverName: it has exactly one server-name
-// entry, equal to serverName but for case.
-func sessionFor(ss *tls.SessionState, serverName string) bool {
+// sessionFor reports whether ss was made for serverName in scope: it has exactly one
+// server-name entry, of scope and equal to serverName but for case.
+func sessionFor(ss *tls.SessionState, scope, serverName string) bool {
 	found := 0
 	ok := false
 	for _, e := range ss.Extra {
-		if name, has := bytes.CutPrefix(e, sessionServerName); has {
+		if v, has := bytes.CutPrefix(e, sessionServerName); has {
 			found++
-			ok = strings.EqualFold(string(name), serverName)
+			sc, name, _ := bytes.Cut(v, []byte("/"))
+			ok = string(sc) == scope && strings.EqualFold(string(name), serverName)
 		}
 	}
 	return found == 1 && ok

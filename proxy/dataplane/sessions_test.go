@@ -69,7 +69,9 @@ func TestSessionTicketsBoundToServerName(t *testing.T) {
 		o1.Metrics, o2.Metrics = m1, m2
 		p1, _, addr1 := startProxy(t, o1, buildTable(t, routes...))
 		p2, _, addr2 := startProxy(t, o2, buildTable(t, routes...))
-		count := func(m *Metrics, outcome string) float64 { return testutil.ToFloat64(m.SessionTickets.WithLabelValues(outcome)) }
+		count := func(m *Metrics, outcome string) float64 {
+			return testutil.ToFloat64(m.SessionTickets.WithLabelValues(outcome))
+		}
 
 		for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
 			t.Run(tls.VersionName(version), func(t *testing.T) {
