@@ -57,6 +57,11 @@ func TestCommandLine(t *testing.T) {
 		{name: "renew deadline within a retry", args: []string{"proxy", "--leader-election-retry-period", "9s"}, wantCode: 1, wantErr: "--leader-election-renew-deadline 10s: want more than 1.2 × --leader-election-retry-period (9s)"},
 		{name: "OTLP endpoint without a scheme", args: []string{"proxy", "--otlp-endpoint", "collector:4318"}, wantCode: 1, wantErr: "--otlp-endpoint, --otlp-sample-ratio: otlp endpoint \"collector:4318\": the scheme must be http or https"},
 		{name: "OTLP ratio above 1", args: []string{"proxy", "--otlp-endpoint", "http://collector:4318", "--otlp-sample-ratio", "2"}, wantCode: 1, wantErr: "otlp sample ratio 2: must be between 0 and 1"},
+		{name: "ticket key rotation within the promotion delay", args: []string{"proxy", "--tls-ticket-key-rotation", "2m"}, wantCode: 1, wantErr: "--tls-ticket-key-rotation 2m0s: want more than 2m0s"},
+		{name: "ticket key lifetime shorter than a rotation", args: []string{"proxy", "--tls-ticket-key-lifetime", "1h"}, wantCode: 1, wantErr: "--tls-ticket-key-rotation, --tls-ticket-key-lifetime: lifetime 1h0m0s: want at least the rotation period plus the promotion delay (1h2m0s)"},
+		{name: "ticket keys for too long", args: []string{"proxy", "--tls-ticket-key-rotation", "5m", "--tls-ticket-key-lifetime", "24h"}, wantCode: 1, wantErr: "lifetime 24h0m0s: want at most 49 rotation periods (4h5m0s)"},
+		{name: "ticket key Secret without a namespace", args: []string{"proxy", "--tls-ticket-key-secret", "tickets"}, wantCode: 1, wantErr: `--tls-ticket-key-secret "tickets": want namespace/name or -`},
+		{name: "ticket key Secret with a static config", args: []string{"proxy", "--static-config", "x.yaml", "--tls-ticket-key-secret", "ns/tickets"}, wantCode: 1, wantErr: "--tls-ticket-key-secret \"ns/tickets\": not with --static-config"},
 		{name: "negative HSTS max-age", args: []string{"proxy", "--hsts-max-age", "-1"}, wantCode: 1, wantErr: "--hsts-max-age -1: want 0 or more seconds"},
 		// Every command's memory limit ratio is a fraction.
 		{name: "memory limit ratio above 1", args: []string{"controller", "--memory-limit-ratio", "1.5"}, wantCode: 1, wantErr: "--memory-limit-ratio 1.5: want 0 (off) or more, up to 1"},

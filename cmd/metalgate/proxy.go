@@ -35,6 +35,7 @@ import (
 	"github.com/metalgate/metalgate/proxy/dataplane"
 	"github.com/metalgate/metalgate/proxy/ingress"
 	"github.com/metalgate/metalgate/proxy/table"
+	"github.com/metalgate/metalgate/proxy/ticketkeys"
 	"github.com/metalgate/metalgate/proxy/tracing"
 )
 
@@ -115,6 +116,9 @@ type proxyOptions struct {
 	PublicHTTPPort        int
 	PublicHTTPSPort       int
 	AffinityKeySecret     string
+	TicketKeySecret       string
+	TicketKeyRotation     time.Duration
+	TicketKeyLifetime     time.Duration
 	StaticConfig          string
 	Gateway               string
 	QPS                   float64
@@ -221,6 +225,9 @@ func (o *proxyOptions) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.PublicHTTPPort, "public-http-port", 80, "Port clients connect to for plain HTTP (the Service port), sent as X-Forwarded-Port.")
 	fs.IntVar(&o.PublicHTTPSPort, "public-https-port", 443, "Port clients connect to for HTTPS (the Service port), sent as X-Forwarded-Port.")
 	fs.StringVar(&o.AffinityKeySecret, "affinity-key-secret", "", "namespace/name of a Secret whose key \"key\" signs affinity cookies, created with a random key when missing, so that every replica names endpoints alike. Default: <pod namespace>/metalgate-proxy-affinity; \"-\" for a random key per process.")
+	fs.StringVar(&o.TicketKeySecret, "tls-ticket-key-secret", "", "namespace/name of a Secret holding the TLS session ticket keys every replica shares (created when missing, rotated by the replicas), so that a client resumes its TLS session at any replica. Default: <pod namespace>/metalgate-proxy-tls-tickets for an Ingress proxy; \"-\" (keys of each process's own) for a Gateway proxy, --static-config or without POD_NAMESPACE.")
+	fs.DurationVar(&o.TicketKeyRotation, "tls-ticket-key-rotation", time.Hour, "A new shared TLS session ticket key is made when the newest is this old (more than 2m).")
+	fs.DurationVar(&o.TicketKeyLifetime, "tls-ticket-key-lifetime", 12*time.Hour, "A shared TLS session ticket key is dropped when it is this old: no session is resumed from a ticket older than that (at least the rotation period plus 2m, at most 49 rotation periods).")
 	fs.StringVar(&o.Gateway, "gateway", "", "Serve this one Gateway (namespace/name): its HTTP and HTTPS listeners' ports (TLS with each listener's certificateRefs) and its HTTPRoutes, no Ingress. --http-bind-address and --https-bind-address are not used.")
 	fs.StringVar(&o.StaticConfig, "static-config", "", "Development: serve the Ingresses, Services and EndpointSlices in this YAML file; no API server.")
 	fs.Float64Var(&o.QPS, "kube-api-qps", 50, "Requests per second to the API server (client-side limit).")
@@ -494,6 +501,10 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 	if err != nil {
 		return err
 	}
+	keeper, err := ticketKeeper(opts, reg, logger)
+	if err != nil {
+		return err
+	}
 	// Raising GOMAXPROCS stops the runtime from following a changed CPU limit: the price of
 	// checks that never hold the Ps request handling needs (authCheckProcs).
 	if procs, n := goruntime.GOMAXPROCS(0), authCheckProcs(goruntime.GOMAXPROCS(0), dopts.AuthCheckSlots, dopts.AuthCheckNice); n != procs {
@@ -579,6 +590,10 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 		admin := &http.Server{Handler: guard.Wrap(dataplane.AdminHandler(reg, ready, dbg.Route())), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errs <- admin.Serve(adminLn) }()
 		defer admin.Close()
+	}
+	if keeper != nil {
+		keeper.Set = dp.SetSessionTicketKeys
+		go keeper.Run(ctx)
 	}
 	go func() { served <- dp.Serve(ctx, httpLn, httpsLn) }()
 	logger.Info("starting proxy", "version", version.Get().Version, "http", opts.HTTPAddr, "https", opts.HTTPSAddr, "admin", opts.AdminAddr)
@@ -683,6 +698,56 @@ func affinityKey(ctx context.Context, opts proxyOptions) ([]byte, error) {
 		return nil, fmt.Errorf("affinity cookie key (--affinity-key-secret): %w", err)
 	}
 	return key, nil
+}
+
+// ticketKeyPoll is how often each replica reads the shared TLS session ticket keys; a new key
+// encrypts tickets once it is ticketKeyPromote old, by when every replica has read it.
+const (
+	ticketKeyPoll    = 30 * time.Second
+	ticketKeyPromote = 2 * time.Minute
+)
+
+// ticketKeeper returns the Keeper of the TLS session ticket keys the proxy's replicas share
+// (its Set still to fill in), or nil when each process keeps keys of its own: "-", a Gateway
+// proxy or --static-config without the flag, no POD_NAMESPACE.
+func ticketKeeper(opts proxyOptions, reg prometheus.Registerer, logger logr.Logger) (*ticketkeys.Keeper, error) {
+	policy := ticketkeys.Policy{Rotation: opts.TicketKeyRotation, Lifetime: opts.TicketKeyLifetime, Promote: ticketKeyPromote}
+	if policy.Rotation <= policy.Promote {
+		return nil, fmt.Errorf("--tls-ticket-key-rotation %s: want more than %s (a new key waits that long before it encrypts)", policy.Rotation, policy.Promote)
+	}
+	if err := policy.Check(); err != nil {
+		return nil, fmt.Errorf("--tls-ticket-key-rotation, --tls-ticket-key-lifetime: %w", err)
+	}
+	ref := opts.TicketKeySecret
+	if ref == "-" {
+		return nil, nil
+	}
+	if ref == "" {
+		ns := os.Getenv("POD_NAMESPACE")
+		if opts.Gateway != "" || opts.StaticConfig != "" || ns == "" {
+			logger.Info("TLS session tickets are encrypted with keys of this process alone: a session resumes only at this replica")
+			return nil, nil
+		}
+		ref = ns + "/metalgate-proxy-tls-tickets"
+	}
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("--tls-ticket-key-secret %q: want namespace/name or -", ref)
+	}
+	if opts.StaticConfig != "" {
+		return nil, fmt.Errorf("--tls-ticket-key-secret %q: not with --static-config (no API server)", ref)
+	}
+	cfg, err := restConfig(opts.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("client for the TLS session ticket keys: %w", err)
+	}
+	return &ticketkeys.Keeper{Secrets: cs.CoreV1(), Secret: types.NamespacedName{Namespace: ns, Name: name}, Policy: policy, Poll: ticketKeyPoll,
+		Labels:  map[string]string{"app.kubernetes.io/name": "metalgate", "app.kubernetes.io/component": "proxy"},
+		Metrics: ticketkeys.NewMetrics(reg), Log: logger.WithName("ticketkeys")}, nil
 }
 
 // proxyMetrics registers metalgate_build_info and the data plane's metrics with reg (the

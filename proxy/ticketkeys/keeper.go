@@ -27,8 +27,9 @@ type Keeper struct {
 	Policy  Policy
 	// Poll is how often the Secret is read; Policy.Promote should be at least twice that.
 	Poll time.Duration
-	// Set receives the keys in use, the encrypting one first, after every read that found
-	// live keys (never an empty list).
+	// Set receives the keys in use, the encrypting one first, whenever they change: after a
+	// read, and as time promotes or expires the keys last read (also while the Secret
+	// cannot be read). nil: no shared key is live, use keys of the process's own.
 	Set func(keys [][Size]byte)
 	// Labels go on a Secret the Keeper creates.
 	Labels  map[string]string
@@ -38,7 +39,10 @@ type Keeper struct {
 	Now  func() time.Time
 	Rand io.Reader
 
-	problems string // the last problems logged, so that each set is logged once
+	problems string       // the last problems logged, so that each set is logged once
+	known    []Key        // the keys last read
+	inUse    [][Size]byte // what Set was last given
+	applied  bool         // Set has been called
 }
 
 // Metrics are the Keeper's: reads of the Secret by result, and the encrypting key's age.
@@ -105,6 +109,7 @@ func (k *Keeper) Run(ctx context.Context) {
 // keys in use to Set.
 func (k *Keeper) Sync(ctx context.Context) error {
 	err := k.sync(ctx)
+	k.apply(k.now())
 	if k.Metrics != nil {
 		result := "ok"
 		if err != nil {
@@ -141,14 +146,7 @@ func (k *Keeper) sync(ctx context.Context) error {
 			}
 			keys, _ = Parse(updated.Data, now)
 		}
-		ordered, enc := k.Policy.InUse(keys, now)
-		if len(ordered) == 0 {
-			return fmt.Errorf("secret %s has no usable key", k.Secret) // unreachable: a rotation adds one
-		}
-		k.Set(ordered)
-		if k.Metrics != nil {
-			k.Metrics.KeyMade.Set(float64(enc.Created.Unix()))
-		}
+		k.known = keys
 		return nil
 	}
 	return fmt.Errorf("secret %s: changed by others on each of 3 tries", k.Secret)
@@ -191,6 +189,30 @@ func (k *Keeper) rotate(ctx context.Context, s *corev1.Secret, now time.Time) (*
 		k.Metrics.Rotation.Inc()
 	}
 	return updated, nil
+}
+
+// apply hands Set the keys in use at now among those last read, when they changed: a read
+// changed them, a new key was promoted, or keys expired (nil when none is live).
+func (k *Keeper) apply(now time.Time) {
+	ordered, enc := k.Policy.InUse(k.known, now)
+	if k.applied && slices.Equal(ordered, k.inUse) {
+		return
+	}
+	if len(ordered) == 0 && !k.applied {
+		return // nothing read yet: the process's own keys are in use already
+	}
+	k.Set(ordered)
+	k.inUse, k.applied = ordered, true
+	if len(ordered) == 0 {
+		k.Log.Info("no shared TLS session ticket key is live (the Secret could not be read or rotated): keys of this process's own until it can", "secret", k.Secret)
+	}
+	if k.Metrics != nil {
+		made := 0.0
+		if len(ordered) > 0 {
+			made = float64(enc.Created.Unix())
+		}
+		k.Metrics.KeyMade.Set(made)
+	}
 }
 
 // report logs the Secret's problems when they differ from the last ones logged.

@@ -224,6 +224,39 @@ func TestKeeper(t *testing.T) {
 	if got := testutil.ToFloat64(metrics.Syncs.WithLabelValues("error")) - errorsBefore; got != 1 {
 		t.Errorf("failed syncs counted %v, want 1", got)
 	}
+
+	// While the Secret cannot be read, time still promotes and expires the keys last read.
+	advance(61 * time.Minute)
+	syncAll(replicas)
+	fourth := secretKeys()
+	agree("the next rotation", third[0], fourth[0])
+	advance(defaults.Promote)
+	if err := replicas[0].k.Sync(cancelled); err == nil {
+		t.Fatal("Sync with a cancelled context succeeded")
+	}
+	if keys, _ := replicas[0].inUse(); len(keys) != 2 || keys[0] != fourth[0].Bytes || keys[1] != third[0].Bytes {
+		t.Errorf("a new key's promotion while the Secret cannot be read: %d keys in use; want the new key first, then the previous", len(keys))
+	}
+	advance(12 * time.Hour)
+	_, setsBefore = replicas[0].inUse()
+	if err := replicas[0].k.Sync(cancelled); err == nil {
+		t.Fatal("Sync with a cancelled context succeeded")
+	}
+	if keys, sets := replicas[0].inUse(); keys != nil || sets != setsBefore+1 {
+		t.Errorf("every key read expired, Secret unreadable: %d keys in use (Set called %d more times); want nil (keys of the process's own)", len(keys), sets-setsBefore)
+	}
+	if got := testutil.ToFloat64(metrics.KeyMade); got != 0 {
+		t.Errorf("encrypting key made at %v with no shared key live, want 0", got)
+	}
+	if logs.count("no shared TLS session ticket key is live") != 1 {
+		t.Error("falling back to the process's own keys was not logged once")
+	}
+	if err := replicas[0].k.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if keys, _ := replicas[0].inUse(); len(keys) != 1 || keys[0] != secretKeys()[0].Bytes {
+		t.Errorf("back in reach of the Secret: %d keys in use, want its one new key", len(keys))
+	}
 }
 
 // TestKeeperResumesAcrossReplicas: two proxies, each with its own Keeper on one Secret,
