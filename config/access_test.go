@@ -261,12 +261,31 @@ func own(p permission, ns string, names []string) []permission {
 }
 
 // renamed is the name an install gave the object a role names: the object of that resource in
-// ns whose name ends with name (a kustomize namePrefix, a Helm release's prefix), else name
-// (an object the install does not hold, such as the Secret the controller creates).
+// ns whose name ends with name (a kustomize namePrefix, a Helm release's prefix), else the
+// object named by a workload's flag (--x=<ns>/<name with that ending>: the proxy's ticket key
+// Secret), else name (an object the install does not hold and names nowhere, such as the
+// Secret the controller creates).
 func renamed(objs []*unstructured.Unstructured, ns, resource, name string) string {
 	for _, o := range objs {
 		if o.GetNamespace() == ns && strings.ToLower(o.GetKind())+"s" == resource && strings.HasSuffix(o.GetName(), name) {
 			return o.GetName()
+		}
+	}
+	// An object the workload makes itself (a Secret of keys) is named by a flag of one of its
+	// containers: --flag=<ns>/<name>.
+	for _, o := range objs {
+		if o.GetNamespace() != ns {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			args, _, _ := unstructured.NestedStringSlice(c.(map[string]any), "args")
+			for _, a := range args {
+				_, v, ok := strings.Cut(a, "="+ns+"/")
+				if ok && strings.HasSuffix(v, name) && strings.HasPrefix(a, "--") {
+					return v
+				}
+			}
 		}
 	}
 	return name

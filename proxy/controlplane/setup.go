@@ -30,6 +30,10 @@ import (
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // The affinity cookie key Secret (cmd/metalgate, --affinity-key-secret), in the proxy's own namespace:
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create
+// The TLS session ticket keys the replicas share and rotate (cmd/metalgate,
+// --tls-ticket-key-secret), in the proxy's own namespace; config/proxy grants it for the
+// Secret metalgate-proxy-tls-tickets only:
+// +kubebuilder:rbac:groups="",resources=secrets,resourceNames=metalgate-proxy-tls-tickets,verbs=get;update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
 // ReferenceGrants open another namespace's Service to an Ingress's auth-url:
