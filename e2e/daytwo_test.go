@@ -398,15 +398,6 @@ func deploymentRolledOut(dep *appsv1.Deployment) error {
 	return nil
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // rollout restarts a workload, waits for it and for its old pods to be gone, then holds 5 s.
 func (d *dayTwo) rollout(ctx context.Context, workload, component string) {
 	d.t.Helper()

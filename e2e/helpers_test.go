@@ -340,3 +340,13 @@ func routerPeering(t *testing.T, l *lab.Lab, cl client.Client, name, pool string
 	})
 	return peer
 }
+
+// podReady reports whether p's Ready condition is true.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

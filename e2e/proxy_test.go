@@ -64,7 +64,9 @@ const proxyChanges = 100
 //   - HTTP2: curl --http2 negotiates h2 by ALPN;
 //   - WebSocket: one connection through the VIP stays open while the routing table is swapped
 //     100 times (Ingresses created, deleted, switched to another backend, the WebSocket's own
-//     Ingress rewritten); a message after each change comes back.
+//     Ingress rewritten); a message after each change comes back;
+//   - TLSSessionAcrossRollout: a TLS session made at the proxy's pod resumes at the pod that
+//     replaces it in a rollout (shared ticket keys).
 func TestProxy(t *testing.T) {
 	start := time.Now()
 	l := openLab(t)
@@ -95,6 +97,7 @@ func TestProxy(t *testing.T) {
 	t.Run("TLS", p.testTLS)
 	t.Run("HTTP2", p.testHTTP2)
 	t.Run("WebSocketAcrossChanges", p.testWebSocket)
+	t.Run("TLSSessionAcrossRollout", p.testSessionAcrossRollout)
 	t.Logf("TestProxy took %s", time.Since(start).Round(time.Millisecond))
 }
 
