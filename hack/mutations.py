@@ -314,6 +314,17 @@ M = [
  ("M32s4 shared ticket keys not used", "proxy/dataplane/sessions.go", [("\tif len(keys) > 0 {\n\t\tt.SetSessionTicketKeys(keys)", "\tif false {\n\t\tt.SetSessionTicketKeys(keys)")], "TestSessionTicketsBoundToServerName$"),
  ("M32s5 unknown tickets not counted", "proxy/dataplane/sessions.go", [("\t\t\ts.sessionTicket(ticketUnknownKey)\n", "")], "TestSessionTicketsBoundToServerName$"),
  ("M32s6 a Gateway session resumes on any port", "proxy/dataplane/clientauth.go", [("s.sessionTickets(c, strconv.Itoa(int(localPort(hello.Conn))))", "s.sessionTickets(c, \"\"+strconv.Itoa(0)[:0])")], "TestGatewaySessionTicketsBoundToPort$"),
+ ("M32t1 a new key encrypts before every replica has it", "proxy/ticketkeys/ticketkeys.go", [("\t\tif now.Sub(k.Created) >= p.Promote {\n", "\t\tif true {\n")], "TestDueAndInUse$|TestKeeper$", [], "./proxy/ticketkeys/"),
+ ("M32t2 expired keys kept through a rotation", "proxy/ticketkeys/ticketkeys.go", [("\t\tif !slices.Contains(live, k) {\n", "\t\tif false {\n")], "TestRotate$", [], "./proxy/ticketkeys/"),
+ ("M32t3 a key made far in the future used", "proxy/ticketkeys/ticketkeys.go", [("\t\tif created.After(now.Add(MaxFuture)) {\n", "\t\tif false {\n")], "TestParse$", [], "./proxy/ticketkeys/"),
+ ("M32t4 a key of the wrong length used", "proxy/ticketkeys/ticketkeys.go", [("\t\tif len(v) != Size {\n", "\t\tif len(v) == 0 {\n")], "TestParse$", [], "./proxy/ticketkeys/"),
+ ("M32t5 no bound on the keys in use", "proxy/ticketkeys/ticketkeys.go", [("if now.Sub(k.Created) <= p.Lifetime && len(live) < MaxKeys {", "if now.Sub(k.Created) <= p.Lifetime {")], "TestDueAndInUse$", [], "./proxy/ticketkeys/"),
+ ("M32t6 a lifetime of any number of rotations", "proxy/ticketkeys/ticketkeys.go", [("\tcase p.Lifetime > time.Duration(MaxKeys-1)*p.Rotation:\n", "\tcase false:\n")], "TestPolicyCheck$", [], "./proxy/ticketkeys/"),
+ ("M32t7 a conflicting rotation is an error, not a read of the winner's key", "proxy/ticketkeys/keeper.go", [("\t\t\tif apierrors.IsConflict(err) {\n", "\t\t\tif false {\n")], "TestKeeper$", [], "./proxy/ticketkeys/"),
+ ("M32t8 keys not promoted or expired while the Secret cannot be read", "proxy/ticketkeys/keeper.go", [("\terr := k.sync(ctx)\n\tk.apply(k.now())\n", "\terr := k.sync(ctx)\n\tif err == nil {\n\t\tk.apply(k.now())\n\t}\n")], "TestKeeper$", [], "./proxy/ticketkeys/"),
+ ("M32t9 a person's entries dropped by a rotation", "proxy/ticketkeys/ticketkeys.go", [("\tfor name, v := range data {\n\t\tout[name] = v\n\t}\n", "\tfor name, v := range data {\n\t\tif strings.HasPrefix(name, Prefix) {\n\t\t\tout[name] = v\n\t\t}\n\t}\n")], "TestRotate$|TestKeeper$", [], "./proxy/ticketkeys/"),
+ ("M32t10 a Gateway proxy shares the Ingress proxy's ticket keys", "cmd/metalgate/proxy.go", [("\t\tif opts.Gateway != \"\" || opts.StaticConfig != \"\" || ns == \"\" {\n", "\t\tif opts.StaticConfig != \"\" || ns == \"\" {\n")], "TestTicketKeeper$", [], "./cmd/metalgate/"),
+ ("M32t11 the proxy's ticket keys not given to the data plane", "cmd/metalgate/proxy.go", [("\t\tkeeper.Set = dp.SetSessionTicketKeys\n", "\t\tkeeper.Set = func([][32]byte) {}\n")], "TestProxy$/TLSSessionAcrossRollout", ["-tags", "e2e"], "./e2e/"),
 ]
 only = sys.argv[1:]
 failed = 0
