@@ -324,7 +324,7 @@ M = [
  ("M32t8 keys not promoted or expired while the Secret cannot be read", "proxy/ticketkeys/keeper.go", [("\terr := k.sync(ctx)\n\tk.apply(k.now())\n", "\terr := k.sync(ctx)\n\tif err == nil {\n\t\tk.apply(k.now())\n\t}\n")], "TestKeeper$", [], "./proxy/ticketkeys/"),
  ("M32t9 a person's entries dropped by a rotation", "proxy/ticketkeys/ticketkeys.go", [("\tfor name, v := range data {\n\t\tout[name] = v\n\t}\n", "\tfor name, v := range data {\n\t\tif strings.HasPrefix(name, Prefix) {\n\t\t\tout[name] = v\n\t\t}\n\t}\n")], "TestRotate$|TestKeeper$", [], "./proxy/ticketkeys/"),
  ("M32t10 a Gateway proxy shares the Ingress proxy's ticket keys", "cmd/metalgate/proxy.go", [("\t\tif opts.Gateway != \"\" || opts.StaticConfig != \"\" || ns == \"\" {\n", "\t\tif opts.StaticConfig != \"\" || ns == \"\" {\n")], "TestTicketKeeper$", [], "./cmd/metalgate/"),
- ("M32t11 the proxy's ticket keys not given to the data plane", "cmd/metalgate/proxy.go", [("\t\tkeeper.Set = dp.SetSessionTicketKeys\n", "\t\tkeeper.Set = func([][32]byte) {}\n")], "TestProxy$/TLSSessionAcrossRollout", ["-tags", "e2e"], "./e2e/"),
+ ("M32t11 the proxy's ticket keys not given to the data plane", "cmd/metalgate/proxy.go", [("\t\tkeeper.Set = dp.SetSessionTicketKeys\n", "\t\tkeeper.Set = func([][32]byte) {}\n")], "TestProxiesShareTicketKeys$", [], "./cmd/metalgate/"),
 ]
 only = sys.argv[1:]
 failed = 0
