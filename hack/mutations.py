@@ -325,6 +325,11 @@ M = [
  ("M32t9 a person's entries dropped by a rotation", "proxy/ticketkeys/ticketkeys.go", [("\tfor name, v := range data {\n\t\tout[name] = v\n\t}\n", "\tfor name, v := range data {\n\t\tif strings.HasPrefix(name, Prefix) {\n\t\t\tout[name] = v\n\t\t}\n\t}\n")], "TestRotate$|TestKeeper$", [], "./proxy/ticketkeys/"),
  ("M32t10 a Gateway proxy shares the Ingress proxy's ticket keys", "cmd/metalgate/proxy.go", [("\t\tif opts.Gateway != \"\" || opts.StaticConfig != \"\" || ns == \"\" {\n", "\t\tif opts.StaticConfig != \"\" || ns == \"\" {\n")], "TestTicketKeeper$", [], "./cmd/metalgate/"),
  ("M32t11 the proxy's ticket keys not given to the data plane", "cmd/metalgate/proxy.go", [("\t\tkeeper.Set = dp.SetSessionTicketKeys\n", "\t\tkeeper.Set = func([][32]byte) {}\n")], "TestProxiesShareTicketKeys$", [], "./cmd/metalgate/"),
+ ("M32c1 an Ingress host keeps its first certificate only", "proxy/table/index.go", [("\thr := b.hostRules(host, ns)\n\tfor _, c := range hr.certs {\n", "\thr := b.hostRules(host, ns)\n\tif len(hr.certs) > 0 {\n\t\treturn\n\t}\n\tfor _, c := range hr.certs {\n")], "TestIngressHostKeyTypes$"),
+ ("M32c2 an Ingress host's certificates in the order listed, RSA first", "proxy/table/index.go", [("\tif !isRSA(cert) {\n", "\tif false {\n")], "TestIngressHostKeyTypes$"),
+ ("M32c3 a handshake gets the host's first certificate whatever the client can use", "proxy/dataplane/server.go", [("r.table.HandshakeCertificate(hello)", "r.table.Certificate(hello.ServerName)")], "TestIngressHostKeyTypes$"),
+ ("M32c4 an Ingress host's further certificates not listed for the expiry metric", "proxy/table/certificates.go", [("\tfor host, hr := range t.exact {\n\t\tfor _, c := range hr.certs {\n", "\tfor host, hr := range t.exact {\n\t\tfor _, c := range hr.certs[:min(1, len(hr.certs))] {\n")], "TestIngressHostKeyTypes$"),
+ ("M32c5 one Secret named twice is two certificates", "proxy/table/index.go", [("\t\tif c.secret == secret {\n", "\t\tif false {\n")], "TestIngressHostKeyTypes$"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -277,7 +277,7 @@ func (s *Server) TLSConfig() *tls.Config {
 				return nil, fmt.Errorf("%s on port %d has a certificate for server name %q", noListenerCertificate, port, hello.ServerName)
 			}
 			if r != nil && hello.ServerName != "" {
-				if c := r.table.Certificate(hello.ServerName); c != nil {
+				if c := r.table.HandshakeCertificate(hello); c != nil {
 					return c, nil
 				}
 			}

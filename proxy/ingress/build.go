@@ -510,8 +510,9 @@ func hostOrAny(h string) string {
 }
 
 // tls loads the certificates of the Ingress's hosts (those of its namespace) into the table
-// and returns the hosts it lists. The first Ingress of the owner namespace with a valid
-// Secret for a host keeps its certificate; a Secret never serves another namespace's host.
+// and returns the hosts it lists. Every valid Secret the owner namespace's Ingresses name for a
+// host is one of its certificates (ECDSA before RSA, then in build order: AddCertificate); a
+// Secret never serves another namespace's host.
 func (b *builder) tls(ing *networkingv1.Ingress, id types.NamespacedName) map[string]bool {
 	hosts := map[string]bool{}
 	for i, t := range ing.Spec.TLS {
@@ -538,7 +539,7 @@ func (b *builder) tls(ing *networkingv1.Ingress, id types.NamespacedName) map[st
 			continue
 		}
 		for _, h := range ours {
-			b.tb.SetCertificate(h, ing.Namespace, ing.Namespace+"/"+t.SecretName, &cert)
+			b.tb.AddCertificate(h, ing.Namespace, ing.Namespace+"/"+t.SecretName, &cert)
 		}
 	}
 	return hosts

@@ -29,10 +29,14 @@ func (t *Table) Certificates() []ServedCertificate {
 		}
 	}
 	for host, hr := range t.exact {
-		add(hr.cert, ServedCertificate{Namespace: hr.namespace, Host: host, Secret: hr.certSecret})
+		for _, c := range hr.certs {
+			add(c.cert, ServedCertificate{Namespace: hr.namespace, Host: host, Secret: c.secret})
+		}
 	}
 	for suffix, hr := range t.wildcard {
-		add(hr.cert, ServedCertificate{Namespace: hr.namespace, Host: "*." + suffix, Secret: hr.certSecret})
+		for _, c := range hr.certs {
+			add(c.cert, ServedCertificate{Namespace: hr.namespace, Host: "*." + suffix, Secret: c.secret})
+		}
 	}
 	if t.gateway != nil {
 		for _, ls := range t.gateway.ports {

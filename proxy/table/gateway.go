@@ -124,7 +124,8 @@ type gwListener struct {
 	passthrough bool
 }
 
-// listenerCert is one certificate of a listener and its Secret ("namespace/name").
+// listenerCert is one certificate of a Gateway listener or an Ingress host, and its Secret
+// ("namespace/name").
 type listenerCert struct {
 	cert   *tls.Certificate
 	secret string

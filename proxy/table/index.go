@@ -1,7 +1,9 @@
 package table
 
 import (
+	"crypto/rsa"
 	"crypto/tls"
+	"slices"
 	"sort"
 	"strings"
 
@@ -33,12 +35,34 @@ func (b *Builder) Add(r *Route, ns, kind string) { b.hostRules(r.Host, ns).add(r
 // that namespace's known hosts.
 func (b *Builder) AddHostless(r *Route, ns, kind string) { b.namespace(ns).hostless().add(r, kind) }
 
-// SetCertificate gives host (owned by ns when new) its certificate, from Secret secret
-// ("namespace/name", for the expiry metric), unless it has one.
-func (b *Builder) SetCertificate(host, ns, secret string, cert *tls.Certificate) {
-	if hr := b.hostRules(host, ns); hr.cert == nil {
-		hr.cert, hr.certSecret = cert, secret
+// AddCertificate gives host (owned by ns when new) one more certificate, from Secret secret
+// ("namespace/name", for the expiry metric), unless it has that Secret's already. A host's
+// certificates keep the order they came in, except that an RSA one goes after the others
+// (ECDSA, Ed25519): a client gets the first it can use, so modern clients get the cheaper
+// signature and RSA-only clients still connect. The first identifies the host.
+func (b *Builder) AddCertificate(host, ns, secret string, cert *tls.Certificate) {
+	hr := b.hostRules(host, ns)
+	for _, c := range hr.certs {
+		if c.secret == secret {
+			return
+		}
 	}
+	at := len(hr.certs)
+	if !isRSA(cert) {
+		for i, c := range hr.certs {
+			if isRSA(c.cert) {
+				at = i
+				break
+			}
+		}
+	}
+	hr.certs = slices.Insert(hr.certs, at, listenerCert{cert: cert, secret: secret})
+}
+
+// isRSA reports whether c's key is an RSA key.
+func isRSA(c *tls.Certificate) bool {
+	_, ok := c.PrivateKey.(*rsa.PrivateKey)
+	return ok
 }
 
 // AddListenerCertificate gives HTTPS listener i one more certificate, from Secret secret

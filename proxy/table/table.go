@@ -137,10 +137,11 @@ type EndpointState struct {
 }
 
 type hostRules struct {
-	namespace string           // the owner; "" for the host-less rules of every namespace
-	cert      *tls.Certificate // from a Secret of the owner namespace; nil: the default one
-	// certSecret is cert's Secret, "namespace/name" (the expiry metric's label).
-	certSecret string
+	namespace string // the owner; "" for the host-less rules of every namespace
+	// certs are the host's certificates, from Secrets of the owner namespace, each with its
+	// Secret (the expiry metric's label): a client gets the first it can use, the first
+	// identifies the host (AddCertificate). None: the default certificate.
+	certs []listenerCert
 	// clientAuth is the host's client-certificate authentication (clientauth.go); nil: none.
 	clientAuth *ClientAuth
 	exact      map[string]*Route
@@ -197,18 +198,45 @@ func (t *Table) Lookup(host, path string) *Route {
 	return t.Default
 }
 
-// Certificate returns the certificate for an SNI server name (exact host first, then the
-// wildcard one label up), or nil for the default certificate. Certificates follow host
-// ownership: a known exact host never gets the wildcard certificate of another namespace.
+// Certificate returns the certificate that identifies the host of an SNI server name (exact
+// host first, then the wildcard one label up: its first), or nil for the default certificate.
+// Certificates follow host ownership: a known exact host never gets the wildcard certificate
+// of another namespace.
 func (t *Table) Certificate(serverName string) *tls.Certificate {
+	if certs := t.certificates(serverName); len(certs) > 0 {
+		return certs[0].cert
+	}
+	return nil
+}
+
+// HandshakeCertificate is the certificate a TLS handshake for hello's server name gets: of the
+// host's certificates (Certificate), the first the client can use, or the first when it can
+// use none (the handshake then fails as it would with that one alone); nil for the default.
+func (t *Table) HandshakeCertificate(hello *tls.ClientHelloInfo) *tls.Certificate {
+	certs := t.certificates(hello.ServerName)
+	if len(certs) == 0 {
+		return nil
+	}
+	if len(certs) > 1 {
+		for _, c := range certs {
+			if hello.SupportsCertificate(c.cert) == nil {
+				return c.cert
+			}
+		}
+	}
+	return certs[0].cert
+}
+
+// certificates are the certificates of serverName's host (Certificate).
+func (t *Table) certificates(serverName string) []listenerCert {
 	host := normalizeHost(serverName)
 	hr := t.exact[host]
-	if hr != nil && hr.cert != nil {
-		return hr.cert
+	if hr != nil && len(hr.certs) > 0 {
+		return hr.certs
 	}
 	if i := strings.IndexByte(host, '.'); i > 0 {
 		if wr := t.wildcard[host[i+1:]]; wr != nil && (hr == nil || wr.namespace == hr.namespace) {
-			return wr.cert
+			return wr.certs
 		}
 	}
 	return nil
