@@ -10,9 +10,10 @@ import (
 // handshake that made it (and on a Gateway, the port: each listener port may be another
 // tenant's, through a ListenerSet), and a ticket is resumed only by a handshake for that same
 // name and port (RFC 6066, section 3): a session made for one tenant's host is never resumed
-// at another's, so it carries neither that host's client certificate nor its handshake over. The tickets are
-// encrypted with the keys of s.tickets, a tls.Config used for nothing else: this process's own
-// (made and rotated by crypto/tls), or those every replica shares (SetSessionTicketKeys).
+// at another's, so it carries neither that host's client certificate nor its handshake over.
+// The tickets are encrypted with the keys of s.tickets, a tls.Config used for nothing else:
+// this process's own (made and rotated by crypto/tls), or those every replica shares
+// (SetSessionTicketKeys).
 
 // sessionServerName prefixes the SessionState.Extra entry that holds the scope (the port on a
 // Gateway, else empty), a slash and the server name in lower case.
@@ -22,7 +23,8 @@ var sessionServerName = []byte("metalgate/server-name=")
 const (
 	// ticketResumed: a ticket resumed a session.
 	ticketResumed = "resumed"
-	// ticketOtherServerName: an authentic ticket made for another server name, refused.
+	// ticketOtherServerName: an authentic ticket made for another server name (or another
+	// Gateway port), refused: the handshake goes on in full.
 	ticketOtherServerName = "other_server_name"
 	// ticketUnknownKey: a ticket no key in use decrypts (made by a process with other keys,
 	// or with a key since retired); the handshake goes on in full.
