@@ -88,14 +88,25 @@ func (k *Keeper) random() io.Reader {
 	return rand.Reader
 }
 
-// Run syncs at once and then every Poll until ctx ends. A failed sync is logged and counted;
-// the keys in use stay as they were.
+// Run syncs at once and then every Poll until ctx ends. A failed sync is counted, and logged
+// as an error when its error differs from the last one (the same one again at V(1), so that a
+// lasting failure is not a line every Poll); the keys in use stay as they were.
 func (k *Keeper) Run(ctx context.Context) {
 	t := time.NewTicker(k.Poll)
 	defer t.Stop()
+	last := ""
 	for {
-		if err := k.Sync(ctx); err != nil && ctx.Err() == nil {
+		err := k.Sync(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil && err.Error() != last:
 			k.Log.Error(err, "TLS session ticket keys not read; the keys in use stay", "secret", k.Secret)
+			last = err.Error()
+		case err != nil:
+			k.Log.V(1).Info("TLS session ticket keys still not read", "secret", k.Secret, "error", err.Error())
+		case last != "":
+			k.Log.Info("TLS session ticket keys read again", "secret", k.Secret)
+			last = ""
 		}
 		select {
 		case <-ctx.Done():

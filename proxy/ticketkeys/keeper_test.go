@@ -332,3 +332,54 @@ func TestKeeperResumesAcrossReplicas(t *testing.T) {
 		})
 	}
 }
+
+// TestKeeperRunLogsOnce: Run against a Secret it cannot make (its namespace does not exist)
+// logs the error once, not every poll, counts every failed read, and says when it reads the
+// keys again.
+func TestKeeperRunLogsOnce(t *testing.T) {
+	cs := setupNamespace(t)
+	logs := &logBuffer{}
+	logger := funcr.New(func(prefix, args string) {
+		logs.mu.Lock()
+		defer logs.mu.Unlock()
+		logs.lines = append(logs.lines, prefix+" "+args)
+	}, funcr.Options{Verbosity: 1})
+	metrics := NewMetrics(prometheus.NewRegistry())
+	r := &replica{}
+	k := &Keeper{Secrets: cs.CoreV1(), Secret: types.NamespacedName{Namespace: "later", Name: "tickets"}, Policy: defaults,
+		Poll: 10 * time.Millisecond, Set: r.set, Metrics: metrics, Log: logger}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		k.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	testenv.Eventually(t, 30*time.Second, "five failed reads", func() error {
+		if n := testutil.ToFloat64(metrics.Syncs.WithLabelValues("error")); n < 5 {
+			return fmt.Errorf("%v failed reads", n)
+		}
+		return nil
+	})
+	if n := logs.count("TLS session ticket keys not read"); n != 1 {
+		t.Errorf("the lasting failure was logged as an error %d times, want once", n)
+	}
+	if n := logs.count("still not read"); n < 4 {
+		t.Errorf("%d repeats at V(1), want one per further failed read", n)
+	}
+	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the keys read again", func() error {
+		if logs.count("TLS session ticket keys read again") != 1 {
+			return fmt.Errorf("not logged yet")
+		}
+		if keys, _ := r.inUse(); len(keys) != 1 {
+			return fmt.Errorf("%d keys in use", len(keys))
+		}
+		return nil
+	})
+}
