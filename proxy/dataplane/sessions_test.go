@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"crypto/tls"
-	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -157,7 +156,7 @@ func TestSessionTicketsKeysAtOnce(t *testing.T) {
 	cache := tls.NewLRUClientSessionCache(4)
 	for i := range 40 {
 		if _, backend := sessionGet(t, addr, "a.example", []uint16{tls.VersionTLS12, tls.VersionTLS13}[i%2], cache); backend != "a" {
-			t.Fatal(fmt.Sprintf("request %d: backend %q", i, backend))
+			t.Fatalf("request %d: backend %q", i, backend)
 		}
 	}
 	close(done)
