@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ func (p *proxyLab) testSessionAcrossRollout(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AddCert(p.ca.cert)
 	host := p.host("a")
-	cache := tls.NewLRUClientSessionCache(4)
+	cache := &frozenSessionCache{}
 	netns := clientNetns(p.l)
 	// get makes one request to host on a new TLS connection to the VIP; it returns whether the
 	// handshake resumed a session.
@@ -66,6 +67,9 @@ func (p *proxyLab) testSessionAcrossRollout(t *testing.T) {
 		}
 		return err
 	})
+	// From here on the client offers only a session the old pod made: a session the new pod
+	// made for itself must not count.
+	cache.freeze()
 	s, err := p.cs.CoreV1().Secrets(p.ns).Get(ctx, "metalgate-proxy-tls-tickets", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the ticket key Secret: %v", err)
@@ -105,4 +109,32 @@ func (p *proxyLab) testSessionAcrossRollout(t *testing.T) {
 		}
 		return err
 	})
+}
+
+// frozenSessionCache keeps the last session it is given until it is frozen; then it offers
+// that session for ever and takes no other.
+type frozenSessionCache struct {
+	mu     sync.Mutex
+	last   *tls.ClientSessionState
+	frozen bool
+}
+
+func (c *frozenSessionCache) Get(string) (*tls.ClientSessionState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last, c.last != nil
+}
+
+func (c *frozenSessionCache) Put(_ string, cs *tls.ClientSessionState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.frozen && cs != nil {
+		c.last = cs
+	}
+}
+
+func (c *frozenSessionCache) freeze() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.frozen = true
 }
