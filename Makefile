@@ -222,15 +222,26 @@ test-fast: ## The fast lane: lint, generated files up to date, unit tests, in th
 	@$(MAKE) --no-print-directory verify-generate
 	@$(MAKE) --no-print-directory test-unit
 
+# The slow lane runs two streams side by side (hack/phases.sh): the e2e suite, which mostly
+# waits on its lab (TestArbitration's and TestDemo's watches), beside the integration run, which
+# keeps both cores busy; then the day-two test after the e2e suite and the conformance suite
+# after the integration run. Everything the streams build in common (Kubernetes binaries, the
+# images, the lab driver, the previous release for day two, helm) is built first, once, so
+# that no two streams write the same file. Each line a step prints is prefixed with its name
+# and kept in _out/phases/<step>.log; a stream stops at its first failure, the other goes on,
+# every lab is taken down by its own step, and the lane fails when any step failed.
+.PHONY: test-slow-prereqs
+test-slow-prereqs: test-deps
+	@if [ "$$(id -u)" = 0 ] && [ "$$(uname -s)" = Linux ]; then \
+	  $(MAKE) --no-print-directory lab-kube-bin lab-images lab-tool daytwo-from; fi
+
 .PHONY: test-slow
-test-slow: ## What follows the fast lane: integration (real API server; as root netns + FRR), then e2e, the day-two test, then Gateway API conformance.
-	@$(MAKE) --no-print-directory test-integration
-	@$(MAKE) --no-print-directory test-e2e
-	@$(MAKE) --no-print-directory test-daytwo
-	@$(MAKE) --no-print-directory test-conformance
+test-slow: ## What follows the fast lane, in two streams side by side: e2e then day two, and integration (real API server; as root netns + FRR) then Gateway API conformance.
+	@$(MAKE) --no-print-directory test-slow-prereqs
+	@hack/phases.sh 'test-e2e test-daytwo' 'test-integration test-conformance'
 
 .PHONY: test
-test: ## Everything, stopping at the first failure: test-fast (lint, generated files, unit), then test-slow (integration, e2e, day two, conformance).
+test: ## Everything: test-fast (lint, generated files, unit; stops at the first failure), then test-slow (e2e then day two, beside integration then conformance).
 	@$(MAKE) --no-print-directory test-fast
 	@$(MAKE) --no-print-directory test-slow
 
