@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # hack/phases.sh — run make targets side by side, in streams, with readable output.
 #
-#   hack/phases.sh 'test-e2e' 'test-integration test-daytwo'
+#   hack/phases.sh 'test-e2e' 'test-integration test-conformance' -- 'test-daytwo'
 #
 # Each argument is a stream: make targets run one after the other in it; a stream stops at its
-# first failing target (the rest are reported as not run), the other streams go on. Streams run
-# at the same time. Every line a target prints is shown as it comes, prefixed with the target's
+# first failing target (the rest are reported as not run), the other streams go on. The streams
+# of a stage run at the same time; "--" ends a stage: the next starts when every stream of this
+# one is done, and only when all of its targets passed (else its targets are reported as not run). Every line a target prints is shown as it comes, prefixed with the target's
 # name ("[test-e2e] ..."), and kept in $PHASES_LOG_DIR/<target>.log (default _out/phases). At the
 # end: a table of every target (result, seconds, and how busy the machine's CPUs were while it
 # ran: the mean of /proc/stat samples every 5 s, kept in $PHASES_LOG_DIR/cpu.txt), the last
@@ -57,17 +58,41 @@ stream() {
 	done
 }
 
-pids=()
-for s in "$@"; do
-	# shellcheck disable=SC2086 # a stream is a list of target names
-	stream $s &
-	pids+=($!)
+# stage STREAM...: runs the streams side by side; fails when a target of them did not pass.
+stage() {
+	local s t res pids=()
+	for s in "$@"; do
+		# shellcheck disable=SC2086 # a stream is a list of target names
+		stream $s &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p" || true; done
+	for s in "$@"; do
+		for t in $s; do
+			read -r _ res _ <"$results/$t"
+			[ "$res" = ok ] || return 1
+		done
+	done
+}
+
+streams=() ok=1
+for a in "$@" --; do
+	if [ "$a" != -- ]; then
+		streams+=("$a")
+		continue
+	fi
+	[ ${#streams[@]} = 0 ] || if [ $ok = 1 ]; then
+		stage "${streams[@]}" || ok=0
+	else
+		for s in "${streams[@]}"; do for t in $s; do echo "$t skipped 0 0 0" >>"$results/$t"; done; done
+	fi
+	streams=()
 done
-for p in "${pids[@]}"; do wait "$p" || true; done
 
 failed=0
 echo ">> phases done in $(($(date +%s) - start))s (cpu: the machine's mean CPU use while the step ran):"
 for s in "$@"; do
+	[ "$s" != -- ] || continue
 	for t in $s; do
 		read -r name res secs t0 t1 <"$results/$t"
 		cpu=$(awk -v a="$t0" -v b="$t1" '$1 > a && $1 <= b { s += $2; n++ } END { if (n) printf "%d%%", s / n; else printf "-" }' "$LOGS/cpu.txt")
@@ -76,6 +101,7 @@ for s in "$@"; do
 	done
 done
 for s in "$@"; do
+	[ "$s" != -- ] || continue
 	for t in $s; do
 		read -r _ res _ _ _ <"$results/$t"
 		case $res in
