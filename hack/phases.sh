@@ -6,8 +6,9 @@
 # Each argument is a stream: make targets run one after the other in it; a stream stops at its
 # first failing target (the rest are reported as not run), the other streams go on. The streams
 # of a stage run at the same time; "--" ends a stage: the next starts when every stream of this
-# one is done, and only when all of its targets passed (else its targets are reported as not run). Every line a target prints is shown as it comes, prefixed with the target's
-# name ("[test-e2e] ..."), and kept in $PHASES_LOG_DIR/<target>.log (default _out/phases). At the
+# one is done, and only when all of its targets passed (else its targets are reported as not
+# run). Every line a target prints is shown as it comes, prefixed with the target's name
+# ("[test-e2e] ..."), and kept in $PHASES_LOG_DIR/<target>.log (default _out/phases). At the
 # end: a table of every target (result, seconds, and how busy the machine's CPUs were while it
 # ran: the mean of /proc/stat samples every 5 s, kept in $PHASES_LOG_DIR/cpu.txt), the last
 # $PHASES_TAIL lines (default 60) of each failed target's log, and exit status 1 when any target
