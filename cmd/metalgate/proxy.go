@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -680,20 +681,15 @@ func affinityKey(ctx context.Context, opts proxyOptions) ([]byte, error) {
 		}
 		ref = ns + "/metalgate-proxy-affinity"
 	}
-	ns, name, ok := strings.Cut(ref, "/")
-	if !ok || ns == "" || name == "" {
-		return nil, fmt.Errorf("--affinity-key-secret %q: want namespace/name or -", ref)
-	}
-	cfg, err := restConfig(opts.Kubeconfig)
+	id, err := secretRef("--affinity-key-secret", ref)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	secrets, err := secretsClient(opts.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("client for the affinity key: %w", err)
 	}
-	key, err := secretkey.Ensure(ctx, cs.CoreV1(), types.NamespacedName{Namespace: ns, Name: name}, 32,
-		map[string]string{"app.kubernetes.io/name": "metalgate", "app.kubernetes.io/component": "proxy"})
+	key, err := secretkey.Ensure(ctx, secrets, id, 32, proxySecretLabels())
 	if err != nil {
 		return nil, fmt.Errorf("affinity cookie key (--affinity-key-secret): %w", err)
 	}
@@ -730,24 +726,46 @@ func ticketKeeper(opts proxyOptions, reg prometheus.Registerer, logger logr.Logg
 		}
 		ref = ns + "/metalgate-proxy-tls-tickets"
 	}
-	ns, name, ok := strings.Cut(ref, "/")
-	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-		return nil, fmt.Errorf("--tls-ticket-key-secret %q: want namespace/name or -", ref)
+	id, err := secretRef("--tls-ticket-key-secret", ref)
+	if err != nil {
+		return nil, err
 	}
 	if opts.StaticConfig != "" {
 		return nil, fmt.Errorf("--tls-ticket-key-secret %q: not with --static-config (no API server)", ref)
 	}
-	cfg, err := restConfig(opts.Kubeconfig)
+	secrets, err := secretsClient(opts.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("client for the TLS session ticket keys: %w", err)
+	}
+	return &ticketkeys.Keeper{Secrets: secrets, Secret: id, Policy: policy, Poll: ticketKeyPoll, Labels: proxySecretLabels(),
+		Metrics: ticketkeys.NewMetrics(reg), Log: logger.WithName("ticketkeys")}, nil
+}
+
+// secretRef parses flag's value ref, a Secret's namespace/name.
+func secretRef(flag, ref string) (types.NamespacedName, error) {
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return types.NamespacedName{}, fmt.Errorf("%s %q: want namespace/name or -", flag, ref)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
+}
+
+// secretsClient reaches the Secrets of the API server kubeconfig names (in-cluster when "").
+func secretsClient(kubeconfig string) (corev1client.SecretsGetter, error) {
+	cfg, err := restConfig(kubeconfig)
 	if err != nil {
 		return nil, err
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("client for the TLS session ticket keys: %w", err)
+		return nil, err
 	}
-	return &ticketkeys.Keeper{Secrets: cs.CoreV1(), Secret: types.NamespacedName{Namespace: ns, Name: name}, Policy: policy, Poll: ticketKeyPoll,
-		Labels:  map[string]string{"app.kubernetes.io/name": "metalgate", "app.kubernetes.io/component": "proxy"},
-		Metrics: ticketkeys.NewMetrics(reg), Log: logger.WithName("ticketkeys")}, nil
+	return cs.CoreV1(), nil
+}
+
+// proxySecretLabels label the Secrets the proxy makes (its affinity and ticket keys).
+func proxySecretLabels() map[string]string {
+	return map[string]string{"app.kubernetes.io/name": "metalgate", "app.kubernetes.io/component": "proxy"}
 }
 
 // proxyMetrics registers metalgate_build_info and the data plane's metrics with reg (the

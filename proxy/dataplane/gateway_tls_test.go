@@ -153,6 +153,21 @@ func (ca *testCA) issueRSA(t *testing.T, dnsName string) (crtPEM, keyPEM []byte)
 		pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
 }
 
+// keyTypeConfigs are client TLS settings that can use only an RSA certificate (TLS 1.2,
+// ECDHE-RSA suites), only an ECDSA one (ECDHE-ECDSA suites), and either (TLS 1.3).
+func keyTypeConfigs() (rsaOnly, ecdsaOnly, modern *tls.Config) {
+	return &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}},
+		&tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}},
+		&tls.Config{}
+}
+
+// sniClient is an HTTP client with base's TLS settings for server name sni, trusting roots.
+func sniClient(sni string, base *tls.Config, roots *x509.CertPool) *http.Client {
+	c := base.Clone()
+	c.ServerName, c.RootCAs = sni, roots
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: c}}
+}
+
 // TestGatewayHTTPSKeyTypes: a listener with several certificateRefs gives each client the first
 // certificate, in their order, that the client can use: with an ECDSA certificate first and an
 // RSA one after it, a client offering only RSA key exchange (TLS 1.2, ECDHE-RSA suites) gets
@@ -180,15 +195,11 @@ func TestGatewayHTTPSKeyTypes(t *testing.T) {
 		}
 		roots := x509.NewCertPool()
 		roots.AddCert(ca.cert)
-		rsaOnly := &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}}
-		ecdsaOnly := &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}}
-		modern := &tls.Config{}
+		rsaOnly, ecdsaOnly, modern := keyTypeConfigs()
 		keyType := func(sni string, base *tls.Config) (string, error) {
-			c := base.Clone()
-			c.ServerName, c.RootCAs = sni, roots
-			tr := &http.Transport{TLSClientConfig: c}
-			defer tr.CloseIdleConnections()
-			resp, e := get(t, &http.Client{Transport: tr}, "https://"+httpsAddr+"/x", map[string]string{"Host": sni})
+			c := sniClient(sni, base, roots)
+			defer c.CloseIdleConnections()
+			resp, e := get(t, c, "https://"+httpsAddr+"/x", map[string]string{"Host": sni})
 			if resp == nil {
 				return "", fmt.Errorf("no response")
 			}

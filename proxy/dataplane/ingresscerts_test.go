@@ -60,20 +60,16 @@ func TestIngressHostKeyTypes(t *testing.T) {
 
 		roots := x509.NewCertPool()
 		roots.AddCert(ca.cert)
-		rsaOnly := &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}}
-		ecdsaOnly := &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}}
-		modern := &tls.Config{}
+		rsaOnly, ecdsaOnly, modern := keyTypeConfigs()
 		served := func(sni string, base *tls.Config) (*x509.Certificate, error) {
-			c := base.Clone()
-			c.ServerName, c.RootCAs = sni, roots
-			tr := &http.Transport{TLSClientConfig: c}
-			defer tr.CloseIdleConnections()
+			c := sniClient(sni, base, roots)
+			defer c.CloseIdleConnections()
 			req, err := http.NewRequest(http.MethodGet, "https://"+httpsAddr+"/", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			req.Host = sni
-			resp, err := (&http.Client{Transport: tr}).Do(req)
+			resp, err := c.Do(req)
 			if err != nil {
 				return nil, err
 			}
