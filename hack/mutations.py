@@ -331,6 +331,7 @@ M = [
  ("M32c4 an Ingress host's further certificates not listed for the expiry metric", "proxy/table/certificates.go", [("\tfor host, hr := range t.exact {\n\t\tfor _, c := range hr.certs {\n", "\tfor host, hr := range t.exact {\n\t\tfor _, c := range hr.certs[:min(1, len(hr.certs))] {\n")], "TestIngressHostKeyTypes$"),
  ("M32c5 one Secret named twice is two certificates", "proxy/table/index.go", [("\t\tif c.secret == secret {\n", "\t\tif c.secret == secret && false {\n")], "TestIngressHostKeyTypes$"),
  ("M32t12 a lasting failure to read the ticket keys logged as an error every poll", "proxy/ticketkeys/keeper.go", [("\t\tcase err != nil && err.Error() != last:\n", "\t\tcase err != nil:\n")], "TestKeeperRunLogsOnce$", [], "./proxy/ticketkeys/"),
+ ("M32g the proxy runner leaves GOMAXPROCS raised when it returns", "cmd/metalgate/proxy.go", [("\t\tdefer goruntime.GOMAXPROCS(procs)\n", "")], "TestProxyDrainsOnShutdown$", [], "./cmd/metalgate/"),
 ]
 only = sys.argv[1:]
 failed = 0

@@ -510,6 +510,9 @@ func runProxy(ctx context.Context, opts proxyOptions) error {
 	// checks that never hold the Ps request handling needs (authCheckProcs).
 	if procs, n := goruntime.GOMAXPROCS(0), authCheckProcs(goruntime.GOMAXPROCS(0), dopts.AuthCheckSlots, dopts.AuthCheckNice); n != procs {
 		goruntime.GOMAXPROCS(n)
+		// Back when the proxy stops: another runner in this process (tests) starts from the
+		// same value instead of doubling it (the default slots follow GOMAXPROCS).
+		defer goruntime.GOMAXPROCS(procs)
 	}
 	if opts.LeaderElect && opts.StaticConfig == "" && opts.Gateway == "" {
 		if err := opts.checkLease(); err != nil {

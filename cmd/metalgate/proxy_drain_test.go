@@ -11,6 +11,7 @@ import (
 	"net/http/httptrace"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"testing"
 	"time"
 
@@ -53,6 +54,7 @@ func TestProxyDrainsOnShutdown(t *testing.T) {
 	opts.registry = prometheus.NewRegistry()
 	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), testenv.Logger(t, "proxy")))
 	defer cancel()
+	procs := goruntime.GOMAXPROCS(0)
 	done := make(chan error, 1)
 	go func() { done <- runProxy(ctx, opts) }()
 
@@ -130,6 +132,9 @@ func TestProxyDrainsOnShutdown(t *testing.T) {
 	}
 	if err := testenv.Receive(t, 30*time.Second, "the runner returns", done); err != nil {
 		t.Errorf("runner: %v", err)
+	}
+	if got := goruntime.GOMAXPROCS(0); got != procs {
+		t.Errorf("GOMAXPROCS %d after the runner returned, want %d as before it (the runner raises it for password checks)", got, procs)
 	}
 	if took := time.Since(stopped); took < delay {
 		t.Errorf("the runner returned %v after shutdown began, before --shutdown-delay %v", took, delay)
