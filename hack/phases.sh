@@ -11,8 +11,9 @@
 # ("[test-e2e] ..."), and kept in $PHASES_LOG_DIR/<target>.log (default _out/phases). At the
 # end: a table of every target (result, seconds, and how busy the machine's CPUs were while it
 # ran: the mean of /proc/stat samples every 5 s, kept in $PHASES_LOG_DIR/cpu.txt), the last
-# $PHASES_TAIL lines (default 60) of each failed target's log, and exit status 1 when any target
-# failed or was not run.
+# $PHASES_TAIL lines (default 60) of each failed target's log, then the lines of that log that
+# say what failed (go test's FAIL lines, panics, failed assertions' file:line), and exit status
+# 1 when any target failed or was not run.
 #
 # The targets themselves take their labs down whatever happened (make test-e2e, test-daytwo,
 # test-conformance do), so a failure in one stream leaves no lab up in any.
@@ -109,6 +110,12 @@ for s in "$@"; do
 		FAILED*)
 			echo ">> $t FAILED: the last $TAIL lines of ${LOGS#"$ROOT"/}/$t.log"
 			tail -n "$TAIL" "$LOGS/$t.log"
+			# A failed test's own log can be longer than the tail: name what failed and
+			# where, whatever the tail shows (go test's FAIL lines, panics, and the
+			# file:line of each failed assertion).
+			echo ">> $t FAILED: what failed in ${LOGS#"$ROOT"/}/$t.log (at most $TAIL lines)"
+			grep -a -E '^[[:space:]]*--- FAIL|^FAIL[[:space:]]|^panic: |^fatal error: |^[[:space:]]+[A-Za-z0-9_]+_test\.go:[0-9]+: |timed out' \
+				"$LOGS/$t.log" | head -n "$TAIL" || true
 			;;
 		esac
 	done
