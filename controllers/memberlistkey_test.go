@@ -48,10 +48,25 @@ func TestEnsureMemberlistKey(t *testing.T) {
 		t.Fatal("no Role in config/rbac/controller/role.yaml")
 	}
 	ns := controllers.DefaultNamespace
+	// What this test makes, it takes away: it runs again (-count) on the same API server.
+	cleanup := func(what string, del func() error) {
+		t.Cleanup(func() {
+			if err := del(); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete %s: %v", what, err)
+			}
+		})
+	}
+	if _, err := admin.CoreV1().Secrets(ns).Get(ctx, controllers.MemberlistKeySecret, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("Secret %s/%s before the first start: err = %v, want NotFound", ns, controllers.MemberlistKeySecret, err)
+	}
+	cleanup("the key Secret", func() error {
+		return admin.CoreV1().Secrets(ns).Delete(ctx, controllers.MemberlistKeySecret, metav1.DeleteOptions{})
+	})
 	role.Name = "memberlist-key-test"
 	if _, err := admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	cleanup("the Role", func() error { return admin.RbacV1().Roles(ns).Delete(ctx, role.Name, metav1.DeleteOptions{}) })
 	sa := "memberlist-key-test"
 	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
@@ -60,6 +75,9 @@ func TestEnsureMemberlistKey(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	cleanup("the RoleBinding", func() error {
+		return admin.RbacV1().RoleBindings(ns).Delete(ctx, role.Name, metav1.DeleteOptions{})
+	})
 	asController := rest.CopyConfig(cfg)
 	asController.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa}
 	cs := kubernetes.NewForConfigOrDie(asController)
@@ -92,6 +110,7 @@ func TestEnsureMemberlistKey(t *testing.T) {
 	if _, err := admin.CoreV1().Secrets(ns).Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	cleanup("another Secret", func() error { return admin.CoreV1().Secrets(ns).Delete(ctx, other.Name, metav1.DeleteOptions{}) })
 	if _, err := cs.CoreV1().Secrets(ns).Get(ctx, "tor-md5", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("the controller read another Secret: err = %v, want Forbidden", err)
 	}
