@@ -81,15 +81,18 @@ func TestStressRivals(t *testing.T) {
 
 	logs := make([]*ringLog, 0, 16)
 	start := func(i int) func() {
-		l := newRingLog(fmt.Sprintf("rival-%d", i), 3000)
+		l := newRingLog(fmt.Sprintf("rival-%d", i), stressLogTail)
 		logs = append(logs, l)
 		return startControllerLogged(t, cfg, controllers.Options{}, l.logger())
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
+			// The last lines only: a run kills and starts a dozen rivals, and their whole logs
+			// would bury what failed.
 			for _, l := range logs {
-				t.Logf("%s (last lines):\n%s", l.name, l.String())
+				t.Logf("%s (last %d lines):\n%s", l.name, stressLogTail, l.tail(stressLogTail))
 			}
+			t.Logf("the same random choices (not the same timing): make stress-alloc STRESS_SEED=%d STRESS_DURATION=%s", seed, *stressDuration)
 		}
 	})
 	rivals := make([]func(), *stressRivals)
@@ -494,7 +497,11 @@ func (r *ringLog) logger() logr.Logger {
 	}, funcr.Options{Verbosity: 1})
 }
 
-func (r *ringLog) String() string {
+// stressLogTail is how many of each rival's last lines a failed run prints.
+const stressLogTail = 200
+
+// tail returns the last n lines logged, oldest first.
+func (r *ringLog) tail(n int) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []string
@@ -502,5 +509,5 @@ func (r *ringLog) String() string {
 		out = append(out, r.lines[r.next:]...)
 	}
 	out = append(out, r.lines[:r.next]...)
-	return strings.Join(out, "\n")
+	return strings.Join(out[max(0, len(out)-n):], "\n")
 }
