@@ -277,10 +277,11 @@ STRESS_SEED ?= 0
 
 .PHONY: stress-alloc
 stress-alloc: kube-bin ## Rival controllers over churning Services and kills under CPU load; invariant 1 checked at every status change; RESULT double_assignments=… services=… rivals=… kills=….
-	@mkdir -p _out
-	@echo ">> TestStressRivals for $(STRESS_DURATION) with $(STRESS_RIVALS) rivals (log: _out/stress-alloc.log)"
+	@rm -rf _out/stress-alloc && mkdir -p _out/stress-alloc
+	@echo ">> TestStressRivals for $(STRESS_DURATION) with $(STRESS_RIVALS) rivals (log: _out/stress-alloc.log; each rival's: _out/stress-alloc/)"
 	go test -count=1 -race -timeout 0 -v -run '^TestStressRivals$$' ./controllers/ \
 	  -args -stress.duration=$(STRESS_DURATION) -stress.rivals=$(STRESS_RIVALS) -stress.hog=$(STRESS_HOG) -stress.seed=$(STRESS_SEED) \
+	  -stress.logdir=$(CURDIR)/_out/stress-alloc \
 	  > _out/stress-alloc.log 2>&1 || { tail -100 _out/stress-alloc.log; exit 1; }
 	@grep -E '^stress:' _out/stress-alloc.log
 	@grep -E '^RESULT ' _out/stress-alloc.log | tail -1

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -36,6 +38,7 @@ var (
 	stressHog      = flag.Int("stress.hog", 2, "TestStressRivals: goroutines burning CPU beside the control plane")
 	stressSeed     = flag.Uint64("stress.seed", 0, "TestStressRivals: random seed (0: from the clock; the seed is printed)")
 	stressWorkers  = flag.Int("stress.workers", 4, "TestStressRivals: goroutines changing Services at once")
+	stressLogDir   = flag.String("stress.logdir", "", "TestStressRivals: also write each rival's whole log to <dir>/rival-N.log")
 )
 
 // TestStressRivals runs rival controllers (leader election off, as during a Lease handover, a
@@ -82,6 +85,14 @@ func TestStressRivals(t *testing.T) {
 	logs := make([]*ringLog, 0, 16)
 	start := func(i int) func() {
 		l := newRingLog(fmt.Sprintf("rival-%d", i), stressLogTail)
+		if *stressLogDir != "" {
+			f, err := os.Create(filepath.Join(*stressLogDir, l.name+".log"))
+			if err != nil {
+				t.Fatalf("rival log: %v", err)
+			}
+			t.Cleanup(func() { _ = f.Close() }) // after the rival has stopped: cleanups run last first
+			l.file = f
+		}
 		logs = append(logs, l)
 		return startControllerLogged(t, cfg, controllers.Options{}, l.logger())
 	}
@@ -483,6 +494,7 @@ type ringLog struct {
 	lines []string
 	next  int
 	full  bool
+	file  *os.File // every line, when -stress.logdir is set
 }
 
 func newRingLog(name string, n int) *ringLog { return &ringLog{name: name, lines: make([]string, n)} }
@@ -492,6 +504,9 @@ func (r *ringLog) logger() logr.Logger {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.lines[r.next] = time.Now().Format("15:04:05.000") + " " + prefix + " " + args
+		if r.file != nil {
+			_, _ = fmt.Fprintln(r.file, r.lines[r.next])
+		}
 		r.next = (r.next + 1) % len(r.lines)
 		r.full = r.full || r.next == 0
 	}, funcr.Options{Verbosity: 1})
