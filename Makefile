@@ -112,9 +112,8 @@ verify-generate: generate ## Fail when generated files are stale.
 
 # ---- lint -----------------------------------------------------------------------------------
 .PHONY: lint
-lint: $(STATICCHECK) ## gofmt, go vet, staticcheck.
+lint: $(STATICCHECK) ## gofmt, go vet, staticcheck (with the e2e and daytwo tags: every file; no file is built only without them).
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
-	go vet ./...
 	go vet -tags 'e2e daytwo' ./...
 	$(STATICCHECK) -tags 'e2e daytwo' ./...
 	cd e2e/conformance && go vet ./... && $(STATICCHECK) ./...
@@ -213,13 +212,21 @@ daytwo-run: daytwo-from $(HELM) ## TestDayTwo against the running lab LAB_PREFIX
 	  go test -tags 'e2e daytwo' -count=1 -v -timeout 30m -run '^TestDayTwo$$' ./e2e/ || rc=$$?; \
 	  if [ $$rc != 0 ]; then echo ">> day-two FAILED; logs of the failed test are in $(E2E_LOGS)/"; fi; exit $$rc
 
-# make test runs its lanes one after the other and stops at the first failure: the fast lane
-# (minutes) first, so a lint or unit failure is known before the API-server, lab and
-# conformance runs start. Each step is its own make, in order, whatever -j says.
-.PHONY: test-fast
-test-fast: ## The fast lane: lint, generated files up to date, unit tests, in that order.
+# make test runs its lanes one after the other and stops at the first failure: the checks lane
+# (lint, generated files: a few minutes) first, so that a format, vet or stale-file failure is
+# known before the API-server, lab and conformance runs start. The unit tests are not run on
+# their own there: the integration run (go test -race ./...) runs every one of them, with the
+# race detector; a separate -short run first compiled and linked every test binary a second
+# time (without -race) and ran the same tests again, ~2.5 minutes of both cores. make test-fast
+# keeps them for quick loops. Each step is its own make, in order, whatever -j says.
+.PHONY: test-checks
+test-checks: ## The checks lane of make test: lint, then generated files up to date.
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory verify-generate
+
+.PHONY: test-fast
+test-fast: ## Quick loops: lint, generated files up to date, unit tests (-short), in that order.
+	@$(MAKE) --no-print-directory test-checks
 	@$(MAKE) --no-print-directory test-unit
 
 # The slow lane runs the e2e suite, whose lab waits most of the time (TestArbitration's and
@@ -237,13 +244,13 @@ test-slow-prereqs: test-deps
 	  $(MAKE) --no-print-directory lab-kube-bin lab-images lab-tool daytwo-from; fi
 
 .PHONY: test-slow
-test-slow: ## What follows the fast lane: e2e beside integration (real API server; as root netns + FRR) then Gateway API conformance; then day two, alone.
+test-slow: ## What follows the checks lane: e2e beside integration (real API server; as root netns + FRR) then Gateway API conformance; then day two, alone.
 	@$(MAKE) --no-print-directory test-slow-prereqs
 	@hack/phases.sh 'test-e2e' 'test-integration test-conformance' -- 'test-daytwo'
 
 .PHONY: test
-test: ## Everything: test-fast (lint, generated files, unit; stops at the first failure), then test-slow (e2e beside integration then conformance; then day two).
-	@$(MAKE) --no-print-directory test-fast
+test: ## Everything: test-checks (lint, generated files; stops at the first failure), then test-slow (e2e beside integration, which runs every unit test too, then conformance; then day two).
+	@$(MAKE) --no-print-directory test-checks
 	@$(MAKE) --no-print-directory test-slow
 
 # ---- the Helm chart (charts/metalgate; tested by config/chart_test.go in make test) -----------
