@@ -32,6 +32,12 @@ IMAGE_TAG ?= $(subst +,-,$(VERSION))
 VERSION_PKG := github.com/metalgate/metalgate/cmd/metalgate/internal/version
 LDFLAGS := -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION)
 GO_TEST_FLAGS ?=
+# Every go command make runs (tests, vet, builds) compiles with -trimpath: the build cache's
+# keys then do not depend on where the checkout is, so a fresh clone at a new path (CI's) reuses
+# what an earlier clone compiled instead of compiling every package of this module again (about
+# 120 CPU-seconds of the race build alone, measured).
+GOFLAGS += -trimpath
+export GOFLAGS
 
 # envtest-style assets: kube-apiserver and kubectl built here, etcd from Debian.
 export KUBEBUILDER_ASSETS := $(KUBE_BIN)
