@@ -332,6 +332,9 @@ M = [
  ("M32c5 one Secret named twice is two certificates", "proxy/table/index.go", [("\t\tif c.secret == secret {\n", "\t\tif c.secret == secret && false {\n")], "TestIngressHostKeyTypes$"),
  ("M32t12 a lasting failure to read the ticket keys logged as an error every poll", "proxy/ticketkeys/keeper.go", [("\t\tcase err != nil && err.Error() != last:\n", "\t\tcase err != nil:\n")], "TestKeeperRunLogsOnce$", [], "./proxy/ticketkeys/"),
  ("M32g the proxy runner leaves GOMAXPROCS raised when it returns", "cmd/metalgate/proxy.go", [("\t\tdefer goruntime.GOMAXPROCS(procs)\n", "")], "TestProxyDrainsOnShutdown$", [], "./cmd/metalgate/"),
+ ("M33r1 a Lease release gives up at the first conflict (client-go's ReleaseOnCancel)", "internal/leaserelease/release.go", [("\t\tif !apierrors.IsConflict(err) {\n", "\t\tif true {\n")], "TestRelease$", [], "./internal/leaserelease/"),
+ ("M33r2 a Lease release clears another holder's Lease", "internal/leaserelease/release.go", [("\t\tcase rec.HolderIdentity != lock.Identity():\n", "\t\tcase rec.HolderIdentity == \"nobody\":\n")], "TestRelease$", [], "./internal/leaserelease/"),
+ ("M33r3 the controller does not give its Lease up when it stops", "cmd/metalgate/controller.go", [("\t\treleaseLease(ctx, lock, t.renew)\n", "")], "TestControllerOutlivesLostLease$", [], "./cmd/metalgate/"),
 ]
 only = sys.argv[1:]
 failed = 0

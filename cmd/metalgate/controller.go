@@ -38,6 +38,7 @@ import (
 	"github.com/metalgate/metalgate/controllers"
 	"github.com/metalgate/metalgate/controllers/gateway"
 	"github.com/metalgate/metalgate/internal/adminauth"
+	"github.com/metalgate/metalgate/internal/leaserelease"
 )
 
 // controllerOptions are the flags of `metalgate controller`.
@@ -269,7 +270,7 @@ func leadTerms(ctx context.Context, lock resourcelock.Interface, t electionTimin
 	for {
 		g := &termGate{}
 		// The campaign's context ends after the term has stopped: on shutdown, or when the
-		// term ends by itself. Its end releases the Lease (ReleaseOnCancel).
+		// term ends by itself. The Lease is released once the term has stopped (below).
 		runCtx, endRun := context.WithCancel(context.WithoutCancel(ctx))
 		stopShutdown := context.AfterFunc(ctx, func() {
 			g.wait()
@@ -277,7 +278,10 @@ func leadTerms(ctx context.Context, lock resourcelock.Interface, t electionTimin
 		})
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock: lock, LeaseDuration: t.lease, RenewDeadline: t.renew, RetryPeriod: t.retry,
-			ReleaseOnCancel: true, Name: lock.Describe(),
+			// Not ReleaseOnCancel: client-go's release gives up on the first conflict, which a
+			// renewal it gave up on but that still lands on the API server causes; ours reads
+			// again (internal/leaserelease).
+			ReleaseOnCancel: false, Name: lock.Describe(),
 			Callbacks: leaderelection.LeaderCallbacks{
 				// tctx ends when the Lease is lost; the term's context also when ctx ends.
 				OnStartedLeading: func(tctx context.Context) {
@@ -299,6 +303,10 @@ func leadTerms(ctx context.Context, lock resourcelock.Interface, t electionTimin
 		stopShutdown()
 		end := g.wait()
 		endRun()
+		// The term has stopped: give the Lease up if it still names us (shutdown, a term that
+		// ended by itself, or a renewal that did not reach the API server in time), so that
+		// another controller, or this one's next campaign, leads at once.
+		releaseLease(ctx, lock, t.renew)
 		switch {
 		case end.err != nil:
 			return end.err
@@ -308,6 +316,20 @@ func leadTerms(ctx context.Context, lock resourcelock.Interface, t electionTimin
 			return errors.New("the controllers stopped while this controller held the Lease")
 		}
 		lost()
+	}
+}
+
+// releaseLease gives lock's Lease up when it names this identity, within renew.
+func releaseLease(ctx context.Context, lock resourcelock.Interface, renew time.Duration) {
+	log := logr.FromContextOrDiscard(ctx)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), renew)
+	defer cancel()
+	released, err := leaserelease.Release(rctx, lock)
+	switch {
+	case err != nil:
+		log.Error(err, "could not give the Lease up; another controller leads once it expires", "lease", lock.Describe())
+	case released:
+		log.Info("gave the Lease up", "lease", lock.Describe(), "identity", lock.Identity())
 	}
 }
 

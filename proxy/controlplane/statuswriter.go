@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/metalgate/metalgate/internal/leaserelease"
 	"github.com/metalgate/metalgate/proxy/ingress"
 )
 
@@ -247,23 +248,15 @@ func (w *statusWriter) set(writing bool, msg string) {
 }
 
 // release gives the Lease up when this replica still holds it (at shutdown), as client-go's
-// ReleaseOnCancel would: a holder-less record that expires in a second.
+// ReleaseOnCancel would, reading it again after a conflict (internal/leaserelease).
 func (w *statusWriter) release(lock resourcelock.Interface) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.election.RenewDeadline)
 	defer cancel()
-	rec, _, err := lock.Get(ctx)
-	if err != nil {
+	released, err := leaserelease.Release(ctx, lock)
+	switch {
+	case err != nil:
 		w.log.Info("could not release the status Lease; another replica takes it when it expires", "error", err.Error())
-		return
+	case released:
+		w.log.Info("released the status Lease")
 	}
-	if rec.HolderIdentity != w.election.Identity {
-		return
-	}
-	now := metav1.NewTime(time.Now())
-	if err := lock.Update(ctx, resourcelock.LeaderElectionRecord{LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now,
-		LeaderTransitions: rec.LeaderTransitions}); err != nil {
-		w.log.Info("could not release the status Lease; another replica takes it when it expires", "error", err.Error())
-		return
-	}
-	w.log.Info("released the status Lease")
 }
