@@ -281,15 +281,13 @@ func (w *churn) step() {
 			return
 		}
 		name := xs[w.rng.IntN(len(xs))]
-		err := retryOnConflict(func() error {
-			s := getServiceOrNil(w.ns, name)
-			if s == nil {
-				return nil
-			}
-			s.Annotations[contract.AnnotationLoadBalancerIPs] = w.randomAddr()
-			return k8sClient.Update(context.Background(), s)
-		})
-		if err != nil {
+		// A merge patch, as kubectl annotate and apply send: no resourceVersion, so the rivals'
+		// status writes on the same Service cannot make it conflict (a get-then-update could,
+		// over and over on a loaded machine).
+		s := &corev1.Service{}
+		s.Namespace, s.Name = w.ns, name
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, contract.AnnotationLoadBalancerIPs, w.randomAddr())
+		if err := k8sClient.Patch(context.Background(), s, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
 			w.t.Errorf("edit %s: %v", name, err)
 		}
 	}
@@ -329,24 +327,13 @@ func createWhenGone(s *corev1.Service) error {
 	return errors.Join(err, final)
 }
 
-func retryOnConflict(f func() error) error {
-	for range 20 {
-		if err := f(); !apierrors.IsConflict(err) {
-			return err
-		}
-	}
-	return fmt.Errorf("still conflicting after 20 tries")
-}
-
+// editPool sets the pool's addresses with a merge patch, as kubectl apply and patch do: no
+// resourceVersion, so the rivals' pool status writes cannot make it conflict.
 func editPool(name, cidr string) error {
-	return retryOnConflict(func() error {
-		var p v1alpha1.IPAddressPool
-		if err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: controllers.DefaultNamespace, Name: name}, &p); err != nil {
-			return err
-		}
-		p.Spec.Addresses = []v1alpha1.AddressRange{v1alpha1.AddressRange(cidr)}
-		return k8sClient.Update(context.Background(), &p)
-	})
+	p := &v1alpha1.IPAddressPool{}
+	p.Namespace, p.Name = controllers.DefaultNamespace, name
+	patch := fmt.Sprintf(`{"spec":{"addresses":[%q]}}`, cidr)
+	return k8sClient.Patch(context.Background(), p, client.RawPatch(types.MergePatchType, []byte(patch)))
 }
 
 // settled reports why the namespace's Services and the claims do not agree yet: an address
