@@ -236,10 +236,12 @@ test-fast: ## Quick loops: lint, generated files up to date, unit tests (-short)
 	@$(MAKE) --no-print-directory test-unit
 
 # The slow lane runs the e2e suite, whose lab waits most of the time (TestArbitration's and
-# TestDemo's watches), beside the integration run and then the conformance suite, which keep the
-# cores busy; the day-two test, whose RESULT measures gaps while pods roll, runs after them,
-# alone (one run beside the integration run, on a machine shared with other work, measured a
-# largest gap of 0.43 s, against 0.1-0.2 s alone). hack/phases.sh runs them: each line a step prints is prefixed with its name and kept in
+# TestDemo's watches), then the conformance suite in a lab of its own, beside the integration run,
+# which keeps the cores busy (the e2e suite ends first: 866 s against 966 s in a warm run, so the
+# conformance suite overlaps the end of the integration run instead of following it); the
+# day-two test, whose RESULT measures gaps while pods roll, runs after them, alone (one run
+# beside the integration run, on a machine shared with other work, measured a largest gap of
+# 0.43 s, against 0.1-0.2 s alone). hack/phases.sh runs them: each line a step prints is prefixed with its name and kept in
 # _out/phases/<step>.log; a stream stops at its first failure while the other goes on; every lab
 # is taken down by its own step; the lane fails when any step failed. What the steps build in
 # common (Kubernetes binaries, the images, the lab driver, the previous release for day two,
@@ -250,12 +252,12 @@ test-slow-prereqs: test-deps
 	  $(MAKE) --no-print-directory lab-kube-bin lab-images lab-tool daytwo-from; fi
 
 .PHONY: test-slow
-test-slow: ## What follows the checks lane: e2e beside integration (real API server; as root netns + FRR) then Gateway API conformance; then day two, alone.
+test-slow: ## What follows the checks lane: e2e then Gateway API conformance (as root: labs), beside integration (real API server; as root netns + FRR); then day two, alone.
 	@$(MAKE) --no-print-directory test-slow-prereqs
-	@hack/phases.sh 'test-e2e' 'test-integration test-conformance' -- 'test-daytwo'
+	@hack/phases.sh 'test-e2e test-conformance' 'test-integration' -- 'test-daytwo'
 
 .PHONY: test
-test: ## Everything: test-checks (lint, generated files; stops at the first failure), then test-slow (e2e beside integration, which runs every unit test too, then conformance; then day two).
+test: ## Everything: test-checks (lint, generated files; stops at the first failure), then test-slow (e2e then conformance beside integration, which runs every unit test too; then day two).
 	@$(MAKE) --no-print-directory test-checks
 	@$(MAKE) --no-print-directory test-slow
 
