@@ -153,7 +153,7 @@ func TestRelease(t *testing.T) {
 	t.Run("conflicts until the time runs out", func(t *testing.T) {
 		hold(t, "busy", "me")
 		l := &lateWriter{Interface: lock("busy", "me"), holder: lock("busy", "me"), n: 1 << 30, t: t}
-		tctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		ok, err := Release(tctx, l)
 		// The time runs out in the pause after a conflict ("still conflicting") or during a
@@ -162,7 +162,7 @@ func TestRelease(t *testing.T) {
 			t.Fatalf("Release = %v, %v; want false and an error naming the Lease", ok, err)
 		}
 		if l.conflict < 2 {
-			t.Errorf("%d conflicts in 500ms, want several: Release gave up after the first", l.conflict)
+			t.Errorf("%d conflicts in 2s, want several: Release gave up after the first", l.conflict)
 		}
 		if h := holderOf(lease(t, "busy")); h != "me" {
 			t.Errorf("Lease held by %q, want me (nothing written but renewals)", h)
