@@ -334,6 +334,8 @@ M = [
  ("M32g the proxy runner leaves GOMAXPROCS raised when it returns", "cmd/metalgate/proxy.go", [("\t\tdefer goruntime.GOMAXPROCS(procs)\n", "")], "TestProxyDrainsOnShutdown$", [], "./cmd/metalgate/"),
  ("M33r1 a Lease release gives up at the first conflict (client-go's ReleaseOnCancel)", "internal/leaserelease/release.go", [("\t\tif !apierrors.IsConflict(err) {\n", "\t\tif true {\n")], "TestRelease$", [], "./internal/leaserelease/"),
  ("M33r2 a Lease release clears another holder's Lease", "internal/leaserelease/release.go", [("\t\tcase rec.HolderIdentity != lock.Identity():\n", "\t\tcase rec.HolderIdentity == \"nobody\":\n")], "TestRelease$", [], "./internal/leaserelease/"),
+ ("M34q1 the TLS listener does not set TCP_QUICKACK", "proxy/dataplane/server.go", [("\t\t\tln = quickAckListener(ln)\n", "")], "TestTLSNagleClientNotDelayed$"),
+ ("M34q2 TCP_QUICKACK before the write, not after it", "proxy/dataplane/quickack_linux.go", [("\tn, err := c.Conn.Write(p)\n\tif n > 0 && ", "\tif "), ("\t\t_ = c.raw.Control(setQuickAck)\n\t}\n", "\t\t_ = c.raw.Control(setQuickAck)\n\t}\n\tn, err := c.Conn.Write(p)\n")], "TestTLSNagleClientNotDelayed$"),
  ("M33r3 the controller does not give its Lease up when it stops", "cmd/metalgate/controller.go", [("\t\treleaseLease(ctx, lock, t.renew)\n", "")], "TestControllerOutlivesLostLease$", [], "./cmd/metalgate/"),
 ]
 only = sys.argv[1:]

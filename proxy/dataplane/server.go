@@ -371,6 +371,11 @@ func (s *Server) Serve(ctx context.Context, httpLn, httpsLn net.Listener) error 
 		if ln == nil {
 			return
 		}
+		if tls {
+			// Innermost, so that it sees the socket's own writes: the handshake's flight
+			// (quickack_linux.go).
+			ln = quickAckListener(ln)
+		}
 		// The per-client cap counts the client the PROXY header names, once it is read
 		// (listener.go).
 		ln = s.limitListener(s.proxyProtocolListener(ln, pp), name)
