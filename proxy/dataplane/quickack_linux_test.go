@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/metalgate/metalgate/proxy/ingress"
 )
 
 // nagleFirstRequest opens a TLS connection to addr with Nagle's algorithm on (as ab and
@@ -47,7 +49,8 @@ func nagleFirstRequest(t *testing.T, addr string, cfg *tls.Config) (time.Duratio
 // TestTLSNagleClientNotDelayed: a client that leaves Nagle's algorithm on holds its first
 // request until the server has acknowledged the client's last handshake message. The server
 // must acknowledge it at once (TCP_QUICKACK after its flight), not after Linux's delayed-ACK
-// time (40 ms or more): full and resumed handshakes, TLS 1.3 and 1.2. A control, a plain Go
+// time (40 ms or more): full and resumed handshakes, TLS 1.3 and 1.2, and a passthrough host
+// (the backend's handshake through the proxy's socket). A control, a plain Go
 // TLS server without it, shows that this kernel does delay the acknowledgement, so that the
 // test can tell the two apart.
 //
@@ -74,8 +77,24 @@ func TestTLSNagleClientNotDelayed(t *testing.T) {
 	go func() { _ = control.Serve(ln) }()
 	defer control.Close()
 
-	delayed := func(addr string, version uint16, resume bool) int {
-		cfg := &tls.Config{ServerName: host, InsecureSkipVerify: true, MinVersion: version, MaxVersion: version}
+	// TLS passthrough: the handshake is the backend's, the client's socket the proxy's.
+	const ptHost = "pt.nagle.test"
+	ptCert, err := SelfSignedCertificate(ptHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptBackend := newTLSBackend(t, *ptCert, false, nil)
+	in := tableInput(route{host: ptHost, path: "/", endpoints: []string{ptBackend.addr()},
+		annotations: map[string]string{"nginx.ingress.kubernetes.io/ssl-passthrough": "true"}})
+	in.SSLPassthrough = true
+	ptTab, problems := ingress.Build(in)
+	if len(problems) > 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	_, _, ptAddr := startProxy(t, Options{SSLPassthrough: true}, ptTab)
+
+	delayed := func(addr, sni string, version uint16, resume bool) int {
+		cfg := &tls.Config{ServerName: sni, InsecureSkipVerify: true, MinVersion: version, MaxVersion: version}
 		if resume {
 			cfg.ClientSessionCache = tls.NewLRUClientSessionCache(1)
 			nagleFirstRequest(t, addr, cfg) // the session to resume
@@ -92,21 +111,23 @@ func TestTLSNagleClientNotDelayed(t *testing.T) {
 		}
 		return count
 	}
-	if got := delayed(ln.Addr().String(), tls.VersionTLS13, false); got < n {
+	if got := delayed(ln.Addr().String(), host, tls.VersionTLS13, false); got < n {
 		t.Skipf("this kernel acknowledged the handshake without delay for a plain Go TLS server (%d of %d delayed): nothing to tell apart here", got, n)
 	}
 	for _, tc := range []struct {
-		name    string
-		version uint16
-		resume  bool
+		name      string
+		addr, sni string
+		version   uint16
+		resume    bool
 	}{
-		{"TLS 1.3 full handshake", tls.VersionTLS13, false},
-		{"TLS 1.3 resumed", tls.VersionTLS13, true},
-		{"TLS 1.2 resumed (the client's Finished is last)", tls.VersionTLS12, true},
-		{"TLS 1.2 full handshake", tls.VersionTLS12, false},
+		{"TLS 1.3 full handshake", proxyAddr, host, tls.VersionTLS13, false},
+		{"TLS 1.3 resumed", proxyAddr, host, tls.VersionTLS13, true},
+		{"TLS 1.2 resumed (the client's Finished is last)", proxyAddr, host, tls.VersionTLS12, true},
+		{"TLS 1.2 full handshake", proxyAddr, host, tls.VersionTLS12, false},
+		{"TLS passthrough, TLS 1.3 with the backend", ptAddr, ptHost, tls.VersionTLS13, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := delayed(proxyAddr, tc.version, tc.resume); got > n/2 {
+			if got := delayed(tc.addr, tc.sni, tc.version, tc.resume); got > n/2 {
 				t.Errorf("%d of %d first requests answered %v or more after they were written: the handshake's last message was acknowledged late", got, n, slow)
 			}
 		})
