@@ -21,13 +21,14 @@ const quickAckWrites = 2
 // session tickets in its first flight, before the client's Finished, where OpenSSL sends
 // them after it. Having just sent that flight, Linux's TCP is in its interactive (delayed-
 // ACK) mode, so the Finished is acknowledged only when the delayed-ACK timer fires. A client
-// with Nagle's algorithm on (ab, OpenSSL's s_client, many HTTP libraries: TCP_NODELAY is the
+// with Nagle's algorithm on (ab, OpenSSL's s_client, some HTTP libraries: TCP_NODELAY is the
 // client's choice) holds its request until that acknowledgement, so every new connection
 // waited 40 ms before its first request (measured: 44 ms a connection against nginx's
 // 1.2 ms, docs/benchmarks.md). TCP_QUICKACK after the flight leaves that mode, and sends at
 // once an acknowledgement already held back. It costs one setsockopt per counted write; it is
 // not kept (the kernel goes back to delaying ACKs by its own rules), so later requests and
-// responses are not changed.
+// responses are not changed. Under TLS passthrough the writes are the backend's flight as the
+// proxy copies it: a flight that arrives in more than quickAckWrites parts still waits.
 func quickAckListener(ln net.Listener) net.Listener { return &ackListener{Listener: ln} }
 
 type ackListener struct{ net.Listener }
