@@ -93,7 +93,8 @@ func TestTLSNagleClientNotDelayed(t *testing.T) {
 	}
 	_, _, ptAddr := startProxy(t, Options{SSLPassthrough: true}, ptTab)
 
-	delayed := func(addr, sni string, version uint16, resume bool) int {
+	delayed := func(t *testing.T, addr, sni string, version uint16, resume bool) int {
+		t.Helper()
 		cfg := &tls.Config{ServerName: sni, InsecureSkipVerify: true, MinVersion: version, MaxVersion: version}
 		if resume {
 			cfg.ClientSessionCache = tls.NewLRUClientSessionCache(1)
@@ -111,7 +112,7 @@ func TestTLSNagleClientNotDelayed(t *testing.T) {
 		}
 		return count
 	}
-	if got := delayed(ln.Addr().String(), host, tls.VersionTLS13, false); got < n {
+	if got := delayed(t, ln.Addr().String(), host, tls.VersionTLS13, false); got < n {
 		t.Skipf("this kernel acknowledged the handshake without delay for a plain Go TLS server (%d of %d delayed): nothing to tell apart here", got, n)
 	}
 	for _, tc := range []struct {
@@ -127,7 +128,7 @@ func TestTLSNagleClientNotDelayed(t *testing.T) {
 		{"TLS passthrough, TLS 1.3 with the backend", ptAddr, ptHost, tls.VersionTLS13, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := delayed(tc.addr, tc.sni, tc.version, tc.resume); got > n/2 {
+			if got := delayed(t, tc.addr, tc.sni, tc.version, tc.resume); got > n/2 {
 				t.Errorf("%d of %d first requests answered %v or more after they were written: the handshake's last message was acknowledged late", got, n, slow)
 			}
 		})
