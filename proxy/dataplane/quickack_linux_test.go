@@ -69,13 +69,7 @@ func TestTLSNagleClientNotDelayed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{*cert}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	control := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) })}
-	go func() { _ = control.Serve(ln) }()
-	defer control.Close()
+	control := newTLSBackend(t, *cert, false, nil)
 
 	// TLS passthrough: the handshake is the backend's, the client's socket the proxy's.
 	const ptHost = "pt.nagle.test"
@@ -112,7 +106,7 @@ func TestTLSNagleClientNotDelayed(t *testing.T) {
 		}
 		return count
 	}
-	if got := delayed(t, ln.Addr().String(), host, tls.VersionTLS13, false); got < n {
+	if got := delayed(t, control.addr(), host, tls.VersionTLS13, false); got < n {
 		t.Skipf("this kernel acknowledged the handshake without delay for a plain Go TLS server (%d of %d delayed): nothing to tell apart here", got, n)
 	}
 	for _, tc := range []struct {
